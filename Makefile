@@ -1,0 +1,40 @@
+# Every target makes its own virtualenv, so a fresh machine needs nothing typed by hand.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed
+
+.PHONY: venv test unit e2e run build-plane lint clean bench
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,fast]'
+	touch $@
+
+# The one test command: lint the layers, then unit, component and e2e tests.
+test: venv build-plane
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q tests
+
+unit: venv
+	$(PY) -m pytest -q tests/unit tests/component
+
+e2e: venv build-plane
+	$(PY) -m pytest -q tests/e2e
+
+# Builds etcd, kube-apiserver, kubectl, helm, ... once into a cache outside the repo.
+build-plane:
+	bash hack/build.sh
+
+# The one run command: a local real control plane with the webhook and controller registered.
+run: venv build-plane
+	$(PY) -m hack.demo
+
+lint: venv
+	$(VENV)/bin/lint-imports
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

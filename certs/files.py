@@ -1,0 +1,44 @@
+"""Writing certificates to a directory: atomic per file, private keys readable by the owner only."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .authority import KeyPair
+
+CA_CERT = "ca.crt"
+TLS_CERT = "tls.crt"
+TLS_KEY = "tls.key"
+
+
+class AlreadyExists(FileExistsError):
+    pass
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` in one rename, so a watcher never reads half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_serving_files(out: Path, ca: KeyPair, serving: KeyPair, *, force: bool = False) -> list[Path]:
+    """Write ca.crt, tls.crt and tls.key (0600) into ``out``; refuse to overwrite unless ``force``."""
+    targets = [out / CA_CERT, out / TLS_CERT, out / TLS_KEY]
+    existing = [p for p in targets if p.exists()]
+    if existing and not force:
+        raise AlreadyExists(f"{existing[0]} already exists (use --force to overwrite)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / CA_CERT, ca.cert_pem)
+    # Key before certificate: a watcher that sees the new certificate then finds its key.
+    write_atomic(out / TLS_KEY, serving.key_pem, 0o600)
+    write_atomic(out / TLS_CERT, serving.cert_pem)
+    return targets

@@ -1,0 +1,136 @@
+"""Conversion between v1alpha1 (sample-controller's schema) and the v1 hub, lossless both ways.
+
+Hub and spoke, as controller-runtime's conversion package does it: v1 is the hub and each other
+version has ``to_hub`` / ``from_hub``. What v1alpha1 cannot hold (the image, v1-only status) rides
+in the annotation ``CONVERSION_ANNOTATION`` on the v1alpha1 object and is taken out again on the
+way back, so v1 → v1alpha1 → v1 is the identity. Only spec, status, apiVersion and that one
+annotation are touched; every other field passes through as it came.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from . import GROUP, HUB_API_VERSION, LEGACY_API_VERSION
+
+CONVERSION_ANNOTATION = f"{GROUP}/conversion-data"
+
+Obj = dict[str, Any]
+
+
+class ConversionError(ValueError):
+    """The object cannot be converted; the message is for the user."""
+
+
+def _stash_of(obj: Obj) -> tuple[dict[str, Any], Obj | None]:
+    """Split the conversion annotation off ``obj``: (stash, metadata without it or None)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return {}, None
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, dict) or CONVERSION_ANNOTATION not in annotations:
+        return {}, None
+    rest = {k: v for k, v in annotations.items() if k != CONVERSION_ANNOTATION}
+    new_metadata = dict(metadata)
+    if rest:
+        new_metadata["annotations"] = rest
+    else:
+        del new_metadata["annotations"]
+    try:
+        stash = json.loads(annotations[CONVERSION_ANNOTATION])
+    except (TypeError, ValueError):
+        raise ConversionError(f"annotation {CONVERSION_ANNOTATION} is not valid JSON; remove it") from None
+    if not isinstance(stash, dict):
+        raise ConversionError(f"annotation {CONVERSION_ANNOTATION} must hold a JSON object; remove it")
+    return stash, new_metadata
+
+
+def to_hub(obj: Obj) -> Obj:
+    """v1alpha1 → v1."""
+    stash, metadata = _stash_of(obj)
+    out = dict(obj)
+    out["apiVersion"] = HUB_API_VERSION
+    if metadata is not None:
+        out["metadata"] = metadata
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        deployment = stash.get("deployment", _MISSING)
+        has_name = "deploymentName" in spec
+        name = spec.pop("deploymentName", None)
+        if deployment is not _MISSING or has_name:
+            deployment = dict(deployment) if isinstance(deployment, dict) else {}
+            if has_name:
+                deployment = {"name": name, **deployment}
+            spec["deployment"] = deployment
+        out["spec"] = spec
+    status_stash = stash.get("status")
+    status = obj.get("status")
+    if isinstance(status_stash, dict) and (status is None or isinstance(status, dict)):
+        merged = dict(status_stash)
+        if isinstance(status, dict):
+            merged.update(status)  # what the v1alpha1 writer says wins over the stash
+        out["status"] = merged
+    return out
+
+
+def from_hub(obj: Obj) -> Obj:
+    """v1 → v1alpha1, stashing what v1alpha1 cannot hold."""
+    out = dict(obj)
+    out["apiVersion"] = LEGACY_API_VERSION
+    stash: dict[str, Any] = {}
+    spec = obj.get("spec")
+    if isinstance(spec, dict) and "deployment" in spec:
+        spec = dict(spec)
+        deployment = spec.pop("deployment")
+        if isinstance(deployment, dict):
+            if "name" in deployment:
+                spec["deploymentName"] = deployment["name"]
+            rest = {k: v for k, v in deployment.items() if k != "name"}
+            if rest or "name" not in deployment:
+                stash["deployment"] = rest
+        else:
+            stash["deployment"] = deployment
+        out["spec"] = spec
+    status = obj.get("status")
+    if isinstance(status, dict):
+        kept = {k: v for k, v in status.items() if k == "availableReplicas"}
+        rest = {k: v for k, v in status.items() if k != "availableReplicas"}
+        if rest:
+            stash["status"] = rest
+            out["status"] = kept
+    if stash:
+        metadata = obj.get("metadata")
+        metadata = dict(metadata) if isinstance(metadata, dict) else {}
+        annotations = metadata.get("annotations")
+        annotations = dict(annotations) if isinstance(annotations, dict) else {}
+        annotations[CONVERSION_ANNOTATION] = json.dumps(stash, separators=(",", ":"), sort_keys=True)
+        metadata["annotations"] = annotations
+        out["metadata"] = metadata
+    return out
+
+
+_MISSING: Any = object()
+
+_TO_HUB: dict[str, Callable[[Obj], Obj]] = {LEGACY_API_VERSION: to_hub, HUB_API_VERSION: lambda o: o}
+_FROM_HUB: dict[str, Callable[[Obj], Obj]] = {LEGACY_API_VERSION: from_hub, HUB_API_VERSION: lambda o: o}
+
+
+def convert(obj: Obj, desired_api_version: str) -> Obj:
+    """``obj`` at ``desired_api_version``, through the hub. Raises ConversionError."""
+    if not isinstance(obj, dict):
+        raise ConversionError("object must be a JSON object")
+    source = obj.get("apiVersion")
+    if source == desired_api_version:
+        return obj
+    up = _TO_HUB.get(source)  # type: ignore[arg-type]
+    if up is None:
+        raise ConversionError(f"cannot convert from apiVersion {source!r}: supported are {', '.join(_TO_HUB)}")
+    down = _FROM_HUB.get(desired_api_version)
+    if down is None:
+        raise ConversionError(
+            f"cannot convert to apiVersion {desired_api_version!r}: supported are {', '.join(_FROM_HUB)}"
+        )
+    return down(up(obj))

@@ -1,0 +1,102 @@
+"""Field errors in Kubernetes' shape (k8s.io/apimachinery/pkg/util/validation/field)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class CauseType(str, Enum):
+    """The `reason` of a Status cause, exactly as Kubernetes spells it."""
+
+    REQUIRED = "FieldValueRequired"
+    INVALID = "FieldValueInvalid"
+    NOT_SUPPORTED = "FieldValueNotSupported"
+    DUPLICATE = "FieldValueDuplicate"
+    FORBIDDEN = "FieldValueForbidden"
+    TOO_LONG = "FieldValueTooLong"
+    TYPE_INVALID = "FieldValueTypeInvalid"
+
+
+_PREFIX = {
+    CauseType.REQUIRED: "Required value",
+    CauseType.INVALID: "Invalid value",
+    CauseType.NOT_SUPPORTED: "Unsupported value",
+    CauseType.DUPLICATE: "Duplicate value",
+    CauseType.FORBIDDEN: "Forbidden",
+    CauseType.TOO_LONG: "Too long",
+    CauseType.TYPE_INVALID: "Invalid value",
+}
+
+# Types whose message shows the offending value, as Kubernetes' ErrorBody does.
+_SHOWS_VALUE = {CauseType.INVALID, CauseType.NOT_SUPPORTED, CauseType.DUPLICATE, CauseType.TYPE_INVALID}
+
+_NO_VALUE = object()
+
+
+def _render_value(value: Any) -> str:
+    """Render a bad value like Go's %#v would for JSON-ish values: strings quoted."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+    # A huge value would drown the message the user needs to read.
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem with one field: what kind, where, the bad value and why."""
+
+    type: CauseType
+    field: str
+    detail: str = ""
+    value: Any = _NO_VALUE
+
+    def body(self) -> str:
+        """The message without the field path (Kubernetes' ErrorBody)."""
+        text = _PREFIX[self.type]
+        if self.type in _SHOWS_VALUE and self.value is not _NO_VALUE:
+            text = f"{text}: {_render_value(self.value)}"
+        if self.detail:
+            text = f"{text}: {self.detail}"
+        return text
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body()}"
+
+
+def required(field: str, detail: str = "") -> FieldError:
+    return FieldError(CauseType.REQUIRED, field, detail)
+
+
+def invalid(field: str, value: Any, detail: str) -> FieldError:
+    return FieldError(CauseType.INVALID, field, detail, value)
+
+
+def type_invalid(field: str, value: Any, detail: str) -> FieldError:
+    return FieldError(CauseType.TYPE_INVALID, field, detail, value)
+
+
+def too_long(field: str, limit: int) -> FieldError:
+    return FieldError(CauseType.TOO_LONG, field, f"must have at most {limit} bytes")
+
+
+def aggregate_message(errors: list[FieldError]) -> str:
+    """`a` for one error, `[a, b]` for several, like apimachinery's aggregate."""
+    if len(errors) == 1:
+        return str(errors[0])
+    return "[" + ", ".join(str(e) for e in errors) + "]"
+
+
+def invalid_message(name: str, errors: list[FieldError], kind: str = "Foo", group: str = "samplecontroller.k8s.io") -> str:
+    """`Foo.samplecontroller.k8s.io "x" is invalid: ...` — what apierrors.NewInvalid says."""
+    qualified = f"{kind}.{group}" if group else kind
+    return f"{qualified} {json.dumps(name)} is invalid: {aggregate_message(errors)}"

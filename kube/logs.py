@@ -1,0 +1,67 @@
+"""Logging set-up shared by every process: plain text for people, JSON for log pipelines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Literal
+
+LogFormat = Literal["text", "json"]
+
+# Attributes every LogRecord has; anything else came from ``extra=`` and is printed as key=value.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
+
+
+def _extras(record: logging.LogRecord) -> dict[str, object]:
+    if record.name == "aiohttp.access":
+        return {}  # its message already says it all; its extras repeat the message
+    return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+
+
+def _logfmt_value(value: object) -> str:
+    text = str(value)
+    if text == "" or any(c in text for c in ' ="'):
+        return json.dumps(text)
+    return text
+
+
+class TextFormatter(logging.Formatter):
+    """`2026-11-23T12:00:00Z INFO webhook: serving addr=0.0.0.0:9443` — readable at 3 a.m."""
+
+    converter = time.gmtime
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", self.converter(record.created))
+        line = f"{stamp} {record.levelname} {record.name}: {record.getMessage()}"
+        extras = _extras(record)
+        if extras:
+            line += " " + " ".join(f"{k}={_logfmt_value(v)}" for k, v in extras.items())
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JSONFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": record.created,
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            **_extras(record),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def setup_logging(level: str = "info", fmt: LogFormat = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # aiohttp's access log is one line per request: useful only when asked for at debug.
+    logging.getLogger("aiohttp.access").setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)

@@ -1,0 +1,85 @@
+"""metav1.Status objects: the one shape every Kubernetes error takes on the wire."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from fooapi.errors import FieldError, invalid_message
+
+
+class StatusCause(TypedDict, total=False):
+    reason: str
+    message: str
+    field: str
+
+
+class StatusDetails(TypedDict, total=False):
+    name: str
+    group: str
+    kind: str
+    causes: list[StatusCause]
+    retryAfterSeconds: int
+
+
+class Status(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+    status: str
+    message: str
+    reason: str
+    details: StatusDetails
+    code: int
+
+
+# The reason Kubernetes gives for each HTTP code it answers with (apimachinery's StatusReason).
+REASON_BY_CODE = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    410: "Expired",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def failure(code: int, message: str, *, reason: str | None = None, details: StatusDetails | None = None) -> Status:
+    """A Failure Status with the reason Kubernetes uses for ``code`` unless one is given."""
+    status: Status = {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason or REASON_BY_CODE.get(code, "Unknown"),
+        "code": code,
+    }
+    if details:
+        status["details"] = details
+    return status
+
+
+def causes(errors: list[FieldError]) -> list[StatusCause]:
+    return [{"reason": e.type.value, "message": e.body(), "field": e.field} for e in errors]
+
+
+def invalid(name: str, errors: list[FieldError], *, kind: str, group: str) -> Status:
+    """422 Invalid with one cause per field error, as apierrors.NewInvalid builds it."""
+    return failure(
+        422,
+        invalid_message(name, errors, kind=kind, group=group),
+        details={"name": name, "group": group, "kind": kind, "causes": causes(errors)},
+    )
+
+
+def success() -> Status:
+    return {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 200}

@@ -1,0 +1,1 @@
+"""The foo-operator webhook service: admission, conversion and the aggregated API over TLS."""

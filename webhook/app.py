@@ -1,0 +1,176 @@
+"""The aiohttp application: routes, the error edge, metrics and readiness. No protocol logic here."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from fooapi import DEFAULT_IMAGE
+from kube.status import failure
+
+from . import admission, conversion
+from .admission import AdmissionRequest, Outcome
+from .foo_admission import mutate_foo, validate_foo
+from .http import StatusError, json_response, read_json, status_response
+from .metrics import WebhookMetrics
+
+log = logging.getLogger("webhook")
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    default_image: str = DEFAULT_IMAGE
+    # An AdmissionReview carries object + oldObject, each up to the apiserver's 3 MiB limit.
+    admission_body_limit: int = 8 * MiB
+    # A list or watch-cache read at a non-storage version arrives as ONE review of every object.
+    conversion_body_limit: int = 256 * MiB
+
+
+@dataclass
+class Readiness:
+    """Ready once certificates are loaded and the listener is up; not ready while draining."""
+
+    serving: bool = False
+    draining: bool = False
+    checks: list[Callable[[], bool]] = field(default_factory=list)
+
+    def ready(self) -> tuple[bool, str]:
+        if self.draining:
+            return False, "shutting down"
+        if not self.serving:
+            return False, "not serving yet"
+        for check in self.checks:
+            if not check():
+                return False, f"{getattr(check, '__name__', 'check')} failed"
+        return True, "ok"
+
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", WebhookMetrics)
+READINESS = web.AppKey("readiness", Readiness)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def status_edge(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error leaves as a Kubernetes Status; nothing leaves as a traceback."""
+    try:
+        return await handler(request)
+    except StatusError as err:
+        return status_response(err.status)
+    except web.HTTPException as err:
+        if err.status < 400:
+            raise
+        message = {404: "the server could not find the requested resource",
+                   405: f"method {request.method} is not allowed on {request.path}"}.get(err.status, err.reason)
+        return status_response(failure(err.status, message))
+    except Exception:
+        log.exception("internal error serving %s %s", request.method, request.path)
+        return status_response(failure(500, "internal error in the webhook service; see its log"))
+
+
+def _timed(name: str, handler: Handler) -> Handler:
+    """controller-runtime's webhook metrics around one endpoint."""
+
+    async def timed(request: web.Request) -> web.StreamResponse:
+        metrics = request.app[METRICS]
+        in_flight = metrics.in_flight.labels(name)
+        in_flight.inc()
+        started = time.perf_counter()
+        code = 500
+        try:
+            response = await handler(request)
+            code = response.status
+            return response
+        except StatusError as err:
+            code = err.status.get("code", 500)
+            raise
+        finally:
+            in_flight.dec()
+            metrics.latency.labels(name).observe(time.perf_counter() - started)
+            metrics.requests.labels(name, str(code)).inc()
+
+    return timed
+
+
+Rule = Callable[[AdmissionRequest, Settings], Outcome]
+
+
+def admission_handler(rule: Rule) -> Handler:
+    """Decode an AdmissionReview, ask the rule, encode its outcome. Malformed calls get 400."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = await read_json(request, request.app[SETTINGS].admission_body_limit)
+        try:
+            review_request = admission.decode(body)
+        except ValueError as err:
+            raise StatusError(failure(400, str(err))) from None
+        outcome = rule(review_request, request.app[SETTINGS])
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "admission decision",
+                extra={
+                    "uid": review_request.uid, "path": request.path, "operation": review_request.operation,
+                    "object": f"{review_request.namespace}/{review_request.name}",
+                    "allowed": outcome.allowed, "code": outcome.code, "patch_ops": len(outcome.patch),
+                    "dry_run": review_request.dry_run,
+                },
+            )
+        return json_response(admission.encode(review_request.uid, outcome))
+
+    return handle
+
+
+async def convert(request: web.Request) -> web.StreamResponse:
+    body = await read_json(request, request.app[SETTINGS].conversion_body_limit)
+    try:
+        answer = conversion.review(body)
+    except ValueError as err:
+        raise StatusError(failure(400, str(err))) from None
+    if log.isEnabledFor(logging.DEBUG):
+        result = answer["response"]["result"]
+        log.debug("conversion", extra={"uid": answer["response"]["uid"], "result": result["status"],
+                                       "objects": len(answer["response"]["convertedObjects"])})
+    return json_response(answer)
+
+
+async def healthz(request: web.Request) -> web.StreamResponse:
+    return web.Response(text="ok")
+
+
+async def readyz(request: web.Request) -> web.StreamResponse:
+    ready, why = request.app[READINESS].ready()
+    return web.Response(text=why, status=200 if ready else 503)
+
+
+async def metrics(request: web.Request) -> web.StreamResponse:
+    return web.Response(body=generate_latest(request.app[METRICS].registry),
+                        headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def build_app(settings: Settings | None = None, *, readiness: Readiness | None = None,
+              webhook_metrics: WebhookMetrics | None = None) -> web.Application:
+    settings = settings or Settings()
+    # The app-wide limit is the largest one; each endpoint enforces its own while reading.
+    app = web.Application(middlewares=[status_edge],
+                          client_max_size=max(settings.admission_body_limit, settings.conversion_body_limit))
+    app[SETTINGS] = settings
+    app[METRICS] = webhook_metrics or WebhookMetrics.create()
+    app[READINESS] = readiness or Readiness(serving=True)
+    mutate = admission_handler(lambda review, settings: mutate_foo(review, image=settings.default_image))
+    validate = admission_handler(lambda review, settings: validate_foo(review))
+    app.router.add_post("/mutate-foo", _timed("/mutate-foo", mutate))
+    app.router.add_post("/validate-foo", _timed("/validate-foo", validate))
+    app.router.add_post("/convert", _timed("/convert", convert))
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -1,0 +1,95 @@
+"""The Foo admission rules: glue between AdmissionReview and fooapi's pure default/validate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fooapi import API_VERSIONS, GROUP, KIND, PLURAL, ConversionError, convert, default, validate
+from fooapi.validation import deprecation_warnings, replicas_errors
+from kube.status import failure, invalid
+
+from .admission import AdmissionRequest, Outcome, allowed, denied, json_patch, misrouted, patched
+
+FOOS = f"{PLURAL}.{GROUP}"
+_WRITES = ("CREATE", "UPDATE")
+
+
+def _foo_or_denial(request: AdmissionRequest, obj: Any, what: str = "object") -> Outcome | None:
+    if not isinstance(obj, dict):
+        return denied(failure(400, f"request.{what} must be a Foo object"))
+    if obj.get("apiVersion") not in API_VERSIONS or obj.get("kind") != KIND:
+        return denied(failure(
+            400, f"request.{what} must be a Foo of {' or '.join(API_VERSIONS)}, "
+                 f"got kind {obj.get('kind')!r} of apiVersion {obj.get('apiVersion')!r}"))
+    return None
+
+
+def _name(request: AdmissionRequest, obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata")
+    if request.name:
+        return request.name
+    if isinstance(metadata, dict):
+        return str(metadata.get("name") or metadata.get("generateName") or "")
+    return ""
+
+
+def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
+    """Fill defaults (replicas, image) with the smallest patch; nothing to fill, no patch."""
+    if request.resource != FOOS or request.sub_resource:
+        return misrouted(request, FOOS)
+    if request.operation not in _WRITES:
+        return allowed()
+    problem = _foo_or_denial(request, request.object)
+    if problem is not None:
+        return problem
+    return patched(json_patch(request.object, default(request.object, image=image)))
+
+
+def _in_requested_version(request: AdmissionRequest, obj: dict[str, Any]) -> dict[str, Any]:
+    """With matchPolicy Equivalent we see v1; errors read best in the version the user sent."""
+    wanted = f"{GROUP}/{request.request_version}"
+    if wanted == obj.get("apiVersion") or wanted not in API_VERSIONS:
+        return obj
+    try:
+        return convert(obj, wanted)
+    except ConversionError:
+        return obj
+
+
+def validate_foo(request: AdmissionRequest) -> Outcome:
+    """All field errors at once as 422 Invalid, plus a warning for deprecated versions."""
+    if request.resource != FOOS:
+        return misrouted(request, FOOS)
+    if request.sub_resource == "scale":
+        return _validate_scale(request)
+    if request.sub_resource:
+        return misrouted(request, FOOS)
+    if request.operation not in _WRITES:
+        return allowed()
+    new = request.object
+    problem = _foo_or_denial(request, new)
+    if problem is None and request.operation == "UPDATE":
+        problem = _foo_or_denial(request, request.old_object, "oldObject")
+    if problem is not None:
+        return problem
+    new = _in_requested_version(request, new)
+    old = _in_requested_version(request, request.old_object) if request.operation == "UPDATE" else None
+    warnings = deprecation_warnings({"apiVersion": f"{GROUP}/{request.request_version}"})
+    errors = validate(new, old)
+    if errors:
+        return denied(invalid(_name(request, new), errors, kind=KIND, group=GROUP), warnings)
+    return allowed(warnings)
+
+
+def _validate_scale(request: AdmissionRequest) -> Outcome:
+    """`kubectl scale` writes through foos/scale; the replicas bounds hold there too."""
+    if request.operation != "UPDATE":
+        return allowed()
+    scale = request.object
+    spec = scale.get("spec") if isinstance(scale, dict) else None
+    if not isinstance(spec, dict):
+        return denied(failure(400, "request.object must be a Scale with a spec"))
+    errors = replicas_errors("spec.replicas", spec.get("replicas"))
+    if errors:
+        return denied(invalid(request.name, errors, kind=KIND, group=GROUP))
+    return allowed()
