@@ -1,0 +1,92 @@
+"""The real server over TLS with certificates from `certs`, verified against the generated CA."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from certs.__main__ import main as certs_main
+from tests.component.reviews import admission_review
+from tests.unit.foos import foo_v1
+from webhook.app import Settings
+from webhook.server import ServerOptions, serve
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _wait_ready(url: str, context: ssl.SSLContext) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(100):
+            try:
+                async with session.get(url + "/readyz", ssl=context) as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientConnectorError:
+                pass
+            await asyncio.sleep(0.05)
+    raise AssertionError("webhook never became ready")
+
+
+@pytest.fixture
+def cert_dir(tmp_path: Path) -> Path:
+    assert certs_main(["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(tmp_path),
+                       "--ip", "127.0.0.1"]) == 0
+    return tmp_path
+
+
+async def test_webhook_serves_https_verified_against_the_generated_ca(cert_dir: Path) -> None:
+    port = free_port()
+    stop = asyncio.Event()
+    server = asyncio.create_task(serve(ServerOptions(cert_dir=cert_dir, bind_address="127.0.0.1", port=port), Settings(), stop))
+    context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    try:
+        for host in ("127.0.0.1", "localhost"):
+            await _wait_ready(f"https://{host}:{port}", context)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"https://localhost:{port}/validate-foo", json=admission_review(foo_v1(replicas=11)),
+                                    ssl=context) as response:
+                review = await response.json()
+        assert review["response"]["status"]["reason"] == "Invalid"
+    finally:
+        stop.set()
+        await asyncio.wait_for(server, 10)
+
+
+async def test_a_client_that_does_not_trust_the_ca_is_refused(cert_dir: Path) -> None:
+    port = free_port()
+    stop = asyncio.Event()
+    server = asyncio.create_task(serve(ServerOptions(cert_dir=cert_dir, bind_address="127.0.0.1", port=port), Settings(), stop))
+    try:
+        await _wait_ready(f"https://127.0.0.1:{port}", ssl.create_default_context(cafile=str(cert_dir / "ca.crt")))
+        async with aiohttp.ClientSession() as session:
+            with pytest.raises(aiohttp.ClientConnectorCertificateError):
+                await session.get(f"https://127.0.0.1:{port}/healthz", ssl=ssl.create_default_context())
+    finally:
+        stop.set()
+        await asyncio.wait_for(server, 10)
+
+
+async def test_new_certificates_are_served_without_a_restart(cert_dir: Path) -> None:
+    port = free_port()
+    stop = asyncio.Event()
+    options = ServerOptions(cert_dir=cert_dir, bind_address="127.0.0.1", port=port, cert_reload_interval=0.1)
+    server = asyncio.create_task(serve(options, Settings(), stop))
+    try:
+        await _wait_ready(f"https://127.0.0.1:{port}", ssl.create_default_context(cafile=str(cert_dir / "ca.crt")))
+        assert certs_main(["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(cert_dir),
+                           "--ip", "127.0.0.1", "--force"]) == 0
+        new_context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+        await asyncio.sleep(0.5)
+        await _wait_ready(f"https://127.0.0.1:{port}", new_context)
+    finally:
+        stop.set()
+        await asyncio.wait_for(server, 10)
