@@ -1,0 +1,117 @@
+"""foo-operator on a LocalControlPlane: the webhook (and controller) as local processes, registered.
+
+The webhook listens on 127.0.0.1 with a certificate from our own CA; the CRD's conversion
+webhook and the admission configurations point at ``https://127.0.0.1:<port>`` with that CA as
+``caBundle`` — the same objects the chart installs, with a URL instead of a Service.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from certs.authority import issue_serving, new_ca
+from certs.files import write_serving_files
+from fooapi.crd import CRD_NAME, crd_manifest
+from webhook.manifests import CONFIGURATION_NAME, mutating_configuration, url_client_config, validating_configuration
+
+from .cluster import LocalControlPlane, free_port
+from .procs import Component, wait_until
+
+REPO = Path(__file__).resolve().parent.parent
+FIELD_MANAGER = "foo-operator"
+
+
+class LocalProduct:
+    """The webhook service (and optionally the controller) running against ``plane``."""
+
+    def __init__(self, plane: LocalControlPlane, *, controller: bool = False, webhook_args: list[str] | None = None,
+                 controller_args: list[str] | None = None) -> None:
+        self.plane = plane
+        self.workdir = plane.workdir / "foo-operator"
+        self.cert_dir = self.workdir / "certs"
+        self.with_controller = controller
+        self.webhook_args = webhook_args or []
+        self.controller_args = controller_args or []
+        self.port = 0
+        self.url = ""
+        self.webhook: Component | None = None
+        self.controller: Component | None = None
+        self.ca_pem = b""
+
+    # -- certificates and manifests ---------------------------------------------------------
+    def _write_certs(self) -> None:
+        ca = new_ca("foo-operator-local-ca")
+        serving = issue_serving(ca, common_name="foo-operator-webhook", dns_names=["localhost"], ips=["127.0.0.1"])
+        write_serving_files(self.cert_dir, ca, serving, force=True)
+        self.ca_pem = ca.cert_pem
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """CRD (conversion by webhook) and both admission configurations, pointing at us."""
+        return [
+            crd_manifest(conversion_client_config=url_client_config(self.url, "/convert", self.ca_pem)),
+            mutating_configuration(url_client_config(self.url, "/mutate-foo", self.ca_pem)),
+            validating_configuration(url_client_config(self.url, "/validate-foo", self.ca_pem)),
+        ]
+
+    def register(self) -> None:
+        """Server-side apply of our objects; re-running it converges (e.g. after a restart)."""
+        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": self.manifests()})
+        self.plane.kubectl("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
+                           "-f", "-", input=document)
+        self.plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+
+    def unregister_admission(self) -> None:
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            self.plane.kubectl("delete", kind, CONFIGURATION_NAME, "--ignore-not-found")
+
+    # -- processes ---------------------------------------------------------------------------
+    def _python(self, module: str, args: list[str], log: str) -> Component:
+        return Component(module, [sys.executable, "-m", module, *args], self.plane.logs_dir / log)
+
+    def start_webhook(self) -> None:
+        self.port = self.port or free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.webhook = self._python("webhook", ["--cert-dir", str(self.cert_dir), "--bind-address", "127.0.0.1",
+                                                "--port", str(self.port), *self.webhook_args], "webhook.log")
+        self.webhook.start()
+        context = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
+
+        def ready() -> bool:
+            with urllib.request.urlopen(self.url + "/readyz", context=context, timeout=2) as response:
+                return bool(response.status == 200)
+
+        wait_until("the webhook's /readyz", ready, timeout=30, watch=[self.webhook])
+
+    def stop_webhook(self) -> None:
+        if self.webhook is not None:
+            self.webhook.stop()
+
+    def start_controller(self) -> None:
+        self.controller = self._python(
+            "controller", ["--kubeconfig", str(self.plane.kubeconfig), *self.controller_args], "controller.log")
+        self.controller.start()
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._write_certs()
+        self.start_webhook()
+        self.register()
+        if self.with_controller:
+            self.start_controller()
+
+    def stop(self) -> None:
+        for component in (self.controller, self.webhook):
+            if component is not None:
+                component.stop()
+
+    def __enter__(self) -> LocalProduct:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,107 @@
+"""Admission through the real kube-apiserver and kubectl: what a user types, what they read."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from hack.cluster import LocalControlPlane
+from hack.product import LocalProduct
+
+
+def foo_yaml(name: str, *, replicas: int | None = 2, deployment: str | None = "web", image: str | None = None,
+             version: str = "v1") -> str:
+    spec: dict[str, object] = {}
+    if version == "v1":
+        dep = {k: v for k, v in {"name": deployment, "image": image}.items() if v is not None}
+        if dep:
+            spec["deployment"] = dep
+    elif deployment is not None:
+        spec["deploymentName"] = deployment
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return yaml.safe_dump({"apiVersion": f"samplecontroller.k8s.io/{version}", "kind": "Foo",
+                           "metadata": {"name": name}, "spec": spec})
+
+
+def get_foo(plane: LocalControlPlane, namespace: str, name: str, version: str = "v1") -> dict:  # type: ignore[type-arg]
+    out = plane.kubectl("get", f"foos.{version}.samplecontroller.k8s.io", name, "-n", namespace, "-o", "json")
+    return json.loads(out.stdout)
+
+
+def test_replicas_above_ten_is_rejected_with_the_webhooks_field_message(
+        foo_operator: LocalProduct, namespace: str) -> None:
+    plane = foo_operator.plane
+    result = plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("too-many", replicas=11), check=False)
+    assert result.returncode != 0
+    assert 'admission webhook "vfoo.samplecontroller.k8s.io" denied the request' in result.stderr
+    assert "spec.replicas: Invalid value: 11: must be less than or equal to 10" in result.stderr
+    assert plane.kubectl("get", "foo", "too-many", "-n", namespace, check=False).returncode != 0
+
+
+def test_every_field_error_is_listed_at_once(foo_operator: LocalProduct, namespace: str) -> None:
+    result = foo_operator.plane.kubectl("apply", "-n", namespace, "-f", "-", check=False,
+                                        input=foo_yaml("broken", replicas=0, deployment=None))
+    assert "spec.deployment.name: Required value" in result.stderr
+    assert "spec.replicas: Invalid value: 0: must be greater than or equal to 1" in result.stderr
+
+
+def test_a_valid_foo_is_created_and_comes_back_defaulted(foo_operator: LocalProduct, namespace: str) -> None:
+    plane = foo_operator.plane
+    plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("plain", replicas=None))
+    foo = get_foo(plane, namespace, "plain")
+    assert foo["spec"] == {"deployment": {"name": "web", "image": "nginx:latest"}, "replicas": 1}
+
+
+def test_server_dry_run_and_diff_get_the_same_answer_as_a_real_write(foo_operator: LocalProduct, namespace: str) -> None:
+    plane = foo_operator.plane
+    dry = plane.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", check=False,
+                        input=foo_yaml("dry", replicas=11))
+    assert dry.returncode != 0 and "must be less than or equal to 10" in dry.stderr
+    ok = plane.kubectl("apply", "--server-side", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-",
+                       input=foo_yaml("dry", replicas=None))
+    assert json.loads(ok.stdout)["spec"]["deployment"]["image"] == "nginx:latest"
+    diff = plane.kubectl("diff", "-n", namespace, "-f", "-", check=False, input=foo_yaml("dry", replicas=11))
+    assert diff.returncode > 1 and "must be less than or equal to 10" in diff.stderr
+    assert plane.kubectl("get", "foo", "dry", "-n", namespace, check=False).returncode != 0
+
+
+def test_deployment_name_cannot_be_changed(foo_operator: LocalProduct, namespace: str) -> None:
+    plane = foo_operator.plane
+    plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("fixed", deployment="first"))
+    result = plane.kubectl("patch", "foo", "fixed", "-n", namespace, "--type=merge", check=False,
+                           "-p", '{"spec":{"deployment":{"name":"second"}}}')
+    assert result.returncode != 0
+    assert 'spec.deployment.name: Invalid value: "second": field is immutable' in result.stderr
+
+
+def test_kubectl_scale_works_within_bounds_and_is_validated_beyond(foo_operator: LocalProduct, namespace: str) -> None:
+    plane = foo_operator.plane
+    plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("scalable", replicas=1))
+    plane.kubectl("scale", "foo/scalable", "-n", namespace, "--replicas=3")
+    assert get_foo(plane, namespace, "scalable")["spec"]["replicas"] == 3
+    result = plane.kubectl("scale", "foo/scalable", "-n", namespace, "--replicas=30", check=False)
+    assert result.returncode != 0 and "must be less than or equal to 10" in result.stderr
+    assert get_foo(plane, namespace, "scalable")["spec"]["replicas"] == 3
+
+
+def test_v1alpha1_use_shows_a_deprecation_warning(foo_operator: LocalProduct, namespace: str) -> None:
+    result = foo_operator.plane.kubectl("apply", "-n", namespace, "-f", "-",
+                                        input=foo_yaml("old-style", version="v1alpha1"))
+    assert "Warning: samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo" in result.stderr
+
+
+def test_kubectl_get_shows_the_printer_columns(foo_operator: LocalProduct, namespace: str) -> None:
+    plane = foo_operator.plane
+    plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("columns", replicas=2))
+    lines = plane.kubectl("get", "foos", "-n", namespace).stdout.splitlines()
+    assert lines[0].split() == ["NAME", "DEPLOYMENT", "REPLICAS", "AVAILABLE", "READY", "AGE"]
+    assert lines[1].split()[:3] == ["columns", "web", "2"]
+    wide = plane.kubectl("get", "foos", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[-1] == "IMAGE" and wide[1].split()[-1] == "nginx:latest"
+
+
+def test_kubectl_explain_describes_the_spec(foo_operator: LocalProduct) -> None:
+    out = foo_operator.plane.kubectl("explain", "foo.spec").stdout
+    assert "deployment" in out and "Number of replicas, 1 to 10" in out
