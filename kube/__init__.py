@@ -1,0 +1,1 @@
+"""The async Kubernetes toolkit foo-operator stands on: no Foo knowledge beyond field errors."""

@@ -1,0 +1,329 @@
+"""A thin JSON client over kubernetes_asyncio's ApiClient: raw paths, dicts in and out.
+
+kubernetes_asyncio brings the config loading, TLS and auth (tokens, exec plugins, in-cluster
+token refresh); we skip its typed models, which cost more than they give a controller. Every call
+passes the client-side QPS limiter and has a timeout; every failure is an ``ApiError``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient
+
+from .ratelimit import TokenBucket
+
+PatchType = Literal["merge", "strategic", "json", "apply"]
+PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+    "apply": "application/apply-patch+yaml",  # JSON is YAML
+}
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: where its objects live on the apiserver."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str = ""
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """``/apis/<g>/<v>[/namespaces/<ns>]/<plural>[/<name>[/<sub>]]`` (``/api/v1`` for core)."""
+        parts = [f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"]
+        if namespace is not None and self.namespaced:
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(quote(name, safe=""))
+            if subresource:
+                parts.append(subresource)
+        return "/".join(parts)
+
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+EVENTS = Resource("", "v1", "events", "Event")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+
+
+class ApiError(Exception):
+    """A failed call: the apiserver's Status, or status 0 when it could not be reached."""
+
+    def __init__(self, status: int, body: Mapping[str, Any] | None = None, *, method: str = "", path: str = "") -> None:
+        self.status = status
+        self.body: dict[str, Any] = dict(body or {})
+        self.method = method
+        self.path = path
+        self.reason: str = str(self.body.get("reason") or ("ServerUnreachable" if status == 0 else "Unknown"))
+        self.message: str = str(self.body.get("message") or "")
+        super().__init__(f"{method} {path}: {status} {self.reason}: {self.message}".strip())
+
+    @property
+    def details(self) -> dict[str, Any]:
+        details = self.body.get("details")
+        return details if isinstance(details, dict) else {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def conflict(self) -> bool:
+        """An optimistic-concurrency conflict (stale resourceVersion): retry from fresh state."""
+        return self.status == 409 and self.reason != "AlreadyExists"
+
+    @property
+    def gone(self) -> bool:
+        """410 Gone / Expired: the resourceVersion is too old to watch from; relist."""
+        return self.status == 410
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying as is: unreachable, throttled, conflicting or a server-side failure."""
+        return self.status in (0, 409, 429) or self.status >= 500
+
+    @property
+    def retry_after(self) -> float | None:
+        seconds = self.details.get("retryAfterSeconds")
+        return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+
+
+def _query(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key, value in (params or {}).items():
+        if value is None:
+            continue
+        out.append((key, ("true" if value else "false") if isinstance(value, bool) else str(value)))
+    return out
+
+
+class KubeClient:
+    """JSON calls against the apiserver an ``ApiClient`` is configured for."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        limiter: TokenBucket | None = None,
+        timeout: float = 30.0,
+        field_manager: str | None = None,
+    ) -> None:
+        self.api = api
+        self.limiter = limiter
+        self.timeout = timeout
+        self.field_manager = field_manager
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        try:
+            response: aiohttp.ClientResponse = await self.api.call_api(
+                path,
+                method,
+                query_params=_query(query),
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=timeout,
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiError(0, {"message": f"{type(exc).__name__}: {exc}"}, method=method, path=path) from exc
+        return response
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """One call; the decoded JSON answer, or ``ApiError`` with the apiserver's Status."""
+        client_timeout = aiohttp.ClientTimeout(total=self.timeout if timeout is None else timeout)
+        response = await self._send(
+            method, path, query=query, body=body, content_type=content_type, timeout=client_timeout
+        )
+        try:
+            raw = await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiError(0, {"message": f"{type(exc).__name__}: {exc}"}, method=method, path=path) from exc
+        finally:
+            response.release()
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            data = {"message": raw[:500].decode("utf-8", "replace")}
+        if not 200 <= response.status < 300:
+            raise ApiError(response.status, data if isinstance(data, dict) else None, method=method, path=path)
+        return data if isinstance(data, dict) else {"items": data}
+
+    def _write_query(self, dry_run: bool = False) -> dict[str, Any]:
+        return {"fieldManager": self.field_manager, "dryRun": "All" if dry_run else None}
+
+    async def get(
+        self, resource: Resource, name: str, *, namespace: str | None = None, subresource: str | None = None
+    ) -> dict[str, Any]:
+        return await self.request("GET", resource.path(namespace, name, subresource))
+
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        resource_version: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        query = {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": limit,
+            "continue": continue_,
+            "resourceVersion": resource_version,
+        }
+        return await self.request("GET", resource.path(namespace), query=query, timeout=timeout)
+
+    async def create(
+        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        return await self.request("POST", resource.path(namespace), query=self._write_query(dry_run), body=body)
+
+    async def replace(
+        self,
+        resource: Resource,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        return await self.request(
+            "PUT", resource.path(namespace, name, subresource), query=self._write_query(), body=body, timeout=timeout
+        )
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: PatchType = "merge",
+        force: bool | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        query = self._write_query()
+        if patch_type == "apply":
+            query["force"] = force
+        return await self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            query=query,
+            body=patch,
+            content_type=PATCH_CONTENT_TYPES[patch_type],
+            timeout=timeout,
+        )
+
+    async def delete(
+        self, resource: Resource, name: str, *, namespace: str | None = None, body: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        return await self.request("DELETE", resource.path(namespace, name), body=body)
+
+    @asynccontextmanager
+    async def watch(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """A watch stream of ``{"type", "object"}`` events; ends when the server closes it.
+
+        The server closes after ``timeout_seconds``; the socket read timeout sits a little
+        past that (bookmarks arrive well inside it), so a silently dead connection is noticed.
+        """
+        path = resource.path(namespace)
+        query = {
+            "watch": True,
+            "allowWatchBookmarks": allow_bookmarks,
+            "resourceVersion": resource_version,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "timeoutSeconds": timeout_seconds,
+        }
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self.timeout, sock_connect=self.timeout, sock_read=timeout_seconds + 30
+        )
+        response = await self._send("GET", path, query=query, body=None, content_type="application/json", timeout=timeout)
+        try:
+            if not 200 <= response.status < 300:
+                raw = await response.read()
+                try:
+                    data = json.loads(raw)
+                except ValueError:
+                    data = {"message": raw[:500].decode("utf-8", "replace")}
+                raise ApiError(response.status, data if isinstance(data, dict) else None, method="WATCH", path=path)
+            yield self._events(response, path)
+        finally:
+            response.close()
+
+    @staticmethod
+    async def _events(response: aiohttp.ClientResponse, path: str) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if isinstance(event, dict):
+                    yield event
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            raise ApiError(0, {"message": f"{type(exc).__name__}: {exc}"}, method="WATCH", path=path) from exc

@@ -1,0 +1,64 @@
+"""Read your own writes through an informer cache that has not caught up with them yet.
+
+A controller that just created or patched an object may reconcile again before the watch
+delivers its own write; the stale cache then asks for the same write again (an AlreadyExists
+error or a redundant patch). ``RecentWrites`` remembers each write's answer until the cache
+shows it, and ``resolve`` hands out whichever of the two is current.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from .ratelimit import Clock
+
+Object = dict[str, Any]
+
+
+def _rv(obj: Mapping[str, Any] | None) -> str | None:
+    if obj is None:
+        return None
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+class RecentWrites:
+    def __init__(self, ttl: float = 60.0, *, clock: Clock = time.monotonic) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        # key -> (resourceVersion the cache showed before our write or None for a create,
+        #         the object the apiserver answered with, expiry)
+        self._entries: dict[str, tuple[str | None, Object, float]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def remember(self, key: str, before: Mapping[str, Any] | None, written: Object) -> None:
+        self._entries[key] = (_rv(before), written, self._clock() + self.ttl)
+
+    def forget(self, key: str) -> None:
+        """Call on a delete event for ``key``: the cache is the truth again."""
+        self._entries.pop(key, None)
+
+    def observe(self, key: str, obj: Mapping[str, Any]) -> None:
+        """Call on add/update events: once the cache holds our write, the entry has done its job."""
+        entry = self._entries.get(key)
+        if entry is not None and _rv(obj) == _rv(entry[1]):
+            del self._entries[key]
+
+    def resolve(self, key: str, cached: Object | None) -> Object | None:
+        """The cached object, unless it still predates our last write to ``key``."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return cached
+        before_rv, written, expires = entry
+        if self._clock() >= expires:
+            del self._entries[key]
+            return cached
+        cached_rv = _rv(cached)
+        if cached_rv == before_rv and (cached is not None or before_rv is None):
+            return written  # the cache still shows the state our write replaced
+        if cached is None or cached_rv == _rv(written):
+            del self._entries[key]  # caught up (or deleted since): the cache is the truth again
+        return cached

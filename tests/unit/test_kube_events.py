@@ -1,0 +1,155 @@
+"""kube.events: repeats aggregate into one Event, each object has a budget, writes never block."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kube.client import ApiError
+from kube.events import EventCorrelator, EventRecorder
+from kube.metrics import metrics_for
+
+NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+FOO = {
+    "apiVersion": "samplecontroller.k8s.io/v1",
+    "kind": "Foo",
+    "metadata": {"name": "example", "namespace": "demo", "uid": "uid-1", "resourceVersion": "10"},
+}
+
+
+def other(name: str) -> dict[str, Any]:
+    return {**FOO, "metadata": {**FOO["metadata"], "name": name, "uid": f"uid-{name}"}}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_first_occurrence_creates_an_event_like_client_gos_recorder() -> None:
+    write = EventCorrelator("foo-controller", "host-1").correlate(FOO, "Normal", "Synced", "Foo synced successfully", NOW)
+    assert write is not None and write.action == "create"
+    body = write.body
+    assert body["metadata"]["namespace"] == "demo"
+    assert body["metadata"]["name"].startswith("example.")
+    assert body["involvedObject"] == {
+        "apiVersion": "samplecontroller.k8s.io/v1",
+        "kind": "Foo",
+        "name": "example",
+        "namespace": "demo",
+        "uid": "uid-1",
+        "resourceVersion": "10",
+    }
+    assert (body["type"], body["reason"], body["message"]) == ("Normal", "Synced", "Foo synced successfully")
+    assert body["source"] == {"component": "foo-controller", "host": "host-1"}
+    assert body["count"] == 1
+    assert body["firstTimestamp"] == body["lastTimestamp"] == "2025-01-01T12:00:00Z"
+
+
+def test_a_repeat_patches_count_and_last_timestamp_of_the_same_event() -> None:
+    correlator = EventCorrelator("c", "h")
+    created = correlator.correlate(FOO, "Warning", "ErrResourceExists", "m", NOW)
+    # A newer resourceVersion of the same object is still the same event.
+    newer = {**FOO, "metadata": {**FOO["metadata"], "resourceVersion": "11"}}
+    repeat = correlator.correlate(newer, "Warning", "ErrResourceExists", "m", NOW + timedelta(seconds=30))
+    assert created is not None and repeat is not None
+    assert repeat.action == "patch"
+    assert (repeat.namespace, repeat.name) == ("demo", created.name)
+    assert repeat.body == {"count": 2, "lastTimestamp": "2025-01-01T12:00:30Z"}
+
+
+def test_a_different_message_reason_type_or_object_is_a_different_event() -> None:
+    correlator = EventCorrelator("c", "h")
+    correlator.correlate(FOO, "Warning", "R", "m", NOW)
+    variants = [
+        (FOO, "Warning", "R", "other message"),
+        (FOO, "Warning", "Other", "m"),
+        (FOO, "Normal", "R", "m"),
+        (other("second"), "Warning", "R", "m"),
+    ]
+    for obj, type_, reason, message in variants:
+        write = correlator.correlate(obj, type_, reason, message, NOW)  # type: ignore[arg-type]
+        assert write is not None and write.action == "create"
+
+
+def test_a_hot_loop_cannot_flood_the_apiserver_per_object_budget() -> None:
+    clock = Clock()
+    correlator = EventCorrelator("c", "h", burst=25, refill_seconds=300, clock=clock)
+    writes = [correlator.correlate(FOO, "Warning", "R", f"attempt {i}", NOW) for i in range(1000)]
+    assert sum(w is not None for w in writes) == 25
+    # Another object has its own budget.
+    assert correlator.correlate(other("second"), "Warning", "R", "m", NOW) is not None
+    # The budget refills one event per five minutes.
+    clock.now += 300
+    assert correlator.correlate(FOO, "Warning", "R", "later", NOW) is not None
+    assert correlator.correlate(FOO, "Warning", "R", "later", NOW) is None
+
+
+class EventApi:
+    def __init__(self) -> None:
+        self.events: dict[tuple[str, str], dict[str, Any]] = {}
+        self.calls: list[str] = []
+
+    async def create(self, resource: Any, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        self.calls.append("create")
+        self.events[(namespace or "", body["metadata"]["name"])] = dict(body)
+        return body
+
+    async def patch(self, resource: Any, name: str, patch: dict[str, Any], *, namespace: str | None = None, **_: Any) -> dict[str, Any]:
+        self.calls.append("patch")
+        event = self.events.get((namespace or "", name))
+        if event is None:
+            raise ApiError(404, {"reason": "NotFound"})
+        event.update(patch)
+        return event
+
+
+async def test_recorder_writes_in_the_background_and_aggregates_on_the_server() -> None:
+    api = EventApi()
+    registry = CollectorRegistry()
+    recorder = EventRecorder(api, "foo-controller", host="h", metrics=metrics_for(registry))  # type: ignore[arg-type]
+    recorder.start()
+    for _ in range(3):
+        recorder.event(FOO, "Normal", "Synced", "Foo synced successfully")
+    assert await recorder.flush(timeout=2)
+    await recorder.stop()
+    assert api.calls == ["create", "patch", "patch"]
+    (event,) = api.events.values()
+    assert event["count"] == 3
+    assert registry.get_sample_value("kube_events_total", {"outcome": "created"}) == 1
+    assert registry.get_sample_value("kube_events_total", {"outcome": "patched"}) == 2
+
+
+async def test_a_repeat_of_an_expired_event_creates_a_new_one() -> None:
+    api = EventApi()
+    recorder = EventRecorder(api, "c", host="h")  # type: ignore[arg-type]
+    recorder.start()
+    recorder.event(FOO, "Warning", "R", "m")
+    await recorder.flush(timeout=2)
+    api.events.clear()  # the apiserver's event TTL passed
+    recorder.event(FOO, "Warning", "R", "m")
+    await recorder.flush(timeout=2)
+    await recorder.stop()
+    assert api.calls == ["create", "patch", "create"]
+    (event,) = api.events.values()
+    assert event["count"] == 1
+
+
+async def test_recording_never_waits_for_the_apiserver() -> None:
+    class SlowApi(EventApi):
+        async def create(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            await asyncio.sleep(10)
+            raise AssertionError("unreachable")
+
+    recorder = EventRecorder(SlowApi(), "c", host="h", max_pending=2)  # type: ignore[arg-type]
+    recorder.start()
+    for i in range(5):
+        recorder.event(other(f"o{i}"), "Normal", "R", "m")  # returns at once; overflow is dropped
+    assert not await recorder.flush(timeout=0.05)
+    await recorder.stop(timeout=0.05)

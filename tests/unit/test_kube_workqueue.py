@@ -1,0 +1,289 @@
+"""kube.workqueue and kube.ratelimit: client-go's queue semantics, driven on the real event loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from kube.metrics import metrics_for
+from kube.ratelimit import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+    TokenBucket,
+    default_controller_rate_limiter,
+)
+from kube.workqueue import ShutDown, WorkQueue
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# ---- rate limiters ---------------------------------------------------------------------------
+
+
+def test_item_backoff_doubles_from_5ms_and_caps_at_1000s() -> None:
+    limiter = ItemExponentialFailureRateLimiter()
+    delays = [limiter.when("k") for _ in range(22)]
+    assert delays[:4] == [0.005, 0.01, 0.02, 0.04]
+    assert delays[17] == pytest.approx(0.005 * 2**17)  # 655 s
+    assert delays[18:] == [1000.0] * 4
+    assert limiter.num_requeues("k") == 22
+
+
+def test_item_backoff_survives_a_huge_number_of_failures() -> None:
+    limiter = ItemExponentialFailureRateLimiter()
+    for _ in range(2000):
+        delay = limiter.when("k")
+    assert delay == 1000.0
+
+
+def test_forget_restarts_backoff_from_the_base_delay() -> None:
+    limiter = ItemExponentialFailureRateLimiter()
+    for _ in range(5):
+        limiter.when("k")
+    limiter.forget("k")
+    assert limiter.num_requeues("k") == 0
+    assert limiter.when("k") == 0.005
+
+
+def test_backoff_is_per_item() -> None:
+    limiter = ItemExponentialFailureRateLimiter()
+    for _ in range(5):
+        limiter.when("a")
+    assert limiter.when("b") == 0.005
+
+
+def test_token_bucket_allows_the_burst_then_spaces_callers_by_one_over_qps() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(10, 100, clock=clock)
+    assert [bucket.reserve() for _ in range(100)] == [0.0] * 100
+    assert [bucket.reserve() for _ in range(3)] == pytest.approx([0.1, 0.2, 0.3])
+    clock.now += 10  # refills 100 tokens, minus the 3 borrowed
+    assert bucket.reserve() == 0.0
+
+
+def test_token_bucket_try_take_never_borrows() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(1, 2, clock=clock)
+    assert [bucket.try_take() for _ in range(3)] == [True, True, False]
+    clock.now += 1
+    assert bucket.try_take() is True
+
+
+def test_token_bucket_with_zero_qps_is_unlimited() -> None:
+    bucket = TokenBucket(0, 0)
+    assert all(bucket.reserve() == 0.0 for _ in range(1000))
+
+
+def test_default_controller_limiter_is_the_max_of_item_backoff_and_overall_bucket() -> None:
+    clock = FakeClock()
+    limiter = default_controller_rate_limiter(clock=clock)
+    # 100 distinct items fail once: the bucket's burst covers them, item backoff says 5 ms.
+    assert {limiter.when(i) for i in range(100)} == {0.005}
+    # The 101st distinct item is throttled by the overall 10 qps bucket.
+    assert limiter.when("one-more") == pytest.approx(0.1)
+    # An item failing again and again is governed by its own backoff.
+    for _ in range(10):
+        delay = limiter.when("hot")
+    assert delay == pytest.approx(0.005 * 2**9)
+
+
+def test_max_of_limiter_forgets_in_every_limiter() -> None:
+    a, b = ItemExponentialFailureRateLimiter(1, 100), ItemExponentialFailureRateLimiter(2, 100)
+    limiter = MaxOfRateLimiter(a, b)
+    assert limiter.when("k") == 2
+    assert limiter.when("k") == 4
+    assert limiter.num_requeues("k") == 2
+    limiter.forget("k")
+    assert a.num_requeues("k") == b.num_requeues("k") == 0
+
+
+@given(st.lists(st.sampled_from("abc"), max_size=60))
+def test_item_backoff_never_exceeds_its_cap(items: list[str]) -> None:
+    limiter = ItemExponentialFailureRateLimiter(0.005, 1000.0)
+    assert all(0.005 <= limiter.when(i) <= 1000.0 for i in items)
+
+
+# ---- the queue -------------------------------------------------------------------------------
+
+
+async def test_an_item_added_twice_is_handed_out_once() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("a")
+    queue.add("a")
+    queue.add("b")
+    assert len(queue) == 2
+    assert [await queue.get(), await queue.get()] == ["a", "b"]
+    assert len(queue) == 0
+
+
+async def test_an_item_is_never_processed_by_two_workers_at_once() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("a")
+    first = await queue.get()
+    queue.add("a")  # changed again while a worker holds it
+    assert len(queue) == 0  # ... so it waits for done(), not for a second worker
+    second_worker = asyncio.create_task(queue.get())
+    await asyncio.sleep(0.01)
+    assert not second_worker.done()
+    queue.done(first)
+    assert await asyncio.wait_for(second_worker, 1) == "a"
+
+
+async def test_re_adds_while_processing_collapse_into_one() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("a")
+    item = await queue.get()
+    for _ in range(5):
+        queue.add("a")
+    queue.done(item)
+    assert len(queue) == 1
+
+
+async def test_concurrent_workers_never_overlap_on_a_key() -> None:
+    queue: WorkQueue[int] = WorkQueue("t")
+    active: set[int] = set()
+    overlaps = []
+    processed = []
+
+    async def worker() -> None:
+        while True:
+            try:
+                item = await queue.get()
+            except ShutDown:
+                return
+            if item in active:
+                overlaps.append(item)
+            active.add(item)
+            await asyncio.sleep(0.001)
+            if len(processed) < 200:
+                queue.add(item)  # keep re-adding while processing
+            processed.append(item)
+            active.discard(item)
+            queue.done(item)
+
+    for i in range(5):
+        queue.add(i)
+    workers = [asyncio.create_task(worker()) for _ in range(8)]
+    while len(processed) < 200:
+        await asyncio.sleep(0.005)
+    queue.shutdown()
+    await asyncio.wait_for(asyncio.gather(*workers), 5)
+    assert overlaps == []
+
+
+async def test_add_after_delays_the_add_and_an_earlier_pending_time_wins() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add_after("a", 0.05)
+    queue.add_after("a", 10)  # later than what is pending: ignored
+    assert len(queue) == 0 and queue.delayed == 1
+    assert await asyncio.wait_for(queue.get(), 1) == "a"
+    queue.add_after("b", 10)
+    queue.add_after("b", 0.01)  # sooner: replaces the pending one
+    assert await asyncio.wait_for(queue.get(), 1) == "b"
+    assert queue.delayed == 0
+
+
+async def test_add_after_with_no_delay_adds_at_once() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add_after("a", 0)
+    assert len(queue) == 1
+
+
+async def test_add_rate_limited_backs_off_and_forget_resets() -> None:
+    queue: WorkQueue[str] = WorkQueue("t", rate_limiter=ItemExponentialFailureRateLimiter(0.01, 1.0))
+    queue.add_rate_limited("a")
+    queue.add_rate_limited("a")
+    assert queue.num_requeues("a") == 2
+    assert await asyncio.wait_for(queue.get(), 1) == "a"
+    queue.forget("a")
+    assert queue.num_requeues("a") == 0
+
+
+async def test_shutdown_refuses_adds_and_wakes_idle_workers() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    idle = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.shutdown()
+    with pytest.raises(ShutDown):
+        await asyncio.wait_for(idle, 1)
+    queue.add("a")
+    queue.add_after("b", 0.001)
+    assert len(queue) == 0 and queue.delayed == 0
+
+
+async def test_shutdown_still_hands_out_queued_items_like_client_go() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("a")
+    queue.shutdown()
+    assert await queue.get() == "a"
+    with pytest.raises(ShutDown):
+        await queue.get()
+
+
+async def test_shutdown_discarding_queued_items_keeps_in_flight_ones_to_finish() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    for item in "abc":
+        queue.add(item)
+    in_flight = await queue.get()
+    queue.add(in_flight)  # a re-add during processing must not come back after shutdown
+    queue.add_after("later", 5)
+    queue.shutdown(discard_queued=True)
+    with pytest.raises(ShutDown):
+        await queue.get()
+    assert not await queue.drain(timeout=0.01)  # "a" is still being processed
+    queue.done(in_flight)
+    assert await queue.drain(timeout=1)
+    assert len(queue) == 0 and queue.delayed == 0
+
+
+async def test_drain_waits_for_in_flight_items() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    queue.add("a")
+    item = await queue.get()
+    queue.shutdown()
+    drained = asyncio.create_task(queue.drain())
+    await asyncio.sleep(0.01)
+    assert not drained.done()
+    queue.done(item)
+    assert await asyncio.wait_for(drained, 1) is True
+
+
+async def test_a_cancelled_getter_does_not_swallow_an_item() -> None:
+    queue: WorkQueue[str] = WorkQueue("t")
+    first = asyncio.create_task(queue.get())
+    second = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)
+    queue.add("a")
+    first.cancel()  # woken for "a" but cancelled before it ran
+    assert await asyncio.wait_for(second, 1) == "a"
+
+
+async def test_queue_metrics_are_named_like_client_go() -> None:
+    registry = CollectorRegistry()
+    queue: WorkQueue[str] = WorkQueue("foo", metrics=metrics_for(registry))
+    queue.add("a")
+    queue.add("a")
+    queue.add("b")
+    item = await queue.get()
+    queue.done(item)
+    queue.add_rate_limited("a")
+
+    def value(name: str) -> float | None:
+        return registry.get_sample_value(name, {"name": "foo"})
+
+    assert value("workqueue_adds_total") == 3
+    assert value("workqueue_depth") == 1
+    assert value("workqueue_retries_total") == 1
+    assert value("workqueue_queue_duration_seconds_count") == 1
+    assert value("workqueue_work_duration_seconds_count") == 1
