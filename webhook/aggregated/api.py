@@ -1,0 +1,420 @@
+"""The HTTP face of insights.samplecontroller.k8s.io: authenticate, authorize, route, negotiate, answer.
+
+Order as in kube-apiserver: authentication (401), then authorization of resource requests
+(403), then routing (404/405), then content negotiation (406). Discovery and OpenAPI are open
+to every authenticated user, as `system:discovery` makes them in a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import yaml  # type: ignore[import-untyped]
+from aiohttp import web
+
+from kube.status import Status, failure
+
+from ..http import StatusError, read_json
+from . import discovery, openapi
+from .authn import Authenticator, Unauthenticated, UserInfo
+from .authz import Authorizer, RequestInfo, forbidden, request_info
+from .media import ACCEPTED, JSON, TABLE, YAML, Form, negotiate
+from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_VERSION, RESOURCES, VERSION, Resource
+from .review import ReviewError, review
+from .selectors import Predicate, SelectorError, field_selector, label_selector
+from .table import IncludeObject, table
+from .view import Change, Expired, HealthView, Subscription
+
+log = logging.getLogger("webhook.aggregated")
+
+Obj = dict[str, Any]
+MiB = 1024 * 1024
+
+
+@dataclass
+class Insights:
+    """Everything the handlers need; one per application."""
+
+    authenticator: Authenticator
+    authorizer: Authorizer
+    view: HealthView
+    default_image: str
+    review_body_limit: int = 8 * MiB
+    # kube-apiserver ends a watch after a random time in [min-request-timeout, 2×] (default 30 min).
+    watch_timeout: float = 1800.0
+    bookmark_interval: float = 60.0
+    # How often an idle watch checks whether its client is still there.
+    idle_check: float = 2.0
+
+
+INSIGHTS = web.AppKey("insights", Insights)
+
+NOT_FOUND = "the server could not find the requested resource"
+NOT_ALLOWED = "the server does not allow this method on the requested resource"
+
+
+def _fail(code: int, message: str, **kwargs: Any) -> StatusError:
+    return StatusError(failure(code, message, **kwargs))
+
+
+def _render(body: Any, form: Form, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    if form == "yaml":
+        return web.Response(body=yaml.safe_dump(body, sort_keys=False).encode(), status=status,
+                            headers={"Content-Type": YAML, **(headers or {})})
+    content_type = {"table": TABLE, "discovery-v2": discovery.aggregated_media_type("v2"),
+                    "discovery-v2beta1": discovery.aggregated_media_type("v2beta1")}.get(form, JSON)
+    return web.Response(body=orjson.dumps(body), status=status, headers={"Content-Type": content_type, **(headers or {})})
+
+
+def _form(request: web.Request, allowed: tuple[Form, ...]) -> Form:
+    form = negotiate(request.headers.get("Accept", ""), allowed)
+    if form is None:
+        raise _fail(406, f"only the following media types are accepted: {ACCEPTED}")
+    return form
+
+
+# ---- authentication and authorization ------------------------------------------------------------
+
+
+def _peer_certificate(request: web.Request) -> bytes | None:
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return None
+    der = ssl_object.getpeercert(binary_form=True)
+    return der or None
+
+
+def authenticate(request: web.Request, insights: Insights) -> UserInfo:
+    result = insights.authenticator.authenticate(_peer_certificate(request), request.headers)
+    if isinstance(result, Unauthenticated):
+        log.info("unauthenticated request", extra={"path": request.path, "remote": request.remote,
+                                                   "reason": result.reason})
+        raise _fail(401, "Unauthorized")
+    return result
+
+
+async def authorize(user: UserInfo, info: RequestInfo, insights: Insights) -> None:
+    try:
+        decision = await insights.authorizer(user, info)
+    except Exception as err:  # the SubjectAccessReview itself failed: not the user's fault
+        log.warning("authorization failed", extra={"user": user.name, "path": info.path, "error": str(err)})
+        raise _fail(500, f"authorization of the request failed: {err}") from None
+    if not decision.allowed:
+        log.info("forbidden", extra={"user": user.name, "verb": info.verb, "resource": info.resource,
+                                     "namespace": info.namespace, "name": info.name})
+        raise StatusError(forbidden(user, info, decision.reason))
+
+
+# ---- the one entry point -----------------------------------------------------------------------------
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
+    insights = request.app[INSIGHTS]
+    user = authenticate(request, insights)
+    info = request_info(request.method, request.path, request.query)
+    if info.resource_request:
+        await authorize(user, info, insights)
+        return await _resource(request, insights, info)
+    return _non_resource(request)
+
+
+def _non_resource(request: web.Request) -> web.StreamResponse:
+    parts = [p for p in request.path.strip("/").split("/") if p]
+    if request.method not in ("GET", "HEAD"):
+        raise _fail(405, NOT_ALLOWED)
+    if parts == ["apis"]:
+        form = _form(request, ("discovery-v2", "discovery-v2beta1", "json", "yaml"))
+        if form in ("discovery-v2", "discovery-v2beta1"):
+            return _render(discovery.api_group_discovery_list(form.rpartition("-")[2]), form)
+        return _render(discovery.api_group_list(), form)
+    if parts == ["apis", GROUP]:
+        return _render(discovery.api_group(), _form(request, ("json", "yaml")))
+    if parts == ["apis", GROUP, VERSION]:
+        return _render(discovery.api_resource_list(), _form(request, ("json", "yaml")))
+    if parts == ["openapi", "v2"]:
+        return _document(request, openapi.openapi_v2())
+    if parts == ["openapi", "v3"]:
+        return web.Response(body=orjson.dumps(openapi.openapi_v3_index()), headers={"Content-Type": JSON})
+    if parts == ["openapi", "v3", *openapi.V3_PATH.split("/")]:
+        return _document(request, openapi.openapi_v3_group_version(), immutable="hash" in request.query)
+    raise _fail(404, NOT_FOUND)
+
+
+def _document(request: web.Request, document: bytes, immutable: bool = False) -> web.Response:
+    etag = f'"{openapi.etag(document)}"'
+    headers = {"ETag": etag, "Content-Type": JSON,
+               "Cache-Control": "public, immutable" if immutable else "no-cache, private"}
+    if request.headers.get("If-None-Match") == etag:
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=document, headers=headers)
+
+
+async def _resource(request: web.Request, insights: Insights, info: RequestInfo) -> web.StreamResponse:
+    resource = RESOURCES.get(info.resource)
+    if info.api_group != GROUP or info.api_version != VERSION or resource is None or info.subresource \
+            or info.extra_parts:
+        raise _fail(404, NOT_FOUND)
+    if resource is FOO_REVIEWS:
+        if not info.namespace:
+            raise _fail(404, NOT_FOUND)
+        if request.method != "POST" or info.path_name:
+            raise _fail(405, NOT_ALLOWED)
+        return await _create_review(request, insights, info.namespace)
+    if request.method not in ("GET", "HEAD"):
+        raise _fail(405, NOT_ALLOWED)
+    if info.path_name:
+        if not info.namespace or info.verb != "get":
+            raise _fail(404, NOT_FOUND)
+        return _get_health(request, insights, resource, info.namespace, info.path_name)
+    return await _list_or_watch(request, insights, info)
+
+
+# ---- fooreviews ----------------------------------------------------------------------------------------
+
+
+async def _create_review(request: web.Request, insights: Insights, namespace: str) -> web.StreamResponse:
+    form = _form(request, ("json", "yaml"))
+    body = await read_json(request, insights.review_body_limit)
+    try:
+        answer = review(body, namespace, default_image=insights.default_image)
+    except ReviewError as err:
+        raise StatusError(err.status) from None
+    return _render(answer, form, status=201)
+
+
+# ---- foohealths: get, list, watch -------------------------------------------------------------------------
+
+
+def _require_synced(insights: Insights) -> None:
+    if not insights.view.synced:
+        raise StatusError(failure(503, "foohealths are not available yet: the Foo, Deployment and Pod caches "
+                                       "are still syncing", details={"retryAfterSeconds": 1}))
+
+
+def _get_health(request: web.Request, insights: Insights, resource: Resource, namespace: str,
+                name: str) -> web.StreamResponse:
+    form = _form(request, ("json", "yaml", "table", "partial"))
+    _require_synced(insights)
+    health = insights.view.get(namespace, name)
+    if health is None:
+        raise _fail(404, f'{resource.qualified} "{name}" not found',
+                    details={"name": name, "group": GROUP, "kind": resource.name})
+    return _one(health, form, request)
+
+
+def _include_object(request: web.Request) -> IncludeObject:
+    value = request.query.get("includeObject", "Metadata")
+    if value not in ("None", "Metadata", "Object"):
+        raise _fail(400, f'includeObject: unsupported value "{value}": supported values are None, Metadata, Object')
+    return value  # type: ignore[return-value]
+
+
+def _partial(obj: Obj) -> Obj:
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+
+
+def _one(health: Obj, form: Form, request: web.Request) -> web.Response:
+    if form == "table":
+        return _render(table([health], resource_version=health["metadata"].get("resourceVersion", ""),
+                             include_object=_include_object(request)), form)
+    return _render(_partial(health) if form == "partial" else health, form)
+
+
+@dataclass(frozen=True)
+class _Filter:
+    namespace: str
+    labels: Predicate
+    fields: Predicate
+
+    def __call__(self, obj: Obj) -> bool:
+        meta = obj["metadata"]
+        return (not self.namespace or meta.get("namespace") == self.namespace) and self.labels(obj) and self.fields(obj)
+
+
+def _filter(request: web.Request, namespace: str) -> _Filter:
+    try:
+        labels = label_selector(request.query.get("labelSelector", ""))
+        fields, _ = field_selector(request.query.get("fieldSelector", ""))
+    except SelectorError as err:
+        raise _fail(400, str(err)) from None
+    return _Filter(namespace, labels, fields)
+
+
+async def _list_or_watch(request: web.Request, insights: Insights, info: RequestInfo) -> web.StreamResponse:
+    watch = info.verb == "watch"
+    form = _form(request, ("json", "table", "partial") if watch else ("json", "yaml", "table", "partial"))
+    matches = _filter(request, info.namespace)
+    _require_synced(insights)
+    if watch:
+        return await _watch(request, insights, matches, form)
+    items = [h for h in insights.view.healths(info.namespace or None) if matches(h)]
+    rv = insights.view.resource_version
+    items, continue_token, remaining = _page(request, items, rv)
+    if form == "table":
+        body = table(items, resource_version=rv, include_object=_include_object(request))
+        if continue_token:
+            body["metadata"]["continue"] = continue_token
+        return _render(body, form)
+    metadata: Obj = {"resourceVersion": rv}
+    if continue_token:
+        metadata.update({"continue": continue_token, "remainingItemCount": remaining})
+    if form == "partial":
+        return _render({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
+                        "items": [_partial(h) for h in items]}, form)
+    return _render({"kind": f"{FOO_HEALTHS.kind}List", "apiVersion": GROUP_VERSION, "metadata": metadata,
+                    "items": items}, form)
+
+
+def _key(obj: Obj) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata'].get('name', '')}"
+
+
+def _page(request: web.Request, items: list[Obj], rv: str) -> tuple[list[Obj], str, int]:
+    """`limit`/`continue` over the key order; the token says where the last page stopped."""
+    token = request.query.get("continue", "")
+    if token:
+        try:
+            state = orjson.loads(base64.urlsafe_b64decode(token.encode()))
+            start = str(state["start"])
+        except (ValueError, KeyError, TypeError):
+            raise _fail(400, "continue key is not valid: ask for the list again without it") from None
+        items = [i for i in items if _key(i) > start]
+    try:
+        limit = int(request.query.get("limit", "0") or 0)
+    except ValueError:
+        raise _fail(400, "limit must be an integer") from None
+    if limit <= 0 or len(items) <= limit:
+        return items, "", 0
+    page = items[:limit]
+    token = base64.urlsafe_b64encode(orjson.dumps({"rv": rv, "start": _key(page[-1])})).decode()
+    return page, token, len(items) - limit
+
+
+# ---- watch -----------------------------------------------------------------------------------------------
+
+
+def _event_for(change: Change, matches: _Filter) -> tuple[str, Obj] | None:
+    """The watch event a change means to a watcher with this filter (objects moving in/out of it too)."""
+    new_matches = matches(change.new)
+    if change.type == "ADDED":
+        return ("ADDED", change.new) if new_matches else None
+    old_matches = change.old is not None and matches(change.old)
+    if change.type == "DELETED":
+        return ("DELETED", change.new) if old_matches else None
+    if old_matches and new_matches:
+        return "MODIFIED", change.new
+    if new_matches:
+        return "ADDED", change.new
+    if old_matches:
+        return "DELETED", change.new
+    return None
+
+
+class _WatchStream:
+    """Writes one JSON event per line, in the negotiated form; Table headers only on the first."""
+
+    def __init__(self, response: web.StreamResponse, form: Form, include: IncludeObject) -> None:
+        self.response, self.form, self.include = response, form, include
+        self.headers_sent = False
+
+    async def send(self, type_: str, obj: Obj) -> None:
+        if type_ in ("ADDED", "MODIFIED", "DELETED"):
+            if self.form == "table":
+                obj = table([obj], resource_version=obj["metadata"].get("resourceVersion", ""),
+                            include_object=self.include, headers=not self.headers_sent)
+                self.headers_sent = True
+            elif self.form == "partial":
+                obj = _partial(obj)
+        await self.response.write(orjson.dumps({"type": type_, "object": obj}) + b"\n")
+
+
+def _bookmark(rv: str, initial_events_end: bool = False) -> Obj:
+    metadata: Obj = {"resourceVersion": rv}
+    if initial_events_end:
+        metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return {"kind": FOO_HEALTHS.kind, "apiVersion": GROUP_VERSION, "metadata": metadata}
+
+
+def _expired(message: str) -> Status:
+    return failure(410, message, reason="Expired")
+
+
+async def _watch(request: web.Request, insights: Insights, matches: _Filter, form: Form) -> web.StreamResponse:
+    query = request.query
+    include = _include_object(request) if form == "table" else "Metadata"
+    bookmarks = query.get("allowWatchBookmarks") in ("1", "true", "True") and form != "table"
+    send_initial = query.get("sendInitialEvents") in ("1", "true", "True")
+    rv = query.get("resourceVersion", "")
+    if rv and not rv.isdigit():
+        raise _fail(400, f"invalid resource version: {rv!r}")
+    try:
+        timeout = float(query["timeoutSeconds"]) if "timeoutSeconds" in query else \
+            random.uniform(insights.watch_timeout, 2 * insights.watch_timeout)
+    except ValueError:
+        raise _fail(400, "timeoutSeconds must be a number") from None
+    response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    stream = _WatchStream(response, form, include)
+    view = insights.view
+    subscription: Subscription | None = None
+    try:
+        try:
+            replay, subscription = view.subscribe(None if send_initial or rv in ("", "0") else rv)
+        except Expired as err:
+            await response.write(orjson.dumps({"type": "ERROR", "object": _expired(str(err))}) + b"\n")
+            return response
+        for change in replay:
+            event = _event_for(change, matches)
+            if event is not None:
+                await stream.send(*event)
+        if send_initial and bookmarks:
+            await stream.send("BOOKMARK", _bookmark(view.resource_version, initial_events_end=True))
+        await _stream_changes(request, insights, subscription, stream, matches, timeout, bookmarks)
+    except (ConnectionResetError, ConnectionError):
+        pass  # the client went away
+    finally:
+        if subscription is not None:
+            view.unsubscribe(subscription)
+    try:
+        await response.write_eof()
+    except (ConnectionResetError, ConnectionError):
+        pass
+    return response
+
+
+async def _stream_changes(request: web.Request, insights: Insights, subscription: Subscription,
+                          stream: _WatchStream, matches: _Filter, timeout: float, bookmarks: bool) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    next_bookmark = loop.time() + insights.bookmark_interval
+    while True:
+        now = loop.time()
+        if now >= deadline:
+            return
+        wait = min(deadline - now, insights.idle_check, max(next_bookmark - now, 0.0) if bookmarks else insights.idle_check)
+        try:
+            change = await asyncio.wait_for(subscription.queue.get(), wait)
+        except TimeoutError:
+            if request.transport is None or request.transport.is_closing():
+                return
+            if bookmarks and loop.time() >= next_bookmark:
+                await stream.send("BOOKMARK", _bookmark(insights.view.resource_version))
+                next_bookmark = loop.time() + insights.bookmark_interval
+            continue
+        if change is None:  # closed: shutdown, or this watcher fell too far behind
+            if subscription.overflowed:
+                log.warning("watch closed: client too slow", extra={"remote": request.remote})
+            return
+        event = _event_for(change, matches)
+        if event is not None:
+            await stream.send(*event)
+
+

@@ -1,0 +1,111 @@
+"""What the aggregated API reads from the cluster: the front-proxy trust, RBAC answers, and the caches.
+
+* ConfigMap kube-system/extension-apiserver-authentication, watched: each change updates the
+  authenticator and rewrites the requestheader CA file the TLS layer asks client certificates
+  against (the listener reloads it like its own certificate).
+* SubjectAccessReviews for authorization.
+* Informers on Foos (v1), Deployments, Pods labelled `controller` and Events about Foos, feeding
+  the FooHealth view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from certs.files import write_atomic
+from fooapi import GROUP as FOO_GROUP
+from fooapi import HUB_VERSION, KIND, PLURAL
+from kube.client import DEPLOYMENTS, EVENTS, KubeClient, Resource
+from kube.informer import Informer
+
+from .authn import CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Authenticator, RequestHeaderConfig, UserInfo
+from .authz import Authorizer, Decision, RequestInfo, decision_of, subject_access_review
+from .health import CONTROLLER_LABEL
+from .view import INDEXERS, HealthView
+
+log = logging.getLogger("webhook.aggregated.cluster")
+
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
+PODS = Resource("", "v1", "pods", "Pod")
+FOOS = Resource(FOO_GROUP, HUB_VERSION, PLURAL, KIND)
+SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+def sar_authorizer(client: KubeClient, timeout: float = 10.0) -> Authorizer:
+    """Ask the cluster with a SubjectAccessReview (needs RBAC: system:auth-delegator)."""
+
+    async def authorize(user: UserInfo, info: RequestInfo) -> Decision:
+        answer = await client.request("POST", SUBJECT_ACCESS_REVIEWS, body=subject_access_review(user, info),
+                                      timeout=timeout)
+        return decision_of(answer)
+
+    return authorize
+
+
+@dataclass
+class RequestHeaderSource:
+    """Keeps the authenticator (and the CA file) in step with extension-apiserver-authentication."""
+
+    client: KubeClient
+    authenticator: Authenticator
+    ca_file: Path | None = None
+    informer: Informer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.informer = Informer(self.client, CONFIG_MAPS, namespace=CONFIG_MAP_NAMESPACE,
+                                 field_selector=f"metadata.name={CONFIG_MAP_NAME}")
+        self.informer.add_handler(self._changed, lambda old, new: self._changed(new), self._removed)
+
+    def _changed(self, config_map: dict[str, Any]) -> None:
+        try:
+            config = RequestHeaderConfig.from_config_map_data(config_map.get("data") or {})
+            if config is not None:
+                config.authorities  # parse now: a bad bundle must not replace a good one
+        except ValueError as err:
+            log.error("ignoring %s/%s: %s", CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME, err)
+            return
+        if config is None:
+            log.warning("%s/%s has no requestheader-client-ca-file: the apiserver runs without front-proxy "
+                        "flags, so no request can be authenticated", CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME)
+        if self.authenticator.update(config):
+            log.info("requestheader configuration loaded",
+                     extra={"allowed_names": list(config.allowed_names) if config else None})
+            if config is not None and self.ca_file is not None:
+                self.ca_file.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(self.ca_file, config.client_ca_pem)
+
+    def _removed(self, config_map: dict[str, Any]) -> None:
+        log.warning("%s/%s was deleted: keeping the last requestheader configuration",
+                    CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME)
+
+
+def health_informers(client: KubeClient) -> dict[str, Informer]:
+    return {
+        "foos": Informer(client, FOOS, indexers=INDEXERS["foos"]),
+        "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"]),
+        # Only Pods of Foo Deployments carry the label; everything else stays out of memory.
+        "pods": Informer(client, PODS, label_selector=CONTROLLER_LABEL, indexers=INDEXERS["pods"]),
+        "events": Informer(client, EVENTS, field_selector=f"involvedObject.kind={KIND}", indexers=INDEXERS["events"]),
+    }
+
+
+def health_view(informers: dict[str, Informer], *, history: int = 1024) -> HealthView:
+    view = HealthView(*(informers[k].store for k in ("foos", "deployments", "pods", "events")), history=history,
+                      synced=lambda: all(i.has_synced for i in informers.values()))
+    for kind, informer in informers.items():
+        informer.add_handler(*view.handlers(kind))
+    return view
+
+
+async def start_all(informers: list[Informer], wait: float) -> None:
+    """Start the informers and wait (bounded) for their first lists; a slow one only logs."""
+    for informer in informers:
+        informer.start()  # idempotent
+    results = await asyncio.gather(*(i.wait_for_sync(wait) for i in informers))
+    for informer, synced in zip(informers, results):
+        if not synced:
+            log.warning("informer %s has not synced after %.0fs; still trying", informer.name, wait)
