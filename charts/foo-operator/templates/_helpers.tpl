@@ -1,0 +1,242 @@
+{{/*
+Names, labels and the TLS material every template shares. Anything two templates need is
+defined here once (the caBundle above all: four objects carry it and they must agree).
+*/}}
+
+{{- define "foo-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-scoped base name; the release name alone when it already contains the chart's. */}}
+{{- define "foo-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "foo-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "foo-operator.labels" -}}
+helm.sh/chart: {{ include "foo-operator.chart" . }}
+app.kubernetes.io/name: {{ include "foo-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: foo-operator
+{{- end }}
+
+{{/* Selector labels of one component: call with (dict "root" $ "component" "webhook"). */}}
+{{- define "foo-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "foo-operator.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "foo-operator.componentLabels" -}}
+{{ include "foo-operator.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "foo-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* ------------------------------------------------------------------ object names */}}
+
+{{- define "foo-operator.webhookName" -}}
+{{- printf "%s-webhook" (include "foo-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "foo-operator.controllerName" -}}
+{{- printf "%s-controller" (include "foo-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The Service the apiserver calls for admission, conversion and the aggregated API. */}}
+{{- define "foo-operator.webhookServiceName" -}}
+{{- include "foo-operator.webhookName" . }}
+{{- end }}
+
+{{/* Both admission configurations share this name (webhook/manifests.py: "foo-operator"). */}}
+{{- define "foo-operator.admissionConfigurationName" -}}
+{{- include "foo-operator.fullname" . }}
+{{- end }}
+
+{{- define "foo-operator.crdName" -}}
+foos.samplecontroller.k8s.io
+{{- end }}
+
+{{- define "foo-operator.apiServiceName" -}}
+v1alpha1.insights.samplecontroller.k8s.io
+{{- end }}
+
+{{- define "foo-operator.webhookServiceAccountName" -}}
+{{- if .Values.serviceAccount.webhook.create }}
+{{- default (include "foo-operator.webhookName" .) .Values.serviceAccount.webhook.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.webhook.name }}
+{{- end }}
+{{- end }}
+
+{{- define "foo-operator.controllerServiceAccountName" -}}
+{{- if .Values.serviceAccount.controller.create }}
+{{- default (include "foo-operator.controllerName" .) .Values.serviceAccount.controller.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.controller.name }}
+{{- end }}
+{{- end }}
+
+{{/* ------------------------------------------------------------------ TLS */}}
+
+{{/* The Secret the webhook pods mount: the user's in existingSecret mode, else the chart's. */}}
+{{- define "foo-operator.tlsSecretName" -}}
+{{- if eq .Values.tls.mode "existingSecret" }}
+{{- include "foo-operator.checkExistingSecret" . }}
+{{- .Values.tls.existingSecret.name }}
+{{- else }}
+{{- printf "%s-tls" (include "foo-operator.webhookName" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/* tls.mode=existingSecret needs both settings; say which are missing, all at once. */}}
+{{- define "foo-operator.checkExistingSecret" -}}
+{{- $missing := list }}
+{{- if not .Values.tls.existingSecret.name }}
+{{- $missing = append $missing "tls.existingSecret.name (a kubernetes.io/tls Secret in the release namespace)" }}
+{{- end }}
+{{- if not (trim .Values.tls.existingSecret.caBundle) }}
+{{- $missing = append $missing "tls.existingSecret.caBundle (the CA that signed it, PEM or base64: --set-file tls.existingSecret.caBundle=ca.crt)" }}
+{{- end }}
+{{- if $missing }}
+{{- fail (printf "tls.mode=existingSecret needs %s" (join " and " $missing)) }}
+{{- end }}
+{{- end }}
+
+{{- define "foo-operator.certificateName" -}}
+{{- include "foo-operator.webhookName" . }}
+{{- end }}
+
+{{/* Every name the apiserver may dial the Service by; the serving certificate covers them all. */}}
+{{- define "foo-operator.serviceDNSNames" -}}
+{{- $svc := include "foo-operator.webhookServiceName" . }}
+{{- $ns := .Release.Namespace }}
+{{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) | toJson }}
+{{- end }}
+
+{{/*
+tls.mode=generated: {"ca.crt", "tls.crt", "tls.key"} (base64), computed ONCE per render.
+
+On upgrade the Secret already in the cluster is reused (lookup), so neither the certificate nor
+any caBundle changes on `helm upgrade`. On install (or `helm template`, where lookup sees
+nothing) Helm makes a CA and a serving certificate. Templates render one after another over the
+same .Values, so the result is cached there: a second genCA would produce a CA the first
+caBundle does not match.
+*/}}
+{{- define "foo-operator.generatedTLS" -}}
+{{- if not (hasKey .Values "__fooOperatorGeneratedTLS") }}
+{{- $tls := dict }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "foo-operator.tlsSecretName" .) }}
+{{- $data := dig "data" dict $existing }}
+{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") }}
+{{- $tls = pick $data "ca.crt" "tls.crt" "tls.key" }}
+{{- else }}
+{{- $ca := genCA (printf "%s-ca" (include "foo-operator.webhookName" .)) (int .Values.tls.generated.caDays) }}
+{{- $cert := genSignedCert (include "foo-operator.webhookServiceName" .) nil (include "foo-operator.serviceDNSNames" . | fromJsonArray) (int .Values.tls.generated.certDays) $ca }}
+{{- $tls = dict "ca.crt" ($ca.Cert | b64enc) "tls.crt" ($cert.Cert | b64enc) "tls.key" ($cert.Key | b64enc) }}
+{{- end }}
+{{- $_ := set .Values "__fooOperatorGeneratedTLS" $tls }}
+{{- end }}
+{{- get .Values "__fooOperatorGeneratedTLS" | toJson }}
+{{- end }}
+
+{{/*
+The caBundle (base64 PEM) Helm writes into the CRD, both admission configurations and the
+APIService — empty when someone else writes it (cert-manager's cainjector, or the rotator), so
+the key is left out and `helm upgrade` never overwrites their value.
+*/}}
+{{- define "foo-operator.caBundle" -}}
+{{- if eq .Values.tls.mode "generated" }}
+{{- index (include "foo-operator.generatedTLS" . | fromJson) "ca.crt" }}
+{{- else if eq .Values.tls.mode "existingSecret" }}
+{{- include "foo-operator.checkExistingSecret" . }}
+{{- $ca := .Values.tls.existingSecret.caBundle | trim }}
+{{- if hasPrefix "-----BEGIN" $ca }}
+{{- $ca | b64enc }}
+{{- else }}
+{{- $ca }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* cert-manager's cainjector fills the caBundle of an object carrying this annotation. */}}
+{{- define "foo-operator.caInjectionAnnotations" -}}
+{{- if eq .Values.tls.mode "certManager" }}
+cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "foo-operator.certificateName" . }}
+{{- end }}
+{{- end }}
+
+{{/* clientConfig.service of the admission webhooks; the CRD's is generated (hack/gen_crd.py). */}}
+{{- define "foo-operator.webhookClientConfig" -}}
+service:
+  namespace: {{ .root.Release.Namespace }}
+  name: {{ include "foo-operator.webhookServiceName" .root }}
+  path: {{ .path }}
+  port: {{ .root.Values.webhook.service.port }}
+{{- with include "foo-operator.caBundle" .root }}
+caBundle: {{ . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Flags of the rotator mode (the service makes, rotates and publishes its own certificates):
+where the Secret is and which four objects hold a caBundle. One place, so the RBAC below and
+the flags cannot disagree on names.
+*/}}
+{{- define "foo-operator.rotatorArgs" -}}
+- --cert-rotation
+- --cert-secret={{ .Release.Namespace }}/{{ include "foo-operator.tlsSecretName" . }}
+- --cert-service={{ include "foo-operator.webhookServiceName" . }}.{{ .Release.Namespace }}
+- --ca-bundle-mutating-webhook-configuration={{ include "foo-operator.admissionConfigurationName" . }}
+- --ca-bundle-validating-webhook-configuration={{ include "foo-operator.admissionConfigurationName" . }}
+{{- if .Values.crd.install }}
+- --ca-bundle-crd={{ include "foo-operator.crdName" . }}
+{{- end }}
+{{- if .Values.aggregatedAPI.enabled }}
+- --ca-bundle-apiservice={{ include "foo-operator.apiServiceName" . }}
+{{- end }}
+{{- end }}
+
+{{/* ------------------------------------------------------------------ pods */}}
+
+{{/* The webhook talks to the apiserver only for the aggregated API and the rotator. */}}
+{{- define "foo-operator.webhookNeedsAPI" -}}
+{{- if or .Values.aggregatedAPI.enabled (eq .Values.tls.mode "rotator") }}true{{ end }}
+{{- end }}
+
+{{- define "foo-operator.webhookAffinity" -}}
+{{- if .Values.webhook.affinity }}
+{{- toYaml .Values.webhook.affinity }}
+{{- else if ne .Values.webhook.podAntiAffinity "none" }}
+{{- $term := dict "topologyKey" .Values.webhook.podAntiAffinityTopologyKey "labelSelector" (dict "matchLabels" (include "foo-operator.selectorLabels" (dict "root" . "component" "webhook") | fromYaml)) -}}
+podAntiAffinity:
+{{- if eq .Values.webhook.podAntiAffinity "hard" }}
+  requiredDuringSchedulingIgnoredDuringExecution:
+    {{- list $term | toYaml | nindent 4 }}
+{{- else }}
+  preferredDuringSchedulingIgnoredDuringExecution:
+    {{- list (dict "weight" 100 "podAffinityTerm" $term) | toYaml | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- end }}

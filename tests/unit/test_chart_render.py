@@ -1,0 +1,367 @@
+"""What `helm template` writes: the objects, their wiring, TLS in each mode, RBAC, pod hardening."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from certs.authority import service_dns_names
+from controller.settings import parse as parse_controller_flags
+from webhook.__main__ import parse_args as parse_webhook_flags
+from webhook.manifests import (
+    CONFIGURATION_NAME,
+    mutating_configuration,
+    service_client_config,
+    validating_configuration,
+)
+
+from .test_chart import (
+    MODES,
+    NAMESPACE,
+    PEM_CA,
+    PEM_CA_BASE64,
+    SERVICE,
+    TLS_SECRET,
+    ca_bundle_holders,
+    container,
+    find,
+    kinds,
+    mode_values,
+    render,
+)
+
+WEBHOOK = "foo-operator-webhook"
+CONTROLLER = "foo-operator-controller"
+APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
+
+
+def _pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pod specs: of both Deployments and of the `helm test` Pod."""
+    specs = [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"]
+    return specs + [o["spec"] for o in objects if o["kind"] == "Pod"]
+
+
+# ----------------------------------------------------------------------------- the objects
+def test_default_install_has_every_object_of_the_operator() -> None:
+    assert kinds(render()) == sorted([
+        ("APIService", APISERVICE),
+        ("ClusterRole", CONTROLLER),
+        ("ClusterRole", f"{WEBHOOK}-aggregated-api"),
+        ("ClusterRoleBinding", CONTROLLER),
+        ("ClusterRoleBinding", f"{WEBHOOK}-aggregated-api"),
+        ("ClusterRoleBinding", f"{WEBHOOK}-auth-delegator"),
+        ("CustomResourceDefinition", "foos.samplecontroller.k8s.io"),
+        ("Deployment", CONTROLLER),
+        ("Deployment", WEBHOOK),
+        ("MutatingWebhookConfiguration", CONFIGURATION_NAME),
+        ("Pod", "foo-operator-test-readyz"),
+        ("PodDisruptionBudget", WEBHOOK),
+        ("Role", f"{CONTROLLER}-leader-election"),
+        ("RoleBinding", f"{CONTROLLER}-leader-election"),
+        ("RoleBinding", f"{WEBHOOK}-authentication-reader"),
+        ("Secret", TLS_SECRET),
+        ("Service", SERVICE),
+        ("ServiceAccount", CONTROLLER),
+        ("ServiceAccount", WEBHOOK),
+        ("ValidatingWebhookConfiguration", CONFIGURATION_NAME),
+    ])
+
+
+def test_namespaced_objects_land_in_the_release_namespace() -> None:
+    cluster_scoped = {"APIService", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    for obj in render():
+        if obj["kind"] in cluster_scoped:
+            assert "namespace" not in obj["metadata"], obj["metadata"]["name"]
+        elif obj["metadata"]["name"] != f"{WEBHOOK}-authentication-reader":
+            assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]["name"]
+
+
+# ----------------------------------------------------------------------------- admission
+@pytest.mark.parametrize(("kind", "builder", "path"), [
+    ("MutatingWebhookConfiguration", mutating_configuration, "/mutate-foo"),
+    ("ValidatingWebhookConfiguration", validating_configuration, "/validate-foo"),
+])
+def test_admission_configuration_is_the_local_planes_pointing_at_the_service(kind: str, builder: Any,
+                                                                             path: str) -> None:
+    rendered = find(render(), kind, CONFIGURATION_NAME)
+    ca_pem = base64.b64decode(rendered["webhooks"][0]["clientConfig"]["caBundle"])
+    expected = builder(service_client_config(NAMESPACE, SERVICE, path, ca_pem), exclude_namespace=NAMESPACE)
+    assert rendered["webhooks"] == expected["webhooks"]
+
+
+def test_validating_webhook_covers_scale_and_both_use_the_agreed_policies() -> None:
+    objects = render()
+    validating = find(objects, "ValidatingWebhookConfiguration")["webhooks"][0]
+    assert validating["rules"][0]["resources"] == ["foos", "foos/scale"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        webhook = find(objects, kind)["webhooks"][0]
+        assert webhook["rules"][0] | {"resources": None} == {
+            "apiGroups": ["samplecontroller.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+            "resources": None, "scope": "Namespaced"}
+        assert (webhook["matchPolicy"], webhook["sideEffects"], webhook["failurePolicy"], webhook["timeoutSeconds"],
+                webhook["admissionReviewVersions"]) == ("Equivalent", "None", "Fail", 5, ["v1"])
+
+
+def test_more_namespaces_can_skip_admission_but_never_the_release_namespace_itself() -> None:
+    objects = render({"webhook": {"excludeNamespaces": ["kube-system", NAMESPACE]}})
+    selector = find(objects, "ValidatingWebhookConfiguration")["webhooks"][0]["namespaceSelector"]
+    assert selector == {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                              "values": [NAMESPACE, "kube-system"]}]}
+
+
+# ----------------------------------------------------------------------------- service and pods
+def test_service_port_443_reaches_the_webhook_container_port_9443() -> None:
+    objects = render()
+    port = find(objects, "Service", SERVICE)["spec"]["ports"][0]
+    webhook = container(find(objects, "Deployment", WEBHOOK))
+    assert (port["port"], port["targetPort"]) == (443, "https")
+    assert webhook["ports"] == [{"name": "https", "containerPort": 9443, "protocol": "TCP"}]
+    selector = find(objects, "Service", SERVICE)["spec"]["selector"]
+    pod_labels = find(objects, "Deployment", WEBHOOK)["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    assert selector["app.kubernetes.io/component"] == "webhook"
+
+
+def test_webhook_flags_are_ones_python_m_webhook_accepts() -> None:
+    deployment = find(render({"defaultImage": "registry.example/nginx:1.27", "webhook": {"drainSeconds": 7}}),
+                      "Deployment", WEBHOOK)
+    webhook = container(deployment)
+    assert webhook["command"] == ["foo-operator-webhook"]
+    args = parse_webhook_flags(webhook["args"])
+    assert (str(args.cert_dir), args.port, args.default_image, args.drain_seconds, args.log_format) == (
+        "/etc/foo-operator/tls", 9443, "registry.example/nginx:1.27", 7.0, "json")
+    mounts = {m["mountPath"]: m["name"] for m in webhook["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes[mounts["/etc/foo-operator/tls"]]["secret"]["secretName"] == TLS_SECRET
+
+
+def test_controller_flags_are_ones_python_m_controller_accepts_with_leader_election_on() -> None:
+    controller = container(find(render({"defaultImage": "registry.example/nginx:1.27"}), "Deployment", CONTROLLER))
+    assert controller["command"] == ["foo-operator-controller"]
+    settings = parse_controller_flags(controller["args"])
+    assert settings.leader_elect is True
+    assert (settings.leader_elect_namespace, settings.leader_elect_name) == (NAMESPACE, CONTROLLER)
+    assert settings.default_image == "registry.example/nginx:1.27"
+    assert settings.namespace is None
+    ports = {p["name"]: p["containerPort"] for p in controller["ports"]}
+    assert (settings.metrics_port, settings.health_port) == (ports["metrics"], ports["health"])
+
+
+def test_controller_can_watch_one_namespace_with_rbac_bound_only_there() -> None:
+    objects = render({"controller": {"watchNamespace": "team-a"}})
+    assert parse_controller_flags(container(find(objects, "Deployment", CONTROLLER))["args"]).namespace == "team-a"
+    binding = find(objects, "RoleBinding", CONTROLLER)
+    assert binding["metadata"]["namespace"] == "team-a"
+    assert not [o for o in objects if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == CONTROLLER]
+
+
+def test_webhook_runs_two_replicas_spread_over_nodes_with_a_disruption_budget() -> None:
+    objects = render()
+    deployment = find(objects, "Deployment", WEBHOOK)
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    pdb = find(objects, "PodDisruptionBudget", WEBHOOK)
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": deployment["spec"]["selector"]}
+    hard = find(render({"webhook": {"podAntiAffinity": "hard"}}), "Deployment", WEBHOOK)
+    assert "requiredDuringSchedulingIgnoredDuringExecution" in hard["spec"]["template"]["spec"]["affinity"][
+        "podAntiAffinity"]
+
+
+def test_probes_are_readyz_and_healthz_over_https_on_the_webhook() -> None:
+    webhook = container(find(render(), "Deployment", WEBHOOK))
+    assert webhook["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
+    assert webhook["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    controller = container(find(render(), "Deployment", CONTROLLER))
+    assert controller["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+
+def test_every_pod_is_hardened_and_every_container_has_resources() -> None:
+    for pod in _pods(render()):
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert (sc["readOnlyRootFilesystem"], sc["allowPrivilegeEscalation"], sc["capabilities"]) == (
+                True, False, {"drop": ["ALL"]})
+            assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+
+
+def test_image_defaults_to_the_app_version_and_takes_a_digest() -> None:
+    assert container(find(render(), "Deployment", WEBHOOK))["image"] == "ghcr.io/foo-operator/foo-operator:0.1.0"
+    digest = "sha256:" + "ab" * 32
+    objects = render({"image": {"repository": "registry.example/foo", "digest": digest}})
+    for name in (WEBHOOK, CONTROLLER):
+        assert container(find(objects, "Deployment", name))["image"] == f"registry.example/foo@{digest}"
+
+
+def test_helm_test_pod_checks_readyz_through_the_service_name_with_the_ca() -> None:
+    pod = find(render(), "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    script = pod["spec"]["containers"][0]["args"][0]
+    assert f"--cacert /tmp/ca.crt https://{SERVICE}.{NAMESPACE}.svc:443/readyz" in script
+    assert not [o for o in render({"tests": {"enabled": False}}) if o["kind"] == "Pod"]
+
+
+# ----------------------------------------------------------------------------- TLS
+def test_generated_mode_puts_one_ca_in_the_secret_and_all_four_ca_bundles() -> None:
+    objects = render()
+    secret = find(objects, "Secret", TLS_SECRET)
+    assert secret["type"] == "kubernetes.io/tls"
+    bundles = {kind: holder["caBundle"] for kind, holder in ca_bundle_holders(objects).items()}
+    assert set(bundles.values()) == {secret["data"]["ca.crt"]}, "every caBundle must be the Secret's CA"
+
+
+def test_generated_certificate_is_signed_by_that_ca_for_every_service_name() -> None:
+    data = find(render(), "Secret", TLS_SECRET)["data"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(data["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
+    key = serialization.load_pem_private_key(base64.b64decode(data["tls.key"]), password=None)
+    cert.verify_directly_issued_by(ca)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sorted(san.get_values_for_type(x509.DNSName)) == sorted(service_dns_names(SERVICE, NAMESPACE))
+    assert key.public_key().public_numbers() == cert.public_key().public_numbers()  # type: ignore[union-attr]
+
+
+def test_generated_names_follow_the_cluster_domain() -> None:
+    data = find(render({"clusterDomain": "corp.internal"}), "Secret", TLS_SECRET)["data"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName)
+    assert f"{SERVICE}.{NAMESPACE}.svc.corp.internal" in names
+
+
+def test_cert_manager_mode_issues_a_certificate_and_lets_cainjector_fill_all_four() -> None:
+    objects = render(mode_values("certManager"))
+    certificate = find(objects, "Certificate", WEBHOOK)
+    assert certificate["spec"]["secretName"] == TLS_SECRET
+    assert sorted(certificate["spec"]["dnsNames"]) == sorted(service_dns_names(SERVICE, NAMESPACE))
+    assert certificate["spec"]["issuerRef"] == {"name": f"{WEBHOOK}-selfsigned", "kind": "Issuer",
+                                                "group": "cert-manager.io"}
+    assert find(objects, "Issuer")["spec"] == {"selfSigned": {}}
+    for kind, holder in ca_bundle_holders(objects).items():
+        assert "caBundle" not in holder, f"{kind}: Helm would fight cainjector over caBundle"
+        annotations = find(objects, kind)["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{WEBHOOK}", kind
+    assert not [o for o in objects if o["kind"] == "Secret"], "cert-manager writes the Secret"
+
+
+def test_cert_manager_mode_can_use_an_existing_cluster_issuer() -> None:
+    ref = {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    objects = render({"tls": {"mode": "certManager", "certManager": {"issuerRef": ref}}})
+    assert find(objects, "Certificate")["spec"]["issuerRef"] == ref
+    assert not [o for o in objects if o["kind"] == "Issuer"]
+
+
+@pytest.mark.parametrize("ca", [PEM_CA, PEM_CA_BASE64], ids=["pem", "base64"])
+def test_existing_secret_mode_mounts_your_secret_and_publishes_your_ca(ca: str) -> None:
+    objects = render({"tls": {"mode": "existingSecret", "existingSecret": {"name": "my-tls", "caBundle": ca}}})
+    assert not [o for o in objects if o["kind"] in ("Secret", "Certificate")]
+    for kind, holder in ca_bundle_holders(objects).items():
+        assert base64.b64decode(holder["caBundle"]).decode().strip() == PEM_CA.strip(), kind
+    volumes = find(objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes
+
+
+def test_rotator_mode_leaves_an_empty_secret_and_every_ca_bundle_to_the_service() -> None:
+    objects = render(mode_values("rotator"))
+    secret = find(objects, "Secret", TLS_SECRET)
+    assert "data" not in secret and secret["type"] == "Opaque"
+    for kind, holder in ca_bundle_holders(objects).items():
+        assert "caBundle" not in holder, f"{kind}: `helm upgrade` would overwrite the rotated CA"
+    deployment = find(objects, "Deployment", WEBHOOK)
+    volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
+    assert volume["secret"] == {"secretName": TLS_SECRET, "optional": True}
+    args = container(deployment)["args"]
+    assert "--cert-rotation" in args
+    assert f"--cert-secret={NAMESPACE}/{TLS_SECRET}" in args
+
+
+# ----------------------------------------------------------------------------- RBAC
+def _rules(objects: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
+    return find(objects, kind, name)["rules"]
+
+
+def test_controller_may_touch_foos_their_status_deployments_events_and_its_lease_only() -> None:
+    objects = render()
+    assert _rules(objects, "ClusterRole", CONTROLLER) == [
+        {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos/status"], "verbs": ["get", "update", "patch"]},
+        {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos/finalizers"], "verbs": ["update"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+    assert _rules(objects, "Role", f"{CONTROLLER}-leader-election") == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [CONTROLLER],
+         "verbs": ["get", "update"]},
+    ]
+
+
+def test_webhook_reads_what_the_aggregated_api_needs_and_delegates_auth() -> None:
+    objects = render()
+    assert _rules(objects, "ClusterRole", f"{WEBHOOK}-aggregated-api") == [
+        {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    ]
+    delegator = find(objects, "ClusterRoleBinding", f"{WEBHOOK}-auth-delegator")
+    assert delegator["roleRef"]["name"] == "system:auth-delegator"
+    reader = find(objects, "RoleBinding", f"{WEBHOOK}-authentication-reader")
+    assert (reader["metadata"]["namespace"], reader["roleRef"]["kind"], reader["roleRef"]["name"]) == (
+        "kube-system", "Role", "extension-apiserver-authentication-reader")
+    for binding in (delegator, reader):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": WEBHOOK, "namespace": NAMESPACE}]
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m != "rotator"])
+def test_outside_rotator_mode_nothing_may_write_secrets_webhooks_crds_or_apiservices(mode: str) -> None:
+    for obj in render(mode_values(mode)):
+        for rule in obj.get("rules", []):
+            assert not {"secrets", "mutatingwebhookconfigurations", "validatingwebhookconfigurations",
+                        "customresourcedefinitions", "apiservices"} & set(rule["resources"]), (mode, obj)
+
+
+def test_rotator_may_patch_exactly_the_four_ca_bundle_holders_and_its_secret_by_name() -> None:
+    objects = render(mode_values("rotator"))
+    names = {o["kind"]: o["metadata"]["name"] for o in objects}
+    by_resource = {}
+    for rule in _rules(objects, "ClusterRole", f"{WEBHOOK}-cert-rotator") + _rules(
+            objects, "Role", f"{WEBHOOK}-cert-rotator"):
+        assert "create" not in rule["verbs"] and "delete" not in rule["verbs"]
+        assert {"patch", "update"} <= set(rule["verbs"])
+        for resource in rule["resources"]:
+            by_resource[resource] = rule["resourceNames"]
+    assert by_resource == {
+        "mutatingwebhookconfigurations": [names["MutatingWebhookConfiguration"]],
+        "validatingwebhookconfigurations": [names["ValidatingWebhookConfiguration"]],
+        "customresourcedefinitions": [names["CustomResourceDefinition"]],
+        "apiservices": [names["APIService"]],
+        "secrets": [TLS_SECRET],
+    }
+    assert find(objects, "Role", f"{WEBHOOK}-cert-rotator")["metadata"]["namespace"] == NAMESPACE
+
+
+def test_without_the_aggregated_api_the_webhook_gets_no_api_access_at_all() -> None:
+    objects = render({"aggregatedAPI": {"enabled": False}})
+    assert not [o for o in objects if o["kind"] == "APIService"]
+    assert not [o for o in objects if WEBHOOK in o["metadata"]["name"] and "Role" in o["kind"]]
+    assert find(objects, "ServiceAccount", WEBHOOK)["automountServiceAccountToken"] is False
+    assert find(objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_apiservice_points_at_the_webhook_service() -> None:
+    spec = find(render(), "APIService", APISERVICE)["spec"]
+    assert (spec["group"], spec["version"]) == ("insights.samplecontroller.k8s.io", "v1alpha1")
+    assert spec["service"] == {"namespace": NAMESPACE, "name": SERVICE, "port": 443}
+    assert 0 < spec["groupPriorityMinimum"] < 20000 and 0 < spec["versionPriority"] < 1000
