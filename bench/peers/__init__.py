@@ -1,0 +1,50 @@
+"""The peers bench/ compares us with: built or installed on first use into a cache outside the repo."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hack.binaries import cache_dir
+
+PEERS_DIR = Path(__file__).resolve().parent
+GO_WEBHOOK_SRC = PEERS_DIR / "go-webhook"
+KOPF_WEBHOOK = PEERS_DIR / "kopf_webhook.py"
+KOPF_VERSION = "1.45.2"
+
+
+def bench_cache() -> Path:
+    path = cache_dir() / "bench"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _log(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+def go_webhook_binary() -> Path:
+    """The controller-runtime peer, rebuilt when its sources are newer than the binary."""
+    out = bench_cache() / "go-webhook"
+    sources = [p for p in GO_WEBHOOK_SRC.iterdir() if p.suffix in (".go", ".mod", ".sum")]
+    if out.exists() and out.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+        return out
+    _log(f"building the Go peer ({GO_WEBHOOK_SRC.name}, controller-runtime) into {out} (first time: minutes)")
+    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out), "."],
+                   cwd=GO_WEBHOOK_SRC, env=env, check=True)
+    return out
+
+
+def kopf_venv() -> Path:
+    """A virtualenv holding kopf (not one of our dependencies), made on first use."""
+    venv = bench_cache() / "kopf-venv"
+    kopf = venv / "bin" / "kopf"
+    if kopf.exists():
+        return venv
+    _log(f"installing kopf {KOPF_VERSION} into {venv}")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"kopf=={KOPF_VERSION}", "uvloop"], check=True)
+    return venv

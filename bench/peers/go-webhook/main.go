@@ -1,0 +1,138 @@
+// The Go peer of foo-operator's webhook service for bench/: controller-runtime's webhook server
+// and pkg/webhook/admission (CustomDefaulter and CustomValidator over unstructured Foos), plus a
+// plain net/http conversion handler, all over TLS with the same certificates as ours.
+//
+//	go-webhook --cert-dir DIR --port 9443 --bind-address 127.0.0.1
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+var fooGK = schema.GroupKind{Group: group, Kind: "Foo"}
+
+type fooDefaulter struct{ image string }
+
+func (d fooDefaulter) Default(ctx context.Context, o runtime.Object) error {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("expected unstructured, got %T", o)
+	}
+	defaultFoo(u.Object, d.image)
+	return nil
+}
+
+type fooValidator struct{}
+
+func warnings(ctx context.Context) admission.Warnings {
+	req, err := admission.RequestFromContext(ctx)
+	if err == nil && req.RequestKind != nil && req.RequestKind.Version == "v1alpha1" {
+		return admission.Warnings{legacyAPIVersion + " Foo is deprecated; use " + hubAPIVersion + " Foo"}
+	}
+	return nil
+}
+
+func (fooValidator) check(ctx context.Context, newObj, oldObj runtime.Object) (admission.Warnings, error) {
+	u := newObj.(*unstructured.Unstructured)
+	var old map[string]interface{}
+	if oldObj != nil {
+		old = oldObj.(*unstructured.Unstructured).Object
+	}
+	if errs := validateFoo(u.Object, old); len(errs) > 0 {
+		return warnings(ctx), apierrors.NewInvalid(fooGK, u.GetName(), errs)
+	}
+	return warnings(ctx), nil
+}
+
+func (v fooValidator) ValidateCreate(ctx context.Context, o runtime.Object) (admission.Warnings, error) {
+	return v.check(ctx, o, nil)
+}
+
+func (v fooValidator) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+	return v.check(ctx, newObj, oldObj)
+}
+
+func (fooValidator) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// convert answers a ConversionReview, each object decoded as unstructured JSON.
+func convert(w http.ResponseWriter, r *http.Request) {
+	var review apiextensionsv1.ConversionReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		http.Error(w, "not a ConversionReview", http.StatusBadRequest)
+		return
+	}
+	response := &apiextensionsv1.ConversionResponse{
+		UID:    review.Request.UID,
+		Result: metav1.Status{Status: metav1.StatusSuccess},
+	}
+	converted := make([]runtime.RawExtension, 0, len(review.Request.Objects))
+	for i, raw := range review.Request.Objects {
+		var o map[string]interface{}
+		err := json.Unmarshal(raw.Raw, &o)
+		if err == nil {
+			o, err = convertFoo(o, review.Request.DesiredAPIVersion)
+		}
+		if err != nil {
+			response.Result = metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf("object %d: %v", i, err)}
+			converted = nil
+			break
+		}
+		converted = append(converted, runtime.RawExtension{Object: &unstructured.Unstructured{Object: o}})
+	}
+	response.ConvertedObjects = converted
+	review.Request, review.Response = nil, response
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(&review); err != nil {
+		ctrl.Log.Error(err, "writing conversion response")
+	}
+}
+
+func main() {
+	certDir := flag.String("cert-dir", "", "directory holding tls.crt and tls.key")
+	port := flag.Int("port", 9443, "port to serve on")
+	host := flag.String("bind-address", "127.0.0.1", "address to serve on")
+	image := flag.String("default-image", "nginx:latest", "image given to Foos that name none")
+	flag.Parse()
+	ctrl.SetLogger(zap.New())
+	_ = admissionv1.SchemeGroupVersion // the review types controller-runtime decodes
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	server := webhook.NewServer(webhook.Options{
+		Host: *host, Port: *port, CertDir: *certDir, CertName: "tls.crt", KeyName: "tls.key", WebhookMux: mux,
+	})
+	scheme := runtime.NewScheme()
+	foo := &unstructured.Unstructured{}
+	foo.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Foo"})
+	server.Register("/mutate-foo", admission.WithCustomDefaulter(scheme, foo, fooDefaulter{image: *image}))
+	server.Register("/validate-foo", admission.WithCustomValidator(scheme, foo, fooValidator{}))
+	server.Register("/convert", http.HandlerFunc(convert))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := server.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "go-webhook:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,127 @@
+"""The webhook servers under test — ours, the Go controller-runtime peer, the kopf peer — started
+alike: same certificates, 127.0.0.1 only, pinned to the server core, logs under bench/results/logs.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import ssl
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from certs.authority import issue_serving, new_ca
+from certs.files import write_serving_files
+from hack.cluster import free_port
+from hack.procs import Component, wait_until
+
+from .foos import create_review, dumps, new_foo
+from .load import cores, pinned
+from .peers import KOPF_WEBHOOK, go_webhook_binary, kopf_venv
+from .report import LOGS_DIR, REPO
+
+
+def serving_certs(cert_dir: Path) -> Path:
+    """A CA and a serving certificate for 127.0.0.1 (ca.crt, tls.crt, tls.key) in ``cert_dir``."""
+    ca = new_ca("foo-operator-bench-ca")
+    serving = issue_serving(ca, common_name="foo-operator-bench", dns_names=["localhost"], ips=["127.0.0.1"])
+    write_serving_files(cert_dir, ca, serving, force=True)
+    return cert_dir
+
+
+def client_context(cert_dir: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+
+
+def request(url: str, context: ssl.SSLContext, *, body: bytes | None = None, method: str = "POST",
+            timeout: float = 60.0) -> tuple[int, bytes]:
+    """One HTTPS request on a fresh connection: (status, body)."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPSConnection(parts.hostname, parts.port, context=context, timeout=timeout)
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, parts.path or "/", body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@dataclass
+class Server:
+    """One running webhook server."""
+
+    name: str
+    url: str
+    component: Component
+    endpoints: tuple[str, ...] = ("/validate-foo", "/mutate-foo", "/convert")
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int | None:
+        return self.component.pid
+
+    def stop(self) -> None:
+        self.component.stop()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _ready_by_get(url: str, context: ssl.SSLContext) -> bool:
+    return request(url + "/readyz", context, method="GET", timeout=2)[0] == 200
+
+
+def _ready_by_review(url: str, context: ssl.SSLContext) -> bool:
+    status, _ = request(url + "/validate-foo", context, body=dumps(create_review(new_foo())), timeout=2)
+    return status == 200
+
+
+def _start(name: str, argv: list[str], cert_dir: Path, port: int, *, env: dict[str, str] | None = None,
+           by_review: bool = False, timeout: float = 60.0, pin: bool = True) -> Server:
+    server_core, _ = cores()
+    component = Component(f"bench-{name}", pinned(argv, server_core if pin else None),
+                          LOGS_DIR / f"{name}.log", env=env)
+    component.start()
+    url = f"https://127.0.0.1:{port}"
+    server = Server(name, url, component)
+    context = client_context(cert_dir)
+    check = _ready_by_review if by_review else _ready_by_get
+    try:
+        wait_until(f"{name} ready", lambda: check(url, context), timeout=timeout, watch=[component], interval=0.05)
+    except BaseException:
+        component.stop()
+        raise
+    return server
+
+
+def ours(cert_dir: Path, *, port: int = 0, args: list[str] | None = None, pin: bool = True) -> Server:
+    port = port or free_port()
+    argv = [sys.executable, "-m", "webhook", "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
+            "--port", str(port), *(args or [])]
+    return _start("ours", argv, cert_dir, port, pin=pin)
+
+
+def go_peer(cert_dir: Path, *, port: int = 0, pin: bool = True) -> Server:
+    port = port or free_port()
+    argv = [str(go_webhook_binary()), "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
+            "--port", str(port)]
+    return _start("go-controller-runtime", argv, cert_dir, port, pin=pin)
+
+
+def kopf_peer(cert_dir: Path, kubeconfig: Path, *, port: int = 0) -> Server:
+    """kopf's admission server; it scans the API first, so ``kubeconfig`` must reach a plane with the CRD."""
+    port = port or free_port()
+    venv = kopf_venv()
+    env = {**os.environ, "FOO_BENCH_CERT_DIR": str(cert_dir), "FOO_BENCH_PORT": str(port),
+           "PYTHONPATH": str(REPO), "KUBECONFIG": str(kubeconfig)}
+    argv = [str(venv / "bin" / "kopf"), "run", "--standalone", "--all-namespaces", str(KOPF_WEBHOOK)]
+    server = _start("kopf", argv, cert_dir, port, env=env, by_review=True, timeout=120)
+    server.endpoints = ("/validate-foo", "/mutate-foo")
+    return server
