@@ -39,7 +39,7 @@ async def load_configuration(kubeconfig: str | None = None, *, context: str | No
     """``kubeconfig`` if given; else in-cluster config in a pod; else $KUBECONFIG or ~/.kube/config."""
     configuration = Configuration()
     if kubeconfig is None and in_cluster():
-        load_incluster_config(client_configuration=configuration)
+        load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return configuration
     path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or KUBE_CONFIG_DEFAULT_LOCATION
     await load_kube_config(

@@ -9,6 +9,7 @@ Handlers are plain callbacks on the event loop and must be quick (enqueue a key,
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import random
 import time
@@ -84,16 +85,16 @@ class Store:
         """The cached object; treat it as read-only (copy before changing anything)."""
         return self._items.get(key)
 
-    def keys(self) -> list[str]:
+    def keys(self) -> builtins.list[str]:
         return list(self._items)
 
-    def list(self) -> list[Object]:
+    def list(self) -> builtins.list[Object]:
         return list(self._items.values())
 
     def index_keys(self, index: str, value: str) -> set[str]:
         return set(self._indices[index].get(value, ()))
 
-    def by_index(self, index: str, value: str) -> list[Object]:
+    def by_index(self, index: str, value: str) -> builtins.list[Object]:
         return [self._items[key] for key in self._indices[index].get(value, ())]
 
     def _unindex(self, key: str, obj: Object) -> None:

@@ -1,0 +1,1 @@
+"""The Foo controller: reconciles each Foo into an nginx Deployment and reports status."""

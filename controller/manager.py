@@ -1,0 +1,144 @@
+"""Runs the controller process: client, caches, probes, leader election, graceful shutdown.
+
+Lifecycle: start caches and probes → (campaign for the Lease) → run workers while leading →
+on SIGTERM/SIGINT stop taking work, let in-flight reconciles finish, release the Lease, exit 0.
+Losing the Lease stops the workers and returns to campaigning; the caches stay warm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable
+
+from kube.config import ClientSettings, connect
+from kube.events import EventRecorder
+from kube.leader import LeaderElector
+from kube.metrics import REGISTRY, metrics_for
+
+from .controller import FooController
+from .health import HealthServer
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "foo-controller"
+
+
+async def _until(awaitable: Awaitable[object], stop: asyncio.Event) -> bool:
+    """Await ``awaitable`` unless ``stop`` is set first; True if it finished."""
+    task = asyncio.ensure_future(awaitable)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return False
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    metrics = metrics_for(REGISTRY)
+    client = await connect(
+        settings.kubeconfig,
+        settings=ClientSettings(
+            qps=settings.qps, burst=settings.burst, user_agent=COMPONENT, field_manager=COMPONENT
+        ),
+    )
+    recorder = EventRecorder(client, COMPONENT, metrics=metrics)
+    controller = FooController(
+        client,
+        recorder,
+        namespace=settings.namespace,
+        workers=settings.workers,
+        default_image=settings.default_image,
+        metrics=metrics,
+    )
+    server = HealthServer(
+        ready=lambda: controller.synced,
+        registry=REGISTRY,
+        host=settings.bind_address,
+        health_port=settings.health_port,
+        metrics_port=settings.metrics_port,
+    )
+    elector = None
+    try:
+        await server.start()
+        recorder.start()
+        for informer in controller.informers:
+            informer.start()
+        log.info(
+            "waiting for caches (namespace %s, %d workers, qps %s, burst %s)",
+            settings.namespace or "<all>",
+            settings.workers,
+            settings.qps,
+            settings.burst,
+        )
+        synced = all(
+            await asyncio.gather(*(_until(i.wait_for_sync(), stop) for i in controller.informers))
+        )
+        if synced:
+            log.info("caches synced: %d Foos, %d Deployments", len(controller.foos.store), len(controller.deployments.store))
+            if settings.leader_elect:
+                elector = LeaderElector(
+                    client,
+                    namespace=settings.leader_elect_namespace,
+                    name=settings.leader_elect_name,
+                    identity=settings.identity,
+                    lease_duration=settings.lease_duration,
+                    renew_deadline=settings.renew_deadline,
+                    retry_period=settings.retry_period,
+                    metrics=metrics,
+                )
+                await _lead_while_elected(controller, elector, stop, settings.shutdown_grace)
+            else:
+                controller.start_workers()
+                await stop.wait()
+                log.info("shutting down: finishing in-flight reconciles")
+                await controller.stop_workers(settings.shutdown_grace)
+    finally:
+        if elector is not None and elector.is_leader:
+            await elector.release()
+        for informer in controller.informers:
+            await informer.stop()
+        await recorder.stop(timeout=5.0)
+        await server.stop()
+        await client.close()
+        log.info("stopped")
+    return 0
+
+
+async def _lead_while_elected(
+    controller: FooController, elector: LeaderElector, stop: asyncio.Event, grace: float
+) -> None:
+    log.info("campaigning for lease %s/%s as %s", elector.namespace, elector.name, elector.identity)
+    while not stop.is_set():
+        if not await _until(elector.acquire(), stop):
+            return
+        controller.start_workers()
+        holding = asyncio.create_task(elector.hold(), name="lease-renewal")
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({holding, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if holding.done():
+            stopping.cancel()
+            holding.result()
+            # Someone else may lead already: stop at once rather than race them.
+            await controller.stop_workers(min(grace, elector.retry_period))
+            log.warning("lost the lease; campaigning again")
+            continue
+        # Shutting down: keep renewing while in-flight reconciles finish, then hand over.
+        await controller.stop_workers(grace)
+        holding.cancel()
+        await asyncio.gather(holding, return_exceptions=True)
+        await elector.release()
+        return

@@ -1,0 +1,177 @@
+"""Reconcile one Foo by key, from the informer caches: sample-controller's syncHandler, done properly.
+
+Read ``_sync`` top to bottom for the contract: get the Foo, get or create its Deployment, refuse
+a Deployment someone else owns, fix drift in replicas and image, write status, record an event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import fooapi
+from fooapi.defaults import DEFAULT_IMAGE
+from kube.client import DEPLOYMENTS, ApiError, KubeClient, Resource
+from kube.events import EventRecorder, wire_time
+from kube.informer import Store, split_key
+from kube.recent import RecentWrites
+
+from .deployment import deployment_name, desired_deployment, drift_patch, is_controlled_by
+from .outcomes import Done, Outcome, PermanentFailure, Retry, RetryAfter
+from .status import Problem, desired_status, status_changed
+
+log = logging.getLogger(__name__)
+
+FOOS = Resource(fooapi.GROUP, fooapi.HUB_VERSION, fooapi.PLURAL, fooapi.KIND)
+
+# The reasons and messages sample-controller's users already know.
+SUCCESS_SYNCED = "Synced"
+MESSAGE_RESOURCE_SYNCED = "Foo synced successfully"
+ERR_RESOURCE_EXISTS = "ErrResourceExists"
+MESSAGE_RESOURCE_EXISTS = 'Resource "%s" already exists and is not managed by Foo'
+INVALID_SPEC = "InvalidSpec"
+MESSAGE_NO_DEPLOYMENT_NAME = "spec.deployment.name must be specified"
+DEPLOYMENT_REJECTED = "DeploymentRejected"
+
+Object = dict[str, Any]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def outcome_for(exc: ApiError) -> Outcome:
+    """An apiserver error as a reconcile outcome: throttling waits as told, the rest backs off."""
+    if exc.status == 429 or exc.retry_after is not None:
+        return RetryAfter(exc.retry_after or 1.0, f"{exc.status} {exc.reason}: {exc.message}")
+    return Retry(f"{exc.status} {exc.reason}: {exc.message}" if exc.message else f"{exc.status} {exc.reason}")
+
+
+class FooReconciler:
+    """Turns a Foo key into at most one Deployment write and one status write."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        foos: Store,
+        deployments: Store,
+        recorder: EventRecorder,
+        *,
+        default_image: str = DEFAULT_IMAGE,
+        wall_clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.client = client
+        self.foos = foos
+        self.deployments = deployments
+        self.recorder = recorder
+        self.default_image = default_image
+        self._wall_clock = wall_clock
+        # Our own writes, until the informers deliver them (see kube.recent).
+        self.recent_foos = RecentWrites()
+        self.recent_deployments = RecentWrites()
+
+    async def reconcile(self, key: str) -> Outcome:
+        try:
+            return await self._sync(key)
+        except ApiError as exc:
+            return outcome_for(exc)
+
+    async def _sync(self, key: str) -> Outcome:
+        foo = self.recent_foos.resolve(key, self.foos.get(key))
+        if foo is None:
+            return Done("Foo is gone")
+        namespace, _ = split_key(key)
+
+        name = deployment_name(foo)
+        if name is None:
+            return await self._refuse(key, foo, Problem(INVALID_SPEC, MESSAGE_NO_DEPLOYMENT_NAME))
+
+        deployment_key = f"{namespace}/{name}"
+        deployment = self.recent_deployments.resolve(deployment_key, self.deployments.get(deployment_key))
+        wrote = False
+        if deployment is None:
+            created = await self._create_deployment(key, foo, deployment_key)
+            if isinstance(created, PermanentFailure):
+                return created
+            deployment, wrote = created, True
+
+        if not is_controlled_by(deployment, foo):
+            return await self._refuse(key, foo, Problem(ERR_RESOURCE_EXISTS, MESSAGE_RESOURCE_EXISTS % name))
+
+        patch = drift_patch(foo, deployment, default_image=self.default_image)
+        if patch is not None:
+            deployment = await self._fix_drift(key, deployment_key, deployment, patch)
+            wrote = True
+
+        newly_observed = (foo.get("status") or {}).get("observedGeneration") != foo["metadata"].get("generation")
+        try:
+            status_written = await self._write_status(key, foo, deployment)
+        except ApiError as exc:
+            if exc.not_found:
+                return Done("Foo is gone")
+            raise
+
+        # sample-controller records Synced after every sync; we do only when the sync wrote the
+        # Deployment or observed a new generation, so a quiet cluster stays free of writes.
+        if wrote or newly_observed:
+            self.recorder.event(foo, "Normal", SUCCESS_SYNCED, MESSAGE_RESOURCE_SYNCED)
+        if wrote:
+            return Done("Deployment written")
+        return Done("status updated" if status_written else "in sync")
+
+    async def _create_deployment(self, key: str, foo: Object, deployment_key: str) -> Object | PermanentFailure:
+        desired = desired_deployment(foo, default_image=self.default_image)
+        namespace = desired["metadata"]["namespace"]
+        try:
+            created = await self.client.create(DEPLOYMENTS, desired, namespace=namespace)
+        except ApiError as exc:
+            if exc.status in (400, 422):  # the Deployment itself is invalid: retrying will not fix it
+                return PermanentFailure(DEPLOYMENT_REJECTED, f"Deployment {deployment_key} rejected: {exc.message}")
+            raise  # AlreadyExists: our cache is behind; backing off lets the informer catch up
+        self.recent_deployments.remember(deployment_key, None, created)
+        log.info(
+            "%s: created Deployment %s (replicas %s, image %s)",
+            key,
+            deployment_key,
+            desired["spec"]["replicas"],
+            desired["spec"]["template"]["spec"]["containers"][0]["image"],
+            extra={"key": key},
+        )
+        return created
+
+    async def _fix_drift(self, key: str, deployment_key: str, deployment: Object, patch: Object) -> Object:
+        namespace, name = split_key(deployment_key)
+        patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
+        self.recent_deployments.remember(deployment_key, deployment, patched)
+        log.info("%s: reverted drift of Deployment %s: %s", key, deployment_key, patch["spec"], extra={"key": key})
+        return patched
+
+    async def _write_status(self, key: str, foo: Object, deployment: Object | None, problem: Problem | None = None) -> bool:
+        status = desired_status(foo, deployment, now=wire_time(self._wall_clock()), problem=problem)
+        if not status_changed(foo, status):
+            return False
+        namespace, name = split_key(key)
+        written = await self.client.patch(FOOS, name, {"status": status}, namespace=namespace, subresource="status")
+        self.recent_foos.remember(key, foo, written)
+        log.debug("%s: status written: %s", key, _summary(status), extra={"key": key})
+        return True
+
+    async def _refuse(self, key: str, foo: Object, problem: Problem) -> Outcome:
+        """Leave things as they are, say why in the Foo's conditions; the worker records the Warning."""
+        try:
+            await self._write_status(key, foo, None, problem)
+        except ApiError as exc:
+            if exc.not_found:
+                return Done("Foo is gone")
+            raise
+        return PermanentFailure(problem.reason, problem.message)
+
+
+def _summary(status: Object) -> str:
+    conditions = ", ".join(f"{c['type']}={c['status']}({c['reason']})" for c in status.get("conditions", ()))
+    return (
+        f"generation {status.get('observedGeneration')}, replicas {status.get('replicas')} "
+        f"(ready {status.get('readyReplicas')}, available {status.get('availableReplicas')}), {conditions}"
+    )

@@ -1,0 +1,124 @@
+"""Command-line settings of ``python -m controller``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fooapi.defaults import DEFAULT_IMAGE
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _own_namespace() -> str:
+    """The pod's namespace in a cluster, else ``default`` (where a laptop run keeps its Lease)."""
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE) as f:
+            return f.read().strip() or "default"
+    except OSError:
+        return os.environ.get("POD_NAMESPACE", "default")
+
+
+def _identity() -> str:
+    # client-go's convention: hostname plus a uuid, unique even for two processes on one host.
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    kubeconfig: str | None = None
+    namespace: str | None = None
+    workers: int = 16
+    leader_elect: bool = False
+    leader_elect_namespace: str = field(default_factory=_own_namespace)
+    leader_elect_name: str = "foo-operator-controller"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str = field(default_factory=_identity)
+    bind_address: str = "0.0.0.0"
+    metrics_port: int = 8080
+    health_port: int = 8081
+    qps: float = 200.0
+    burst: int = 400
+    default_image: str = DEFAULT_IMAGE
+    shutdown_grace: float = 30.0
+    log_level: str = "info"
+    log_format: str = "text"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be a port number, or 0 to disable")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="foo-operator-controller",
+        description="Reconciles samplecontroller.k8s.io Foos into nginx Deployments.",
+    )
+    p.add_argument("--kubeconfig", help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)")
+    p.add_argument("--namespace", help="watch only this namespace (default: all)")
+    p.add_argument("--workers", type=_positive_int, default=Settings.workers, help="concurrent reconciles")
+    p.add_argument("--leader-elect", action="store_true", help="run only while holding the Lease")
+    p.add_argument("--leader-elect-namespace", help="namespace of the Lease (default: own namespace or 'default')")
+    p.add_argument("--leader-elect-name", default=Settings.leader_elect_name, help="name of the Lease")
+    p.add_argument("--leader-elect-lease-duration", type=float, default=Settings.lease_duration, metavar="SECONDS")
+    p.add_argument("--leader-elect-renew-deadline", type=float, default=Settings.renew_deadline, metavar="SECONDS")
+    p.add_argument("--leader-elect-retry-period", type=float, default=Settings.retry_period, metavar="SECONDS")
+    p.add_argument("--identity", help="leader-election identity (default: hostname_uuid)")
+    p.add_argument("--bind-address", default=Settings.bind_address, help="address of the metrics and health servers")
+    p.add_argument("--metrics-port", type=_port, default=Settings.metrics_port, help="/metrics port (0: off)")
+    p.add_argument("--health-port", type=_port, default=Settings.health_port, help="/healthz and /readyz port (0: off)")
+    p.add_argument("--qps", type=float, default=Settings.qps, help="client-side requests per second (<= 0: no limit)")
+    p.add_argument("--burst", type=_positive_int, default=Settings.burst, help="client-side burst")
+    p.add_argument("--default-image", default=Settings.default_image, help="image for Foos that name none")
+    p.add_argument("--shutdown-grace", type=float, default=Settings.shutdown_grace, metavar="SECONDS",
+                   help="how long in-flight reconciles may take to finish on shutdown")
+    p.add_argument("--log-level", default=Settings.log_level, choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", default=Settings.log_format, choices=["text", "json"])
+    return p
+
+
+def parse(argv: Sequence[str] | None = None) -> Settings:
+    args = parser().parse_args(argv)
+    if not args.leader_elect_lease_duration > args.leader_elect_renew_deadline > args.leader_elect_retry_period > 0:
+        parser().error("need lease duration > renew deadline > retry period > 0")
+    extra = {}
+    if args.leader_elect_namespace:
+        extra["leader_elect_namespace"] = args.leader_elect_namespace
+    if args.identity:
+        extra["identity"] = args.identity
+    return Settings(
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        workers=args.workers,
+        leader_elect=args.leader_elect,
+        leader_elect_name=args.leader_elect_name,
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        bind_address=args.bind_address,
+        metrics_port=args.metrics_port,
+        health_port=args.health_port,
+        qps=args.qps,
+        burst=args.burst,
+        default_image=args.default_image,
+        shutdown_grace=args.shutdown_grace,
+        log_level=args.log_level,
+        log_format=args.log_format,
+        **extra,
+    )

@@ -1,0 +1,329 @@
+"""controller.reconciler and the worker loop: the syncHandler contract against in-memory caches."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from controller.controller import FooController
+from controller.outcomes import Done, PermanentFailure, Retry, RetryAfter
+from controller.reconciler import FooReconciler
+from kube.client import ApiError, Resource
+from kube.informer import Store
+from kube.metrics import metrics_for
+from kube.workqueue import WorkQueue
+
+UID = "uid-foo"
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def foo(replicas: int = 2, image: str = "nginx:latest", generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "samplecontroller.k8s.io/v1",
+        "kind": "Foo",
+        "metadata": {"name": "f", "namespace": "ns", "uid": UID, "generation": generation, "resourceVersion": "1"},
+        "spec": {"deployment": {"name": "web", "image": image}, "replicas": replicas},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+class FakeApi:
+    """Records writes; answers like the apiserver would (the whole object), or with a scripted error."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str, Any]] = []
+        self.fail: dict[str, ApiError] = {}
+        self.objects: dict[str, dict[str, Any]] = {}  # plural -> the one object of that kind
+        self.rv = 100
+
+    def _answer(self, verb: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        if verb in self.fail:
+            raise self.fail[verb]
+        self.rv += 1
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[plural] = obj
+        return copy.deepcopy(obj)
+
+    async def create(self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        self.writes.append(("create", resource.plural, body))
+        return self._answer("create", resource.plural, body)
+
+    async def patch(self, resource: Resource, name: str, patch: Any, *, namespace: str | None = None,
+                    subresource: str | None = None, **_: Any) -> dict[str, Any]:
+        verb = "patch-status" if subresource == "status" else "patch"
+        self.writes.append((verb, resource.plural, patch))
+        current = copy.deepcopy(self.objects[resource.plural])
+        if subresource == "status":
+            current["status"] = patch["status"]
+        else:
+            current["spec"].update({k: v for k, v in patch["spec"].items() if k != "template"})
+        return self._answer(verb, resource.plural, current)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str, str]] = []
+
+    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
+        self.recorded.append((type_, reason, message))
+
+
+def world(the_foo: dict[str, Any] | None, deployment: dict[str, Any] | None = None) -> tuple[FooReconciler, FakeApi, Events]:
+    foos, deployments = Store(), Store()
+    if the_foo is not None:
+        foos.put("ns/f", the_foo)
+    if deployment is not None:
+        deployments.put("ns/web", deployment)
+    api, events = FakeApi(), Events()
+    for plural, obj in (("foos", the_foo), ("deployments", deployment)):
+        if obj is not None:
+            api.objects[plural] = copy.deepcopy(obj)
+    reconciler = FooReconciler(api, foos, deployments, events, wall_clock=lambda: NOW)  # type: ignore[arg-type]
+    return reconciler, api, events
+
+
+def live_deployment(replicas: int = 2, image: str = "nginx:latest", owner_uid: str | None = UID,
+                    available: int = 2, owner_version: str = "v1") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "web", "namespace": "ns", "resourceVersion": "50"}
+    if owner_uid:
+        meta["ownerReferences"] = [{"apiVersion": f"samplecontroller.k8s.io/{owner_version}", "kind": "Foo",
+                                    "name": "f", "uid": owner_uid, "controller": True, "blockOwnerDeletion": True}]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "nginx", "image": image}]}}},
+        "status": {"replicas": replicas, "readyReplicas": available, "availableReplicas": available,
+                   "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": ""}]},
+    }
+
+
+def synced_status(replicas: int = 2, available: int = 2) -> dict[str, Any]:
+    reconciler, api, _ = world(foo(replicas), live_deployment(replicas, available=available))
+    return reconciler_status(reconciler)
+
+
+def reconciler_status(reconciler: FooReconciler) -> dict[str, Any]:
+    from controller.status import desired_status
+
+    foo_obj = reconciler.foos.get("ns/f")
+    assert foo_obj is not None
+    return desired_status(foo_obj, reconciler.deployments.get("ns/web"), now="2025-01-01T00:00:00Z")
+
+
+async def test_a_foo_that_is_gone_is_done_without_writes() -> None:
+    reconciler, api, events = world(None)
+    assert await reconciler.reconcile("ns/f") == Done("Foo is gone")
+    assert api.writes == [] and events.recorded == []
+
+
+async def test_a_missing_deployment_is_created_then_status_written_and_synced_recorded() -> None:
+    reconciler, api, events = world(foo())
+    outcome = await reconciler.reconcile("ns/f")
+    assert isinstance(outcome, Done)
+    assert [w[:2] for w in api.writes] == [("create", "deployments"), ("patch-status", "foos")]
+    created = api.writes[0][2]
+    assert created["metadata"]["ownerReferences"][0]["uid"] == UID
+    status = api.writes[1][2]["status"]
+    assert status["observedGeneration"] == 1 and status["availableReplicas"] == 0
+    assert events.recorded == [("Normal", "Synced", "Foo synced successfully")]
+
+
+async def test_a_second_reconcile_before_the_cache_sees_our_create_does_not_create_again() -> None:
+    reconciler, api, _ = world(foo())
+    await reconciler.reconcile("ns/f")
+    await reconciler.reconcile("ns/f")  # caches still empty/stale
+    assert [w[0] for w in api.writes] == ["create", "patch-status"]
+
+
+async def test_a_converged_foo_costs_zero_writes_and_zero_events() -> None:
+    reconciler, api, events = world(foo(status=synced_status()), live_deployment())
+    assert await reconciler.reconcile("ns/f") == Done("in sync")
+    assert api.writes == [] and events.recorded == []
+
+
+@pytest.mark.parametrize(
+    ("deployment", "patch"),
+    [
+        (live_deployment(replicas=5), {"spec": {"replicas": 2}}),
+        (live_deployment(image="nginx:1.0"),
+         {"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}),
+    ],
+    ids=["replicas", "image"],
+)
+async def test_drift_is_reverted_with_a_patch_of_only_that_field(deployment: dict[str, Any], patch: dict[str, Any]) -> None:
+    reconciler, api, events = world(foo(status=synced_status()), deployment)
+    assert isinstance(await reconciler.reconcile("ns/f"), Done)
+    assert api.writes[0] == ("patch", "deployments", patch)
+    assert ("Normal", "Synced", "Foo synced successfully") in events.recorded
+
+
+async def test_sample_controllers_deployment_is_adopted_without_any_change() -> None:
+    reconciler, api, _ = world(foo(status=synced_status()), live_deployment(owner_version="v1alpha1"))
+    assert await reconciler.reconcile("ns/f") == Done("in sync")
+    assert api.writes == []
+
+
+async def test_a_foreign_deployment_is_left_alone_and_reported() -> None:
+    reconciler, api, events = world(foo(), live_deployment(replicas=7, owner_uid=None))
+    outcome = await reconciler.reconcile("ns/f")
+    assert outcome == PermanentFailure("ErrResourceExists", 'Resource "web" already exists and is not managed by Foo')
+    assert [w[0] for w in api.writes] == ["patch-status"]  # the Deployment is never written
+    ready = api.writes[0][2]["status"]["conditions"][0]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "ErrResourceExists")
+    assert events.recorded == []  # the worker loop records the Warning for a PermanentFailure
+
+
+async def test_a_deployment_owned_by_a_previous_foo_of_the_same_name_is_foreign() -> None:
+    reconciler, api, _ = world(foo(), live_deployment(owner_uid="uid-of-a-deleted-foo"))
+    assert isinstance(await reconciler.reconcile("ns/f"), PermanentFailure)
+    assert all(w[0] == "patch-status" for w in api.writes)
+
+
+async def test_a_foo_without_deployment_name_fails_for_good() -> None:
+    the_foo = foo()
+    the_foo["spec"]["deployment"] = {}
+    reconciler, _, _ = world(the_foo)
+    assert await reconciler.reconcile("ns/f") == PermanentFailure("InvalidSpec", "spec.deployment.name must be specified")
+
+
+@pytest.mark.parametrize(
+    ("verb", "error", "expected"),
+    [
+        ("create", ApiError(409, {"reason": "AlreadyExists", "message": "exists"}), Retry),
+        ("create", ApiError(500, {"reason": "InternalError"}), Retry),
+        ("create", ApiError(0, {"message": "connection refused"}), Retry),
+        ("create", ApiError(429, {"reason": "TooManyRequests", "details": {"retryAfterSeconds": 3}}), RetryAfter),
+        ("create", ApiError(422, {"reason": "Invalid", "message": "bad image"}), PermanentFailure),
+        ("patch-status", ApiError(409, {"reason": "Conflict"}), Retry),
+    ],
+    ids=["already-exists", "server-error", "unreachable", "throttled", "invalid", "conflict"],
+)
+async def test_api_errors_become_typed_outcomes(verb: str, error: ApiError, expected: type) -> None:
+    reconciler, api, _ = world(foo())
+    api.fail[verb] = error
+    outcome = await reconciler.reconcile("ns/f")
+    assert isinstance(outcome, expected)
+    if isinstance(outcome, RetryAfter):
+        assert outcome.delay == 3
+
+
+async def test_a_status_write_for_a_foo_deleted_meanwhile_is_done() -> None:
+    reconciler, api, _ = world(foo(), live_deployment())
+    api.fail["patch-status"] = ApiError(404, {"reason": "NotFound"})
+    assert await reconciler.reconcile("ns/f") == Done("Foo is gone")
+
+
+# ---- the worker loop maps outcomes onto the queue ---------------------------------------------
+
+
+class Scripted:
+    def __init__(self, outcome: Any) -> None:
+        self.outcome = outcome
+
+    async def reconcile(self, key: str) -> Any:
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+
+def controller_with(outcome: Any) -> tuple[FooController, WorkQueue[str], Events, CollectorRegistry]:
+    registry = CollectorRegistry()
+    events = Events()
+    controller = FooController(None, events, metrics=metrics_for(registry))  # type: ignore[arg-type]
+    controller.reconciler = Scripted(outcome)  # type: ignore[assignment]
+    controller.foos.store.put("ns/f", foo())
+    queue: WorkQueue[str] = WorkQueue("foo")
+    return controller, queue, events, registry
+
+
+async def test_worker_forgets_a_done_key() -> None:
+    controller, queue, _, registry = controller_with(Done())
+    queue.add_rate_limited("ns/f")
+    await controller.process(queue, "ns/f")
+    assert queue.num_requeues("ns/f") == 0
+    assert registry.get_sample_value("controller_runtime_reconcile_total", {"controller": "foo", "result": "success"}) == 1
+
+
+async def test_worker_backs_off_a_retry() -> None:
+    controller, queue, _, registry = controller_with(Retry("409 Conflict"))
+    await controller.process(queue, "ns/f")
+    await controller.process(queue, "ns/f")
+    assert queue.num_requeues("ns/f") == 2 and queue.delayed == 1
+    assert registry.get_sample_value("controller_runtime_reconcile_errors_total", {"controller": "foo"}) == 2
+    queue.shutdown()
+
+
+async def test_worker_requeues_after_the_asked_delay_without_counting_a_failure() -> None:
+    controller, queue, _, registry = controller_with(RetryAfter(30, "throttled"))
+    await controller.process(queue, "ns/f")
+    assert queue.num_requeues("ns/f") == 0 and queue.delayed == 1
+    assert registry.get_sample_value("controller_runtime_reconcile_total", {"controller": "foo", "result": "requeue_after"}) == 1
+    queue.shutdown()
+
+
+async def test_worker_records_a_warning_for_a_permanent_failure_and_does_not_requeue() -> None:
+    controller, queue, events, _ = controller_with(PermanentFailure("ErrResourceExists", "msg"))
+    await controller.process(queue, "ns/f")
+    assert events.recorded == [("Warning", "ErrResourceExists", "msg")]
+    assert queue.delayed == 0 and len(queue) == 0
+
+
+async def test_a_crashing_reconcile_is_retried_with_backoff() -> None:
+    controller, queue, _, _ = controller_with(RuntimeError("bug"))
+    outcome = await controller.process(queue, "ns/f")
+    assert isinstance(outcome, Retry) and "bug" in outcome.reason
+    queue.shutdown()
+
+
+async def drained(queue: WorkQueue[str]) -> list[str]:
+    keys = []
+    while len(queue):
+        key = await queue.get()
+        queue.done(key)
+        keys.append(key)
+    return sorted(keys)
+
+
+async def test_a_new_term_queues_every_cached_foo() -> None:
+    controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
+    controller.foos.store.put("ns/f", foo())
+    controller.foos.store.put("ns/g", foo())
+    queue = controller.start_workers()
+    assert await drained(queue) == ["ns/f", "ns/g"]
+    await controller.stop_workers()
+    assert queue.shutting_down and controller.queue is None
+
+
+async def test_deployment_events_enqueue_the_owner_and_any_foo_naming_it() -> None:
+    from controller.controller import deployment_index
+
+    controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
+    named_web = {**foo(), "metadata": {**foo()["metadata"], "name": "g", "uid": "uid-g"}}
+    named_web["spec"] = {"deployment": {"name": "web"}}
+    controller.foos.store.put("ns/g", named_web)
+    assert deployment_index(named_web) == ["ns/web"]
+    queue = controller.start_workers()
+    await drained(queue)
+
+    controller.deployments.store.put("ns/web", live_deployment())
+    controller._on_deployment(live_deployment())  # owned by f, also named by g
+    assert await drained(queue) == ["ns/f", "ns/g"]
+    controller._on_deployment_update(live_deployment(), live_deployment())  # same resourceVersion: a resync
+    assert len(queue) == 0
+    controller._on_deployment_delete(live_deployment(owner_uid=None))  # a foreign one going away
+    assert await drained(queue) == ["ns/g"]
+    await controller.stop_workers()
+
+
+async def test_no_keys_are_queued_while_not_leading() -> None:
+    controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
+    controller._on_foo(foo())  # no term, no queue: nothing to do, nothing kept
+    assert controller.queue is None
