@@ -22,8 +22,8 @@ from aiohttp.test_utils import TestServer
 from multidict import CIMultiDict
 
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
-from webhook.aggregated import AggregatedConfig, RequestHeaderConfig, setup_aggregated_api
-from webhook.aggregated.authn import UserInfo
+from webhook.aggregated import AggregatedConfig, setup_aggregated_api
+from webhook.aggregated.authn import RequestHeaderConfig, UserInfo
 from webhook.aggregated.authz import Decision, RequestInfo
 from webhook.aggregated.view import HealthView
 from webhook.app import Settings, build_app
