@@ -24,6 +24,9 @@ Rollout = Literal["Complete", "Progressing", "Stalled", "Pending", "Missing", "N
 CONTROLLER_LABEL = "controller"
 # The Deployment condition reason `kubectl rollout status` treats as a failed rollout.
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+# Ready=False reasons of the controller that mean "still rolling out": the rollout state says
+# that already; a stuck rollout shows up as Stalled.
+_PROGRESS_REASONS = {"ReplicasUnavailable"}
 # Container waiting reasons that mean "this will not fix itself soon".
 _BAD_WAITING = {
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
@@ -139,7 +142,7 @@ def _last_error(foo: Obj, deployment: Obj | None, rollout_: _Rollout, stuck: Obj
     if rollout_.state == "NotOwned":
         return {"reason": "ErrResourceExists", "message": rollout_.message, "source": "Deployment"}
     ready = _condition(_dict(foo.get("status")).get("conditions"), "Ready")
-    if ready is not None and ready.get("status") == "False":
+    if ready is not None and ready.get("status") == "False" and ready.get("reason") not in _PROGRESS_REASONS:
         return {"reason": str(ready.get("reason", "")), "message": str(ready.get("message", "")),
                 "source": "Foo", "time": str(ready.get("lastTransitionTime", ""))}
     if deployment is not None:

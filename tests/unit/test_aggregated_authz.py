@@ -1,0 +1,162 @@
+"""What a request asks to do, the SubjectAccessReview that asks the cluster, the 403 it earns, the cache."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from webhook.aggregated.authn import UserInfo
+from webhook.aggregated.authz import (
+    CachingAuthorizer,
+    Decision,
+    RequestInfo,
+    decision_of,
+    forbidden,
+    request_info,
+    subject_access_review,
+)
+
+G = "insights.samplecontroller.k8s.io"
+GV = f"/apis/{G}/v1alpha1"
+BOB = UserInfo("bob", ("dev", "system:authenticated"), {"scopes": ("a", "b")}, uid="42")
+
+
+@pytest.mark.parametrize("method, path, query, expected", [
+    ("GET", f"{GV}/namespaces/ns/foohealths/x", {}, ("get", "ns", "foohealths", "x", "x", "")),
+    ("GET", f"{GV}/namespaces/ns/foohealths", {}, ("list", "ns", "foohealths", "", "", "")),
+    ("GET", f"{GV}/namespaces/ns/foohealths", {"watch": "true"}, ("watch", "ns", "foohealths", "", "", "")),
+    ("GET", f"{GV}/namespaces/ns/foohealths", {"watch": "1", "fieldSelector": "metadata.name=x"},
+     ("watch", "ns", "foohealths", "x", "", "")),
+    ("GET", f"{GV}/foohealths", {}, ("list", "", "foohealths", "", "", "")),
+    ("GET", f"{GV}/watch/namespaces/ns/foohealths", {}, ("watch", "ns", "foohealths", "", "", "")),
+    ("POST", f"{GV}/namespaces/ns/fooreviews", {}, ("create", "ns", "fooreviews", "", "", "")),
+    ("DELETE", f"{GV}/namespaces/ns/foohealths/x", {}, ("delete", "ns", "foohealths", "x", "x", "")),
+    ("DELETE", f"{GV}/namespaces/ns/foohealths", {}, ("deletecollection", "ns", "foohealths", "", "", "")),
+    ("PATCH", f"{GV}/namespaces/ns/foohealths/x/status", {}, ("patch", "ns", "foohealths", "x", "x", "status")),
+    ("PUT", f"{GV}/namespaces/ns/foohealths/x", {}, ("update", "ns", "foohealths", "x", "x", "")),
+])
+def test_resource_requests_are_parsed_like_kube_apiserver(method: str, path: str, query: dict[str, str],
+                                                          expected: tuple[str, ...]) -> None:
+    info = request_info(method, path, query)
+    assert info.resource_request and (info.api_group, info.api_version) == (G, "v1alpha1")
+    assert (info.verb, info.namespace, info.resource, info.name, info.path_name, info.subresource) == expected
+
+
+@pytest.mark.parametrize("path", ["/apis", f"/apis/{G}", GV, "/openapi/v2", "/openapi/v3/apis/x/v1", "/healthz"])
+def test_discovery_and_openapi_are_non_resource_requests(path: str) -> None:
+    info = request_info("GET", path, {})
+    assert not info.resource_request and info.verb == "get" and info.path == path
+
+
+def test_the_review_carries_user_groups_extra_uid_and_the_attributes() -> None:
+    review = subject_access_review(BOB, request_info("GET", f"{GV}/namespaces/ns/foohealths/x", {}))
+    assert review == {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "bob", "groups": ["dev", "system:authenticated"], "extra": {"scopes": ["a", "b"]},
+                 "uid": "42", "resourceAttributes": {"namespace": "ns", "verb": "get", "group": G,
+                                                     "version": "v1alpha1", "resource": "foohealths", "name": "x"}},
+    }
+    review = subject_access_review(UserInfo("carol"), request_info("GET", "/openapi/v2", {}))
+    assert review["spec"] == {"user": "carol", "groups": [], "nonResourceAttributes": {"path": "/openapi/v2",
+                                                                                     "verb": "get"}}
+
+
+@pytest.mark.parametrize("status, decision", [
+    ({"allowed": True}, Decision(True)),
+    ({"allowed": False}, Decision(False)),
+    ({"allowed": False, "reason": "no RBAC policy matched"}, Decision(False, "no RBAC policy matched")),
+    ({"allowed": True, "denied": True}, Decision(False)),
+    ({}, Decision(False)),
+])
+def test_decision_of_a_review(status: dict[str, object], decision: Decision) -> None:
+    assert decision_of({"status": status}) == decision
+
+
+@pytest.mark.parametrize("method, path, query, message", [
+    ("GET", f"{GV}/namespaces/ns/foohealths/x", {},
+     f'foohealths.{G} "x" is forbidden: User "bob" cannot get resource "foohealths" in API group "{G}" '
+     f'in the namespace "ns"'),
+    ("GET", f"{GV}/namespaces/ns/foohealths", {},
+     f'foohealths.{G} is forbidden: User "bob" cannot list resource "foohealths" in API group "{G}" '
+     f'in the namespace "ns"'),
+    ("GET", f"{GV}/foohealths", {"watch": "1"},
+     f'foohealths.{G} is forbidden: User "bob" cannot watch resource "foohealths" in API group "{G}" '
+     f'at the cluster scope'),
+    ("PATCH", f"{GV}/namespaces/ns/foohealths/x/status", {},
+     f'foohealths.{G} "x" is forbidden: User "bob" cannot patch resource "foohealths/status" in API group "{G}" '
+     f'in the namespace "ns"'),
+    ("POST", "/openapi/v2", {}, 'forbidden: User "bob" cannot create path "/openapi/v2"'),
+])
+def test_forbidden_reads_like_kube_apiserver(method: str, path: str, query: dict[str, str], message: str) -> None:
+    status = forbidden(BOB, request_info(method, path, query))
+    assert (status["code"], status["reason"], status["message"]) == (403, "Forbidden", message)
+
+
+def test_forbidden_appends_the_authorizers_reason() -> None:
+    status = forbidden(BOB, request_info("GET", f"{GV}/namespaces/ns/foohealths/x", {}), "denied by policy")
+    assert status["message"].endswith('in the namespace "ns": denied by policy')
+    assert status["details"] == {"name": "x", "group": G, "kind": "foohealths"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_decisions_are_cached_for_their_ttl_then_asked_again() -> None:
+    clock, asked = Clock(), []
+
+    async def authorize(user: UserInfo, info: RequestInfo) -> Decision:
+        asked.append(info.verb)
+        return Decision(info.verb == "get")
+
+    cached = CachingAuthorizer(authorize, allowed_ttl=10, denied_ttl=5, clock=clock)
+    get = request_info("GET", f"{GV}/namespaces/ns/foohealths/x", {})
+    listing = request_info("GET", f"{GV}/namespaces/ns/foohealths", {})
+    assert (await cached(BOB, get)).allowed and not (await cached(BOB, listing)).allowed
+    await cached(BOB, get), await cached(BOB, listing)
+    assert asked == ["get", "list"]
+    clock.now += 6  # the denial expired, the permission not yet
+    await cached(BOB, get), await cached(BOB, listing)
+    assert asked == ["get", "list", "list"]
+    await cached(UserInfo("bob", ("other",)), get)  # another identity is another question
+    assert asked == ["get", "list", "list", "get"]
+
+
+async def test_identical_questions_in_flight_share_one_review() -> None:
+    release = asyncio.Event()
+    calls = 0
+
+    async def authorize(user: UserInfo, info: RequestInfo) -> Decision:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        return Decision(True)
+
+    cached = CachingAuthorizer(authorize)
+    info = request_info("GET", f"{GV}/namespaces/ns/foohealths", {})
+    waiting = [asyncio.ensure_future(cached(BOB, info)) for _ in range(20)]
+    await asyncio.sleep(0)
+    release.set()
+    assert all(d.allowed for d in await asyncio.gather(*waiting))
+    assert calls == 1
+
+
+async def test_a_failed_review_is_not_cached() -> None:
+    answers: list[Decision | Exception] = [RuntimeError("apiserver unreachable"), Decision(True)]
+
+    async def authorize(user: UserInfo, info: RequestInfo) -> Decision:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    cached = CachingAuthorizer(authorize)
+    info = request_info("GET", f"{GV}/namespaces/ns/foohealths", {})
+    with pytest.raises(RuntimeError):
+        await cached(BOB, info)
+    assert (await cached(BOB, info)).allowed
