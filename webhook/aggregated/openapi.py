@@ -196,13 +196,89 @@ def _v2_schema(node: Any) -> Any:
     return node
 
 
+# ---- paths: kubectl finds a resource's kind through the x-kubernetes-group-version-kind of its operations
+
+_PREFIX = f"/apis/{GROUP}/{VERSION}"
+_QUERY = {
+    "labelSelector": "A selector to restrict the list of returned objects by their labels.",
+    "fieldSelector": "A selector on metadata.name and metadata.namespace.",
+    "limit": "Maximum number of items to return; a continue token follows when there are more.",
+    "continue": "The continue token of the previous page.",
+    "resourceVersion": "With watch: the version to stream changes from.",
+    "resourceVersionMatch": "How resourceVersion applies (NotOlderThan with sendInitialEvents).",
+    "watch": "Stream ADDED, MODIFIED and DELETED events, one JSON object per line.",
+    "allowWatchBookmarks": "Ask for BOOKMARK events in a watch.",
+    "sendInitialEvents": "Start a watch with every current object as ADDED, then a BOOKMARK.",
+    "timeoutSeconds": "How long a watch may run.",
+}
+_WRITE_QUERY = {
+    "dryRun": "Accepted and ignored: a FooReview never stores anything.",
+    "fieldManager": "Accepted and ignored: a FooReview never stores anything.",
+    "fieldValidation": "Accepted and ignored.",
+}
+_TYPES = {"limit": "integer", "timeoutSeconds": "integer", "watch": "boolean", "allowWatchBookmarks": "boolean",
+          "sendInitialEvents": "boolean"}
+
+
+def _parameter(name: str, where: str, description: str, v3: bool) -> Obj:
+    type_ = _TYPES.get(name, "string")
+    out: Obj = {"name": name, "in": where, "description": description, "required": where == "path"}
+    if v3:
+        out["schema"] = {"type": type_}
+    else:
+        out["type"] = type_
+    return out
+
+
+def _operation(action: str, kind: str, operation_id: str, description: str, response: str, *, v3: bool,
+               path_params: tuple[str, ...], query: dict[str, str], code: str = "200") -> Obj:
+    ref = {"$ref": ("#/components/schemas/" if v3 else "#/definitions/") + f"{OWN}.{response}"}
+    operation: Obj = {
+        "description": description, "operationId": operation_id, "tags": [f"insights_{VERSION}"],
+        "parameters": [*(_parameter(p, "path", f"The {p} of the object.", v3) for p in path_params),
+                       *(_parameter(n, "query", d, v3) for n, d in query.items())],
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": kind},
+    }
+    if v3:
+        operation["responses"] = {code: {"description": "OK", "content": {"application/json": {"schema": ref}}}}
+        if action == "post":
+            operation["requestBody"] = {"content": {"application/json": {"schema": ref}}, "required": True}
+    else:
+        operation["responses"] = {code: {"description": "OK", "schema": ref}}
+        operation["produces"] = ["application/json", "application/yaml", "application/json;stream=watch"]
+        operation["schemes"] = ["https"]
+        if action == "post":
+            operation["parameters"].insert(0, {"name": "body", "in": "body", "required": True, "schema": ref})
+            operation["consumes"] = ["application/json"]
+    return operation
+
+
+def _paths(v3: bool) -> Obj:
+    health, review = FOO_HEALTHS.kind, FOO_REVIEWS.kind
+    return {
+        f"{_PREFIX}/{FOO_HEALTHS.name}": {"get": _operation(
+            "list", health, f"list{health}ForAllNamespaces", "list or watch FooHealths of every namespace",
+            f"{health}List", v3=v3, path_params=(), query=_QUERY)},
+        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_HEALTHS.name}": {"get": _operation(
+            "list", health, f"listNamespaced{health}", "list or watch the FooHealths of a namespace",
+            f"{health}List", v3=v3, path_params=("namespace",), query=_QUERY)},
+        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_HEALTHS.name}/{{name}}": {"get": _operation(
+            "get", health, f"readNamespaced{health}", "read the FooHealth of a Foo", health, v3=v3,
+            path_params=("namespace", "name"), query={})},
+        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_REVIEWS.name}": {"post": _operation(
+            "post", review, f"createNamespaced{review}", "review a Foo as admission would, storing nothing", review,
+            v3=v3, path_params=("namespace",), query=_WRITE_QUERY, code="201")},
+    }
+
+
 @cache
 def openapi_v2() -> bytes:
     definitions = {name: _v2_schema(_render(schema, "#/definitions/")) for name, schema in _schemas().items()}
     return orjson.dumps({
         "swagger": "2.0",
         "info": {"title": "foo-operator insights", "version": VERSION},
-        "paths": {},
+        "paths": _paths(v3=False),
         "definitions": definitions,
     })
 
@@ -212,7 +288,7 @@ def openapi_v3_group_version() -> bytes:
     return orjson.dumps({
         "openapi": "3.0.0",
         "info": {"title": "foo-operator insights", "version": VERSION},
-        "paths": {},
+        "paths": _paths(v3=True),
         "components": {"schemas": _render(copy.deepcopy(_schemas()), "#/components/schemas/")},
     })
 

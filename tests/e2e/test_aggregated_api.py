@@ -1,0 +1,337 @@
+"""The aggregated API as a cluster user meets it: registered by APIService, reached through kube-apiserver.
+
+The webhook service runs in its own network namespace, like a pod on another node: kube-apiserver
+reaches it through a selector-less Service whose endpoints name the namespace's address
+(`--enable-aggregator-routing` dials endpoints), and it reaches kube-apiserver with a
+ServiceAccount token, authorized only by the RBAC that `webhook.aggregated.manifests` builds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from certs.authority import issue_serving, new_ca, service_dns_names
+from certs.files import write_serving_files
+from hack.cluster import LocalControlPlane
+from hack.netns import NetNamespace
+from hack.procs import Component
+from hack.product import LocalProduct
+from webhook.aggregated.manifests import APISERVICE_NAME, aggregated_api_manifests
+
+REPO = Path(__file__).resolve().parents[2]
+GROUP = "insights.samplecontroller.k8s.io"
+SERVICE_NAMESPACE = "foo-insights-system"
+SERVICE = "foo-insights"
+SERVICE_ACCOUNT = "foo-operator"
+PORT = 8443
+
+
+@dataclass
+class Insights:
+    plane: LocalControlPlane
+    netns: NetNamespace
+    ca_pem: bytes
+    workdir: Path
+    webhook: Component
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return self.plane.kubectl(*args, check=check, input=input)
+
+
+def _wait(what: str, ready: Callable[[], bool], timeout: float = 60, interval: float = 0.5,
+          webhook: Component | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if webhook is not None:
+            webhook.check_alive()
+        if time.monotonic() > deadline:
+            logs = webhook.describe_log(60) if webhook is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
+        time.sleep(interval)
+
+
+def _apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
+    plane.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e", "-f", "-",
+                  input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+
+
+def _service_objects(ns_ip: str) -> list[dict[str, Any]]:
+    """A Service without selector and its endpoints, written by hand: the address is ours to give."""
+    port = {"name": "https", "port": PORT, "protocol": "TCP"}
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
+         "spec": {"ports": [{"name": "https", "port": 443, "targetPort": PORT, "protocol": "TCP"}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": f"{SERVICE}-netns", "namespace": SERVICE_NAMESPACE,
+                      "labels": {"kubernetes.io/service-name": SERVICE,
+                                 "endpointslice.kubernetes.io/managed-by": "e2e.foo-operator"}},
+         "addressType": "IPv4", "ports": [port],
+         "endpoints": [{"addresses": [ns_ip], "conditions": {"ready": True}}]},
+        {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
+         "subsets": [{"addresses": [{"ip": ns_ip}], "ports": [port]}]},
+    ]
+
+
+def _kubeconfig(plane: LocalControlPlane, token: str, path: Path) -> Path:
+    config = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "plane", "cluster": {"server": plane.server,
+                                                   "certificate-authority": str(plane.ca_file)}}],
+        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
+        "contexts": [{"name": "plane", "context": {"cluster": "plane", "user": SERVICE_ACCOUNT}}],
+        "current-context": "plane",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Insights]:
+    plane = foo_operator.plane
+    workdir = tmp_path_factory.mktemp("insights")
+    plane.kubectl("create", "namespace", SERVICE_NAMESPACE, check=False)
+    plane.kubectl("create", "serviceaccount", SERVICE_ACCOUNT, "-n", SERVICE_NAMESPACE, check=False)
+    token = plane.kubectl("create", "token", SERVICE_ACCOUNT, "-n", SERVICE_NAMESPACE, "--duration=2h").stdout.strip()
+    kubeconfig = _kubeconfig(plane, token, workdir / "kubeconfig")
+
+    suffix = os.getpid() % 200 + 20
+    with NetNamespace(f"foo-insights-{os.getpid()}", ns_ip=f"10.213.{suffix}.2", host_ip=f"10.213.{suffix}.1") as netns:
+        ca = new_ca("foo-insights-e2e-ca")
+        serving = issue_serving(ca, common_name=SERVICE, dns_names=service_dns_names(SERVICE, SERVICE_NAMESPACE),
+                                ips=[netns.ns_ip])
+        write_serving_files(workdir / "certs", ca, serving, force=True)
+        _apply(plane, *_service_objects(netns.ns_ip))
+        _apply(plane, *aggregated_api_manifests(namespace=SERVICE_NAMESPACE, service=SERVICE,
+                                                service_account=SERVICE_ACCOUNT, ca_bundle=ca.cert_pem))
+
+        netns.forward_host_port(plane.apiserver_port)
+        argv = [sys.executable, "-m", "webhook", "--cert-dir", str(workdir / "certs"), "--bind-address", netns.ns_ip,
+                "--port", str(PORT), "--aggregated-api", "--kubeconfig", str(kubeconfig),
+                "--requestheader-ca-file", str(workdir / "requestheader-ca.crt"), "--log-level", "debug"]
+        webhook = Component("insights-webhook", ["ip", "netns", "exec", netns.name, *argv],
+                            plane.logs_dir / "insights-webhook.log", env={**os.environ, "PYTHONPATH": str(REPO)})
+        webhook.start()
+        try:
+            context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+
+            def ready() -> bool:
+                try:
+                    with urllib.request.urlopen(f"https://{netns.ns_ip}:{PORT}/readyz", context=context,
+                                                timeout=2) as response:
+                        return bool(response.status == 200)
+                except OSError:
+                    return False
+
+            _wait("the webhook's /readyz inside the network namespace", ready, webhook=webhook)
+            yield Insights(plane=plane, netns=netns, ca_pem=ca.cert_pem, workdir=workdir, webhook=webhook)
+        finally:
+            webhook.stop()
+            plane.kubectl("delete", "apiservice", APISERVICE_NAME, "--ignore-not-found", check=False)
+
+
+def _available(insights: Insights) -> bool:
+    result = insights.kubectl("get", "apiservice", APISERVICE_NAME, "-o", "json", check=False)
+    if result.returncode != 0:
+        return False
+    conditions = json.loads(result.stdout).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="module")
+def available(insights: Insights) -> Insights:
+    began = time.monotonic()
+    _wait("the APIService to become Available", lambda: _available(insights), timeout=90, webhook=insights.webhook)
+    print(f"APIService Available {time.monotonic() - began:.1f}s after the webhook was ready")
+    return insights
+
+
+def _foo(name: str, replicas: int = 2, labels: dict[str, str] | None = None) -> str:
+    return yaml.safe_dump({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
+                           "metadata": {"name": name, "labels": labels or {}},
+                           "spec": {"deployment": {"name": f"{name}-nginx"}, "replicas": replicas}})
+
+
+def _run_like_the_controller(insights: Insights, namespace: str, name: str, replicas: int) -> None:
+    """What foo-operator's controller would do, written here so this test owns its timing."""
+    foo = json.loads(insights.kubectl("get", "foo", name, "-n", namespace, "-o", "json").stdout)
+    labels = {"app": "nginx", "controller": name}
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": f"{name}-nginx", "namespace": namespace, "labels": labels,
+                     "ownerReferences": [{"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "name": name,
+                                          "uid": foo["metadata"]["uid"], "controller": True,
+                                          "blockOwnerDeletion": True}]},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}},
+    }
+    _apply(insights.plane, deployment)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {"status": {"observedGeneration": foo["metadata"]["generation"], "conditions": [
+        {"type": "Ready", "status": "True", "reason": "ReplicasAvailable", "message": "",
+         "lastTransitionTime": now, "observedGeneration": foo["metadata"]["generation"]}]}}
+    insights.kubectl("patch", "foo", name, "-n", namespace, "--subresource=status", "--type=merge",
+                     "-p", json.dumps(status))
+
+
+def _health(insights: Insights, namespace: str, name: str) -> dict[str, Any]:
+    result = insights.kubectl("get", "foohealth", name, "-n", namespace, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else {}
+
+
+# ---- registration -----------------------------------------------------------------------------------
+
+
+def test_apiservice_becomes_available_and_kubectl_lists_both_resources(available: Insights) -> None:
+    result = available.kubectl("api-resources", f"--api-group={GROUP}", "-o", "wide")
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert set(lines) == {"foohealths", "fooreviews"}
+    assert "fh" in lines["foohealths"].split() and "get,list,watch" in lines["foohealths"]
+    assert "create" in lines["fooreviews"]
+
+
+def test_kubectl_explain_reads_our_openapi(available: Insights) -> None:
+    def explained() -> bool:
+        return available.kubectl("explain", "foohealth.status.rollout", check=False).returncode == 0
+
+    _wait("kubectl explain foohealth (OpenAPI v3 aggregated)", explained, timeout=90)
+    out = available.kubectl("explain", "foohealth").stdout
+    assert "KIND:       FooHealth" in out and f"GROUP:      {GROUP}" in out
+    assert "live health of one Foo" in out
+    assert "Stalled (progress deadline exceeded)" in available.kubectl("explain", "foohealth.status.rollout").stdout
+
+
+# ---- foohealths ---------------------------------------------------------------------------------------------
+
+
+def test_kubectl_get_foohealths_shows_the_on_call_table(available: Insights, namespace: str) -> None:
+    available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("web", replicas=2, labels={"tier": "front"}))
+    available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("lonely", replicas=1))
+    _run_like_the_controller(available, namespace, "web", 2)
+    _wait("foohealth/web to be Healthy (kwok runs the Pods)",
+          lambda: _health(available, namespace, "web").get("status", {}).get("health") == "Healthy", timeout=90)
+
+    table = available.kubectl("get", "foohealths", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "HEALTH", "READY", "UP-TO-DATE", "AVAILABLE", "ROLLOUT", "LAST", "SYNC",
+                                "LAST", "ERROR", "AGE"]
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert rows["web"][1:6] == ["Healthy", "2/2", "2", "2", "Complete"]
+    assert rows["lonely"][1:6] == ["Unknown", "0/1", "0", "0", "Pending"]
+    wide = available.kubectl("get", "fh", "web", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert wide[0].split()[-5:] == ["DEPLOYMENT", "IMAGE", "RESTARTS", "SYNCED", "MESSAGE"]
+    assert "web-nginx" in wide[1] and "nginx:latest" in wide[1]
+    selected = available.kubectl("get", "foohealths", "-n", namespace, "-l", "tier=front", "-o", "name").stdout
+    assert selected.split() == [f"foohealth.{GROUP}/web"]
+
+
+def test_a_missing_foohealth_is_not_found(available: Insights, namespace: str) -> None:
+    result = available.kubectl("get", "foohealth", "nope", "-n", namespace, check=False)
+    assert result.returncode != 0
+    assert result.stderr.strip() == f'Error from server (NotFound): foohealths.{GROUP} "nope" not found'
+
+
+def test_watch_reports_changes_of_the_underlying_objects(available: Insights, namespace: str) -> None:
+    available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("watched", replicas=1))
+    _wait("foohealth/watched", lambda: bool(_health(available, namespace, "watched")))
+    path = f"/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths?watch=1&timeoutSeconds=20"
+    watch = subprocess.Popen([str(available.plane.bin.kubectl), f"--kubeconfig={available.plane.kubeconfig}",
+                              "get", "--raw", path], stdout=subprocess.PIPE, text=True, env=available.plane.env())
+    try:
+        assert watch.stdout is not None
+        first = json.loads(watch.stdout.readline())
+        assert (first["type"], first["object"]["status"]["rollout"]) == ("ADDED", "Pending")
+        _run_like_the_controller(available, namespace, "watched", 1)
+        seen = []
+        while not seen or seen[-1]["object"]["status"]["health"] != "Healthy":
+            line = watch.stdout.readline()
+            assert line, f"watch ended before the Foo turned Healthy: {[e['object']['status'] for e in seen]}"
+            seen.append(json.loads(line))
+        assert {e["type"] for e in seen} == {"MODIFIED"}
+        available.kubectl("delete", "foo", "watched", "-n", namespace, "--wait=false")
+        while (event := json.loads(watch.stdout.readline()))["type"] != "DELETED":
+            pass
+        assert event["object"]["metadata"]["name"] == "watched"
+    finally:
+        watch.kill()
+        watch.wait()
+
+
+# ---- fooreviews ------------------------------------------------------------------------------------------------
+
+
+def _review(foo: dict[str, Any]) -> str:
+    return yaml.safe_dump({"apiVersion": f"{GROUP}/v1alpha1", "kind": "FooReview", "metadata": {"name": "check"},
+                           "spec": {"object": foo}})
+
+
+def test_kubectl_create_fooreview_returns_the_verdict(available: Insights, namespace: str) -> None:
+    good = {"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "good"},
+            "spec": {"deploymentName": "good-nginx"}}
+    out = available.kubectl("create", "-n", namespace, "-f", "-", "-o", "yaml", input=_review(good))
+    verdict = yaml.safe_load(out.stdout)["status"]
+    assert verdict["allowed"] is True
+    assert verdict["object"]["spec"] == {"deployment": {"name": "good-nginx", "image": "nginx:latest"}, "replicas": 1}
+    assert "deprecated" in verdict["warnings"][0]
+
+    bad = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "bad"},
+           "spec": {"deployment": {"name": "Bad_Name"}, "replicas": 11}}
+    out = available.kubectl("create", "-n", namespace, "-f", "-", "-o", "yaml", input=_review(bad))
+    verdict = yaml.safe_load(out.stdout)["status"]
+    assert (verdict["allowed"], verdict["reason"]) == (False, "Invalid")
+    assert [c["field"] for c in verdict["causes"]] == ["spec.deployment.name", "spec.replicas"]
+    # The same Foo through the real admission chain is rejected for the same fields.
+    real = available.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(bad), check=False)
+    assert "spec.deployment.name" in real.stderr and "spec.replicas" in real.stderr
+    assert available.kubectl("get", "foo", "good", "-n", namespace, check=False).returncode != 0  # stored nothing
+
+
+# ---- authentication and authorization ----------------------------------------------------------------------------
+
+
+def test_calling_the_service_directly_without_the_front_proxy_certificate_is_unauthorized(available: Insights) -> None:
+    (available.workdir / "ca.crt").write_bytes(available.ca_pem)
+    config = {"apiVersion": "v1", "kind": "Config",
+              "clusters": [{"name": "direct", "cluster": {
+                  "server": f"https://{available.netns.ns_ip}:{PORT}",
+                  "certificate-authority": str(available.workdir / "ca.crt")}}],
+              "users": [{"name": "anonymous", "user": {}}],
+              "contexts": [{"name": "direct", "context": {"cluster": "direct", "user": "anonymous"}}],
+              "current-context": "direct"}
+    (available.workdir / "direct.kubeconfig").write_text(yaml.safe_dump(config))
+    result = subprocess.run([str(available.plane.bin.kubectl), f"--kubeconfig={available.workdir / 'direct.kubeconfig'}",
+                             "get", "--raw", f"/apis/{GROUP}/v1alpha1"], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "Unauthorized" in result.stderr
+
+
+def test_rbac_decides_through_subject_access_reviews(available: Insights, namespace: str) -> None:
+    available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("guarded"))
+    denied = available.kubectl("get", "foohealths", "-n", namespace, "--as=bob", check=False)
+    assert denied.returncode != 0
+    assert denied.stderr.strip() == (
+        f'Error from server (Forbidden): foohealths.{GROUP} is forbidden: User "bob" cannot list resource '
+        f'"foohealths" in API group "{GROUP}" in the namespace "{namespace}"')
+    # `view` gains foohealths through the aggregate-to-view ClusterRole.
+    available.kubectl("create", "rolebinding", "bob-view", "--clusterrole=view", "--user=bob", "-n", namespace)
+    _wait("bob to be allowed (RBAC aggregation, then the 10 s decision cache)",
+          lambda: available.kubectl("get", "foohealths", "-n", namespace, "--as=bob", check=False).returncode == 0,
+          timeout=60)
+    out = available.kubectl("get", "foohealths", "-n", namespace, "--as=bob").stdout
+    assert "guarded" in out
+    review = available.kubectl("create", "-n", namespace, "-f", "-", "--as=bob", "-o", "yaml", check=False,
+                               input=_review({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
+                                              "metadata": {"name": "x"}, "spec": {}}))
+    assert "cannot create resource \"fooreviews\"" in review.stderr  # view does not include fooreviews
