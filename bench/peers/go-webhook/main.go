@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -16,7 +17,6 @@ import (
 	"syscall"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -75,35 +75,69 @@ func (fooValidator) ValidateDelete(context.Context, runtime.Object) (admission.W
 	return nil, nil
 }
 
-// convert answers a ConversionReview, each object decoded as unstructured JSON.
+// conversionReview is the part of apiextensions.k8s.io/v1 ConversionReview a converter reads;
+// objects stay raw until each is decoded as unstructured JSON.
+type conversionReview struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Request    *struct {
+		UID               string            `json:"uid"`
+		DesiredAPIVersion string            `json:"desiredAPIVersion"`
+		Objects           []json.RawMessage `json:"objects"`
+	} `json:"request"`
+}
+
+type conversionResponse struct {
+	UID    string
+	Result metav1.Status
+}
+
+// convert answers a ConversionReview: decode each object, convert it, encode it once.
 func convert(w http.ResponseWriter, r *http.Request) {
-	var review apiextensionsv1.ConversionReview
+	var review conversionReview
 	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
 		http.Error(w, "not a ConversionReview", http.StatusBadRequest)
 		return
 	}
-	response := &apiextensionsv1.ConversionResponse{
-		UID:    review.Request.UID,
-		Result: metav1.Status{Status: metav1.StatusSuccess},
-	}
-	converted := make([]runtime.RawExtension, 0, len(review.Request.Objects))
+	response := conversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
+	converted := make([]json.RawMessage, 0, len(review.Request.Objects))
 	for i, raw := range review.Request.Objects {
 		var o map[string]interface{}
-		err := json.Unmarshal(raw.Raw, &o)
+		err := json.Unmarshal(raw, &o)
 		if err == nil {
 			o, err = convertFoo(o, review.Request.DesiredAPIVersion)
 		}
+		var data []byte
+		if err == nil {
+			data, err = json.Marshal(o)
+		}
 		if err != nil {
 			response.Result = metav1.Status{Status: metav1.StatusFailure, Message: fmt.Sprintf("object %d: %v", i, err)}
-			converted = nil
+			converted = []json.RawMessage{}
 			break
 		}
-		converted = append(converted, runtime.RawExtension{Object: &unstructured.Unstructured{Object: o}})
+		converted = append(converted, data)
 	}
-	response.ConvertedObjects = converted
-	review.Request, review.Response = nil, response
+	// The envelope by hand: encoding/json would re-validate and compact every object again.
+	head, err := json.Marshal(map[string]interface{}{"uid": response.UID, "result": response.Result})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var out bytes.Buffer
+	out.Grow(len(review.Request.Objects) * 1024)
+	out.WriteString(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":`)
+	out.Write(head[:len(head)-1])
+	out.WriteString(`,"convertedObjects":[`)
+	for i, data := range converted {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		out.Write(data)
+	}
+	out.WriteString("]}}")
 	w.Header().Set("Content-Type", "application/json")
-	if err := json.NewEncoder(w).Encode(&review); err != nil {
+	if _, err := w.Write(out.Bytes()); err != nil {
 		ctrl.Log.Error(err, "writing conversion response")
 	}
 }

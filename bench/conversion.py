@@ -1,0 +1,174 @@
+"""Conversion: one ConversionReview of 10,000 Foos over HTTPS, and lists through a real kube-apiserver.
+
+    .venv/bin/python -m bench.conversion [--objects 10000] [--repeat 5] [--no-apiserver]
+
+Direct: the same review (10,000 stored v1 Foos to v1alpha1, and 10,000 v1alpha1 Foos to v1)
+POSTed to our /convert and to the Go peer's, server pinned to core 0 and this client to core 1;
+median of ``--repeat`` runs, request already encoded, answer read whole (not parsed).
+
+Through kube-apiserver: a minimal plane with the watch cache off (so every list reads etcd and
+converts every object instead of answering from a per-version cache), our webhook registered as
+the CRD's conversion webhook, 10,000 v1 Foos stored; the same list at v1alpha1 and at v1 —
+the difference is what conversion costs. Then the same with the Go peer as the conversion webhook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from fooapi import HUB_API_VERSION, LEGACY_API_VERSION
+from fooapi.crd import crd_manifest
+from hack.product import LocalProduct
+from webhook.manifests import url_client_config
+
+from . import servers
+from .foos import conversion_of, dumps
+from .load import cores
+from .planes import AdminClient, apply, plain_foo, plane
+from .report import fmt, ratio, save, say, table
+
+
+def _pin_self_to_load_core() -> None:
+    _, load_core = cores()
+    if load_core is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(load_core)})
+
+
+def direct(server: servers.Server, cert_dir: Path, body: bytes, count: int, repeat: int) -> dict[str, Any]:
+    context = servers.client_context(cert_dir)
+    times = []
+    for _ in range(repeat + 1):  # the first is a warm-up
+        started = time.perf_counter()
+        status, out = servers.request(server.url + "/convert", context, body=body, timeout=120)
+        times.append(time.perf_counter() - started)
+        if status != 200:
+            raise RuntimeError(f"{server.name} /convert: HTTP {status}: {out[:300]!r}")
+    answer = json.loads(out)["response"]
+    if answer["result"]["status"] != "Success" or len(answer["convertedObjects"]) != count:
+        raise RuntimeError(f"{server.name} /convert did not convert {count} objects: {answer['result']}")
+    median = statistics.median(times[1:])
+    return {"seconds": median, "min_seconds": min(times[1:]), "objects_per_second": count / median,
+            "request_bytes": len(body), "response_bytes": len(out), "runs": times[1:]}
+
+
+async def _seed_and_list(product: LocalProduct, count: int, repeat: int,
+                         go_url: str | None) -> dict[str, Any]:
+    async with AdminClient(product.plane, connections=32) as client:
+        say(f"storing {count:,} v1 Foos (admission webhooks unregistered for the seeding)")
+        product.unregister_admission()
+        seeded = await client.create_foos([plain_foo(i) for i in range(count)], concurrency=32)
+        if seeded.failed:
+            raise RuntimeError(f"seeding failed {seeded.failed} times: {seeded.first_error}")
+
+        async def list_at(version: str) -> float:
+            started = time.perf_counter()
+            status, body = await client.request("GET", f"/apis/samplecontroller.k8s.io/{version}/foos")
+            elapsed = time.perf_counter() - started
+            if status != 200:
+                raise RuntimeError(f"list at {version}: HTTP {status}: {body[:300]!r}")
+            items = json.loads(body)["items"]
+            if len(items) != count or items[0]["apiVersion"] != f"samplecontroller.k8s.io/{version}":
+                raise RuntimeError(f"list at {version} returned {len(items)} items")
+            return elapsed
+
+        async def lists(webhook: str) -> dict[str, Any]:
+            await list_at("v1alpha1")  # warm-up: connections, the webhook's code paths
+            at: dict[str, list[float]] = {"v1alpha1": [], "v1": []}
+            for _ in range(repeat):
+                for version in at:
+                    at[version].append(await list_at(version))
+            alpha, hub = statistics.median(at["v1alpha1"]), statistics.median(at["v1"])
+            say(f"{webhook}: list at v1alpha1 {alpha:.3f}s, at v1 {hub:.3f}s")
+            return {"list_v1alpha1_seconds": alpha, "list_v1_seconds": hub, "conversion_seconds": alpha - hub,
+                    "runs": at}
+
+        result = {"seed_creates_per_second": seeded.per_second, "ours": await lists("ours")}
+        if go_url is not None:
+            apply(product.plane, crd_manifest(
+                conversion_client_config=url_client_config(go_url, "/convert", product.ca_pem)))
+            await asyncio.sleep(2)  # the apiserver picks the new client config up from its CRD informer
+            result["go-controller-runtime"] = await lists("go-controller-runtime")
+        return result
+
+
+def through_apiserver(count: int, repeat: int, with_go: bool) -> dict[str, Any]:
+    with plane("conversion", apiserver_args=["--watch-cache=false"]) as p:
+        product = LocalProduct(p)
+        product.start()
+        go = None
+        try:
+            if with_go:
+                go = servers.go_peer(product.cert_dir, pin=False)
+            return asyncio.run(_seed_and_list(product, count, repeat, go.url if go else None))
+        finally:
+            if go is not None:
+                go.stop()
+            product.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.conversion", description=__doc__.split("\n")[0])
+    parser.add_argument("--objects", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per case (median reported)")
+    parser.add_argument("--no-go", action="store_true", help="skip the Go peer")
+    parser.add_argument("--no-apiserver", action="store_true", help="skip the lists through kube-apiserver")
+    args = parser.parse_args(argv)
+
+    cases = {"to v1alpha1": LEGACY_API_VERSION, "to v1": HUB_API_VERSION}
+    direct_results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="foo-bench-") as tmp:
+        cert_dir = servers.serving_certs(Path(tmp) / "certs")
+        reviews = {case: dumps(conversion_of(args.objects, desired)) for case, desired in cases.items()}
+        starters = [servers.ours] + ([] if args.no_go else [servers.go_peer])
+        affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        for start in starters:
+            with start(cert_dir) as server:
+                _pin_self_to_load_core()
+                try:
+                    for case, body in reviews.items():
+                        say(f"{server.name}: one review of {args.objects:,} Foos {case}")
+                        direct_results.setdefault(server.name, {})[case] = direct(
+                            server, cert_dir, body, args.objects, args.repeat)
+                finally:
+                    if affinity is not None:
+                        os.sched_setaffinity(0, affinity)
+
+    rows = []
+    for name, by_case in direct_results.items():
+        for case, r in by_case.items():
+            ours = direct_results["ours"][case]
+            rows.append([name, case, r["seconds"] * 1000, r["objects_per_second"], r["request_bytes"] / 1e6,
+                         fmt(ratio(ours["seconds"], r["seconds"]), 2) if name != "ours" else "(ref)"])
+    print(f"\nOne ConversionReview of {args.objects:,} Foos over HTTPS, server on 1 core "
+          f"(median of {args.repeat})")
+    print(table(["server", "case", "ms", "objects/s", "request MB", "ours time ×"], rows))
+
+    apiserver: dict[str, Any] = {}
+    if not args.no_apiserver:
+        apiserver = through_apiserver(args.objects, max(3, args.repeat // 2 + 1), not args.no_go)
+        rows = []
+        for name in ("ours", "go-controller-runtime"):
+            if name in apiserver:
+                r = apiserver[name]
+                rows.append([name, r["list_v1_seconds"] * 1000, r["list_v1alpha1_seconds"] * 1000,
+                             r["conversion_seconds"] * 1000,
+                             args.objects / r["conversion_seconds"] if r["conversion_seconds"] > 0 else None])
+        print(f"\nkube-apiserver list of {args.objects:,} stored v1 Foos (watch cache off; "
+              f"seeded at {apiserver['seed_creates_per_second']:,.0f} creates/s)")
+        print(table(["conversion webhook", "list at v1 ms", "list at v1alpha1 ms", "difference ms",
+                     "objects/s converted"], rows))
+    path = save("conversion", {"settings": vars(args), "direct": direct_results, "apiserver": apiserver})
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
