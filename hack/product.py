@@ -73,15 +73,19 @@ class LocalProduct:
     def _python(self, module: str, args: list[str], log: str) -> Component:
         return Component(module, [sys.executable, "-m", module, *args], self.plane.logs_dir / log)
 
-    def start_webhook(self) -> None:
+    def start_webhook(self, extra_args: list[str] | None = None, cert_dir: Path | None = None) -> None:
+        """Start (or restart) the webhook on the same port, so registered URLs stay right."""
         self.port = self.port or free_port()
         self.url = f"https://127.0.0.1:{self.port}"
-        self.webhook = self._python("webhook", ["--cert-dir", str(self.cert_dir), "--bind-address", "127.0.0.1",
-                                                "--port", str(self.port), *self.webhook_args], "webhook.log")
+        cert_dir = cert_dir or self.cert_dir
+        self.webhook = self._python("webhook", ["--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
+                                                "--port", str(self.port), *self.webhook_args, *(extra_args or [])],
+                                    "webhook.log")
         self.webhook.start()
-        context = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
 
         def ready() -> bool:
+            # In rotation mode ca.crt appears only once the Secret exists: read it each time.
+            context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
             with urllib.request.urlopen(self.url + "/readyz", context=context, timeout=2) as response:
                 return bool(response.status == 200)
 
