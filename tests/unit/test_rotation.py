@@ -7,7 +7,8 @@ import datetime
 from certs.rotation import RotationPolicy, SecretState, next_state
 
 NAMES = ["foo-operator-webhook", "foo-operator-webhook.ops.svc"]
-T0 = datetime.datetime(2026, 11, 23, 12, 0, tzinfo=datetime.timezone.utc)
+# Certificates are stamped with the real clock, so the story starts now.
+T0 = datetime.datetime.now(datetime.timezone.utc)
 OVERLAP = datetime.timedelta(minutes=5)
 ALWAYS_RENEW = RotationPolicy(renew_fraction=1.0, overlap=OVERLAP)
 
