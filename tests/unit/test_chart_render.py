@@ -12,6 +12,8 @@ from cryptography.hazmat.primitives import serialization
 from certs.authority import service_dns_names
 from controller.settings import parse as parse_controller_flags
 from webhook.__main__ import parse_args as parse_webhook_flags
+from webhook.server import RotationOptions
+from webhook.aggregated.manifests import aggregated_api_manifests
 from webhook.manifests import (
     CONFIGURATION_NAME,
     mutating_configuration,
@@ -50,10 +52,12 @@ def test_default_install_has_every_object_of_the_operator() -> None:
     assert kinds(render()) == sorted([
         ("APIService", APISERVICE),
         ("ClusterRole", CONTROLLER),
-        ("ClusterRole", f"{WEBHOOK}-aggregated-api"),
+        ("ClusterRole", "foo-operator:insights-reader"),
+        ("ClusterRole", "foo-operator:insights:edit"),
+        ("ClusterRole", "foo-operator:insights:view"),
         ("ClusterRoleBinding", CONTROLLER),
-        ("ClusterRoleBinding", f"{WEBHOOK}-aggregated-api"),
-        ("ClusterRoleBinding", f"{WEBHOOK}-auth-delegator"),
+        ("ClusterRoleBinding", "foo-operator:insights-reader"),
+        ("ClusterRoleBinding", "foo-operator:system:auth-delegator"),
         ("CustomResourceDefinition", "foos.samplecontroller.k8s.io"),
         ("Deployment", CONTROLLER),
         ("Deployment", WEBHOOK),
@@ -62,7 +66,7 @@ def test_default_install_has_every_object_of_the_operator() -> None:
         ("PodDisruptionBudget", WEBHOOK),
         ("Role", f"{CONTROLLER}-leader-election"),
         ("RoleBinding", f"{CONTROLLER}-leader-election"),
-        ("RoleBinding", f"{WEBHOOK}-authentication-reader"),
+        ("RoleBinding", "foo-operator:extension-apiserver-authentication-reader"),
         ("Secret", TLS_SECRET),
         ("Service", SERVICE),
         ("ServiceAccount", CONTROLLER),
@@ -77,7 +81,7 @@ def test_namespaced_objects_land_in_the_release_namespace() -> None:
     for obj in render():
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"], obj["metadata"]["name"]
-        elif obj["metadata"]["name"] != f"{WEBHOOK}-authentication-reader":
+        elif obj["metadata"]["name"] != "foo-operator:extension-apiserver-authentication-reader":
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]["name"]
 
 
@@ -280,10 +284,24 @@ def test_rotator_mode_leaves_an_empty_secret_and_every_ca_bundle_to_the_service(
         assert "caBundle" not in holder, f"{kind}: `helm upgrade` would overwrite the rotated CA"
     deployment = find(objects, "Deployment", WEBHOOK)
     volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
-    assert volume["secret"] == {"secretName": TLS_SECRET, "optional": True}
-    args = container(deployment)["args"]
-    assert "--cert-rotation" in args
-    assert f"--cert-secret={NAMESPACE}/{TLS_SECRET}" in args
+    assert "emptyDir" in volume, "the rotator writes its certificate files itself"
+
+
+def test_rotator_flags_name_the_secret_and_the_four_ca_bundle_holders_the_chart_installs() -> None:
+    objects = render(mode_values("rotator"))
+    args = parse_webhook_flags(container(find(objects, "Deployment", WEBHOOK))["args"])
+    assert args.cert_rotation is True
+    assert (args.namespace, args.cert_secret, args.service) == (NAMESPACE, TLS_SECRET, SERVICE)
+    assert args.webhook_configuration == find(objects, "MutatingWebhookConfiguration")["metadata"]["name"]
+    assert args.webhook_configuration == find(objects, "ValidatingWebhookConfiguration")["metadata"]["name"]
+    assert args.crd == find(objects, "CustomResourceDefinition")["metadata"]["name"]
+    assert args.apiservice == find(objects, "APIService")["metadata"]["name"]
+    assert args.rotation_overlap > args.rotation_interval
+    without = render({"tls": {"mode": "rotator"}, "crd": {"install": False}, "aggregatedAPI": {"enabled": False},
+                      "clusterDomain": "corp.internal"})
+    args = parse_webhook_flags(container(find(without, "Deployment", WEBHOOK))["args"])
+    assert (args.crd, args.apiservice) == ("", ""), "'' tells the rotator to skip what is not installed"
+    assert args.extra_dns == [f"{SERVICE}.{NAMESPACE}.svc.corp.internal"]
 
 
 # ----------------------------------------------------------------------------- RBAC
@@ -308,20 +326,17 @@ def test_controller_may_touch_foos_their_status_deployments_events_and_its_lease
     ]
 
 
-def test_webhook_reads_what_the_aggregated_api_needs_and_delegates_auth() -> None:
+def test_aggregated_api_objects_are_the_local_planes_bound_to_the_webhook_service_account() -> None:
     objects = render()
-    assert _rules(objects, "ClusterRole", f"{WEBHOOK}-aggregated-api") == [
-        {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-    ]
-    delegator = find(objects, "ClusterRoleBinding", f"{WEBHOOK}-auth-delegator")
-    assert delegator["roleRef"]["name"] == "system:auth-delegator"
-    reader = find(objects, "RoleBinding", f"{WEBHOOK}-authentication-reader")
-    assert (reader["metadata"]["namespace"], reader["roleRef"]["kind"], reader["roleRef"]["name"]) == (
-        "kube-system", "Role", "extension-apiserver-authentication-reader")
-    for binding in (delegator, reader):
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": WEBHOOK, "namespace": NAMESPACE}]
+    ca_bundle = base64.b64decode(find(objects, "APIService")["spec"]["caBundle"])
+    expected = aggregated_api_manifests(namespace=NAMESPACE, service=SERVICE, service_account=WEBHOOK,
+                                        ca_bundle=ca_bundle, name="foo-operator")
+    for want in expected:
+        got = find(objects, want["kind"], want["metadata"]["name"])
+        assert want["metadata"].get("labels", {}).items() <= got["metadata"]["labels"].items()
+        assert want["metadata"].get("namespace") == got["metadata"].get("namespace")
+        body = {k: v for k, v in got.items() if k != "metadata"}
+        assert body == {k: v for k, v in want.items() if k != "metadata"}, want["metadata"]["name"]
 
 
 @pytest.mark.parametrize("mode", [m for m in MODES if m != "rotator"])
@@ -332,14 +347,16 @@ def test_outside_rotator_mode_nothing_may_write_secrets_webhooks_crds_or_apiserv
                         "customresourcedefinitions", "apiservices"} & set(rule["resources"]), (mode, obj)
 
 
-def test_rotator_may_patch_exactly_the_four_ca_bundle_holders_and_its_secret_by_name() -> None:
+def test_rotator_may_update_exactly_the_four_ca_bundle_holders_its_secret_and_lease_by_name() -> None:
     objects = render(mode_values("rotator"))
     names = {o["kind"]: o["metadata"]["name"] for o in objects}
     by_resource = {}
     for rule in _rules(objects, "ClusterRole", f"{WEBHOOK}-cert-rotator") + _rules(
             objects, "Role", f"{WEBHOOK}-cert-rotator"):
-        assert "create" not in rule["verbs"] and "delete" not in rule["verbs"]
-        assert {"patch", "update"} <= set(rule["verbs"])
+        if rule["verbs"] == ["create"]:  # a Lease to create cannot be named in advance
+            assert rule["resources"] == ["leases"]
+            continue
+        assert "delete" not in rule["verbs"] and "update" in rule["verbs"]
         for resource in rule["resources"]:
             by_resource[resource] = rule["resourceNames"]
     assert by_resource == {
@@ -348,6 +365,7 @@ def test_rotator_may_patch_exactly_the_four_ca_bundle_holders_and_its_secret_by_
         "customresourcedefinitions": [names["CustomResourceDefinition"]],
         "apiservices": [names["APIService"]],
         "secrets": [TLS_SECRET],
+        "leases": [RotationOptions.lease_name],
     }
     assert find(objects, "Role", f"{WEBHOOK}-cert-rotator")["metadata"]["namespace"] == NAMESPACE
 
@@ -355,7 +373,7 @@ def test_rotator_may_patch_exactly_the_four_ca_bundle_holders_and_its_secret_by_
 def test_without_the_aggregated_api_the_webhook_gets_no_api_access_at_all() -> None:
     objects = render({"aggregatedAPI": {"enabled": False}})
     assert not [o for o in objects if o["kind"] == "APIService"]
-    assert not [o for o in objects if WEBHOOK in o["metadata"]["name"] and "Role" in o["kind"]]
+    assert not [o for o in objects if "Role" in o["kind"] and not o["metadata"]["name"].startswith(CONTROLLER)]
     assert find(objects, "ServiceAccount", WEBHOOK)["automountServiceAccountToken"] is False
     assert find(objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 

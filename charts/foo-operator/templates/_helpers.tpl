@@ -200,22 +200,28 @@ caBundle: {{ . }}
 {{- end }}
 
 {{/*
-Flags of the rotator mode (the service makes, rotates and publishes its own certificates):
-where the Secret is and which four objects hold a caBundle. One place, so the RBAC below and
-the flags cannot disagree on names.
+Flags of the rotator mode (`python -m webhook --cert-rotation`): the service makes and rotates its
+CA and certificate in the Secret, writes them to its own cert directory, and keeps caBundle
+right in the four objects named here ('' skips one the chart does not install).
 */}}
 {{- define "foo-operator.rotatorArgs" -}}
 - --cert-rotation
-- --cert-secret={{ .Release.Namespace }}/{{ include "foo-operator.tlsSecretName" . }}
-- --cert-service={{ include "foo-operator.webhookServiceName" . }}.{{ .Release.Namespace }}
-- --ca-bundle-mutating-webhook-configuration={{ include "foo-operator.admissionConfigurationName" . }}
-- --ca-bundle-validating-webhook-configuration={{ include "foo-operator.admissionConfigurationName" . }}
-{{- if .Values.crd.install }}
-- --ca-bundle-crd={{ include "foo-operator.crdName" . }}
+- --namespace={{ .Release.Namespace }}
+- --cert-secret={{ include "foo-operator.tlsSecretName" . }}
+- --service={{ include "foo-operator.webhookServiceName" . }}
+{{- if ne .Values.clusterDomain "cluster.local" }}
+- --extra-dns={{ include "foo-operator.webhookServiceName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
 {{- end }}
-{{- if .Values.aggregatedAPI.enabled }}
-- --ca-bundle-apiservice={{ include "foo-operator.apiServiceName" . }}
+- --webhook-configuration={{ include "foo-operator.admissionConfigurationName" . }}
+- --crd={{ if .Values.crd.install }}{{ include "foo-operator.crdName" . }}{{ end }}
+- --apiservice={{ if .Values.aggregatedAPI.enabled }}{{ include "foo-operator.apiServiceName" . }}{{ end }}
+- --ca-validity-days={{ .Values.tls.rotator.caDays }}
+- --serving-validity-days={{ .Values.tls.rotator.certDays }}
 {{- end }}
+
+{{/* The rotator's Lease (webhook/server.py RotationOptions.lease_name; not a flag yet). */}}
+{{- define "foo-operator.rotatorLeaseName" -}}
+foo-operator-cert-rotator
 {{- end }}
 
 {{/* ------------------------------------------------------------------ pods */}}
