@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -31,6 +33,12 @@ class Settings:
     admission_body_limit: int = 8 * MiB
     # A list or watch-cache read at a non-storage version arrives as ONE review of every object.
     conversion_body_limit: int = 256 * MiB
+    # Shorter than the configurations' timeoutSeconds (5), so we answer before the apiserver gives up.
+    admission_timeout: float = 4.0
+    conversion_timeout: float = 25.0  # the apiserver waits 30 s for a conversion
+    # Bounds, so overload queues (slows down) instead of holding hundreds of huge bodies at once.
+    max_admissions_in_flight: int = 256
+    max_conversions_in_flight: int = 4
 
 
 @dataclass
@@ -75,6 +83,22 @@ async def status_edge(request: web.Request, handler: Handler) -> web.StreamRespo
     except Exception:
         log.exception("internal error serving %s %s", request.method, request.path)
         return status_response(failure(500, "internal error in the webhook service; see its log"))
+
+
+def _bounded(handler: Handler, limit: int, timeout: float) -> Handler:
+    """At most ``limit`` requests inside ``handler`` (others wait their turn), each for ``timeout`` s."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def bounded(request: web.Request) -> web.StreamResponse:
+        try:
+            async with asyncio.timeout(timeout):
+                async with semaphore:
+                    return await handler(request)
+        except TimeoutError:
+            raise StatusError(failure(504, f"request not answered within {timeout:g}s (server overloaded "
+                                           "or the client sends its body too slowly)")) from None
+
+    return bounded
 
 
 def _timed(name: str, handler: Handler) -> Handler:
@@ -167,9 +191,11 @@ def build_app(settings: Settings | None = None, *, readiness: Readiness | None =
     app[READINESS] = readiness or Readiness(serving=True)
     mutate = admission_handler(lambda review, settings: mutate_foo(review, image=settings.default_image))
     validate = admission_handler(lambda review, settings: validate_foo(review))
-    app.router.add_post("/mutate-foo", _timed("/mutate-foo", mutate))
-    app.router.add_post("/validate-foo", _timed("/validate-foo", validate))
-    app.router.add_post("/convert", _timed("/convert", convert))
+    admissions = partial(_bounded, limit=settings.max_admissions_in_flight, timeout=settings.admission_timeout)
+    app.router.add_post("/mutate-foo", _timed("/mutate-foo", admissions(mutate)))
+    app.router.add_post("/validate-foo", _timed("/validate-foo", admissions(validate)))
+    app.router.add_post("/convert", _timed("/convert", _bounded(
+        convert, settings.max_conversions_in_flight, settings.conversion_timeout)))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -200,3 +201,15 @@ async def test_metrics_are_named_like_controller_runtime(client: Client) -> None
     text = await (await client.get("/metrics")).text()
     assert 'controller_runtime_webhook_requests_total{code="200",webhook="/validate-foo"} 1.0' in text
     assert "controller_runtime_webhook_latency_seconds_bucket" in text
+
+
+async def test_a_client_that_never_finishes_its_body_gets_a_504_not_a_hang(aiohttp_client: Any) -> None:
+    client = await aiohttp_client(build_app(Settings(admission_timeout=0.3)))
+
+    async def slow_body() -> Any:
+        yield b'{"apiVersion":'
+        await asyncio.sleep(2)
+        yield b'"x"}'
+
+    response = await client.post("/validate-foo", data=slow_body(), headers={"Content-Type": "application/json"})
+    assert response.status == 504 and (await response.json())["reason"] == "Timeout"
