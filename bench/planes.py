@@ -9,7 +9,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -47,10 +47,21 @@ class Outcome:
     failed: int
     seconds: float
     first_error: str = ""
+    latencies: list[float] = field(default_factory=list)
 
     @property
     def per_second(self) -> float:
         return self.done / self.seconds if self.seconds else 0.0
+
+    def percentile_ms(self, q: float) -> float | None:
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] * 1000
+
+    def summary(self) -> dict[str, Any]:
+        return {"done": self.done, "failed": self.failed, "seconds": self.seconds, "per_second": self.per_second,
+                "p50_ms": self.percentile_ms(50), "p99_ms": self.percentile_ms(99), "first_error": self.first_error}
 
 
 class AdminClient:
@@ -89,10 +100,12 @@ class AdminClient:
         async def worker() -> None:
             while not queue.empty():
                 call = queue.get_nowait()
+                began = time.perf_counter()
                 try:
                     status, body = await call()
                 except (aiohttp.ClientError, asyncio.TimeoutError) as err:
                     status, body = 0, str(err).encode()
+                result.latencies.append(time.perf_counter() - began)
                 if status in ok:
                     result.done += 1
                 else:

@@ -125,3 +125,15 @@ def kopf_peer(cert_dir: Path, kubeconfig: Path, *, port: int = 0) -> Server:
     server = _start("kopf", argv, cert_dir, port, env=env, by_review=True, timeout=120)
     server.endpoints = ("/validate-foo", "/mutate-foo")
     return server
+
+
+def webhook_requests(url: str, context: ssl.SSLContext, endpoint: str) -> float:
+    """How many requests our service has answered on ``endpoint`` (its controller-runtime metric)."""
+    status, body = request(url + "/metrics", context, method="GET", timeout=10)
+    if status != 200:
+        return float("nan")
+    total = 0.0
+    for line in body.decode().splitlines():
+        if line.startswith("controller_runtime_webhook_requests_total{") and f'webhook="{endpoint}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
