@@ -45,9 +45,9 @@ class HealthServer:
 
     async def start(self) -> None:
         for port, app in self._apps.items():
-            runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
             await runner.setup()
-            await web.TCPSite(runner, self.host, port, shutdown_timeout=1.0).start()
+            await web.TCPSite(runner, self.host, port).start()
             self._runners.append(runner)
 
     async def stop(self) -> None:

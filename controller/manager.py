@@ -137,6 +137,7 @@ async def _lead_while_elected(
             log.warning("lost the lease; campaigning again")
             continue
         # Shutting down: keep renewing while in-flight reconciles finish, then hand over.
+        log.info("shutting down: finishing in-flight reconciles, then releasing the lease")
         await controller.stop_workers(grace)
         holding.cancel()
         await asyncio.gather(holding, return_exceptions=True)

@@ -162,13 +162,13 @@ class LeaderElector:
         if self.metrics is not None:
             self.metrics.leader_election_master_status.labels(self.name).set(1 if self._leader else 0)
 
-    def _become(self, leader: bool) -> None:
+    def _become(self, leader: bool, *, stepping_down: bool = False) -> None:
         if leader != self._leader:
             self._leader = leader
             self._set_gauge()
             if leader:
                 log.info("lease %s/%s: %s became the leader", self.namespace, self.name, self.identity)
-            else:
+            elif not stepping_down:
                 log.warning("lease %s/%s: %s stopped leading", self.namespace, self.name, self.identity)
 
     async def try_acquire_or_renew(self, timeout: float | None = None) -> bool:
@@ -224,7 +224,17 @@ class LeaderElector:
                 return
             if self.holder and self.holder != self.identity:
                 log.debug("lease %s/%s: held by %s", self.namespace, self.name, self.holder)
-            await asyncio.sleep(self.retry_period * (1 + random.random() * 1.2))
+            await asyncio.sleep(self._retry_delay())
+
+    def _retry_delay(self) -> float:
+        """client-go's jittered retry period, cut short to wake exactly when the lease expires."""
+        delay = self.retry_period * (1 + random.random() * 1.2)
+        observation = self._observation
+        if observation is not None and observation.record.holder not in ("", self.identity):
+            until_expiry = observation.at + observation.record.lease_duration - self._clock()
+            if 0 <= until_expiry < delay:
+                delay = until_expiry + 0.01
+        return delay
 
     async def hold(self) -> None:
         """Renew every retry period; return when a renewal has failed for the renew deadline.
@@ -255,7 +265,7 @@ class LeaderElector:
             return False
         record = released_record(self._observation.record, self._wall_clock())
         body = {**self._lease, "spec": {**(self._lease.get("spec") or {}), **record.to_spec()}}
-        self._become(False)
+        self._become(False, stepping_down=True)
         try:
             self._lease = await self.client.request(
                 "PUT", LEASES.path(self.namespace, self.name), body=body, timeout=timeout

@@ -236,3 +236,14 @@ async def test_elector_refuses_inconsistent_timings() -> None:
     with pytest.raises(ValueError):
         LeaderElector(LeaseApi(), namespace="n", name="l", identity="i",  # type: ignore[arg-type]
                       lease_duration=10, renew_deadline=10, retry_period=2)
+
+
+async def test_a_candidate_wakes_up_right_when_the_observed_lease_expires() -> None:
+    api, clock = LeaseApi(), Clock()
+    a, b = elector(api, "a", clock), elector(api, "b", clock)
+    await a.try_acquire_or_renew()
+    await b.try_acquire_or_renew()  # b saw a's record at t=0
+    clock.now = 14.0
+    assert b._retry_delay() == pytest.approx(1.01)  # not a whole jittered retry period later
+    clock.now = 5.0
+    assert 2.0 <= b._retry_delay() <= 4.4

@@ -1,0 +1,85 @@
+"""The controller process's edges: flags, logs, and the probe/metrics server over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry
+
+from controller.health import HealthServer
+from controller.logs import JsonFormatter
+from controller.settings import parse
+from kube.metrics import metrics_for
+
+
+def test_defaults_are_generous_and_match_controller_runtimes_ports() -> None:
+    settings = parse([])
+    assert (settings.qps, settings.burst) == (200.0, 400)
+    assert (settings.metrics_port, settings.health_port) == (8080, 8081)
+    assert (settings.lease_duration, settings.renew_deadline, settings.retry_period) == (15.0, 10.0, 2.0)
+    assert not settings.leader_elect and settings.kubeconfig is None and settings.namespace is None
+
+
+def test_every_documented_flag_is_accepted() -> None:
+    settings = parse([
+        "--kubeconfig", "/k", "--namespace", "ns", "--workers", "4", "--leader-elect",
+        "--leader-elect-namespace", "ops", "--metrics-port", "0", "--health-port", "9", "--qps", "50",
+        "--burst", "100", "--log-level", "debug", "--log-format", "json", "--identity", "me",
+    ])  # fmt: skip
+    assert settings.kubeconfig == "/k" and settings.namespace == "ns" and settings.workers == 4
+    assert settings.leader_elect and settings.leader_elect_namespace == "ops" and settings.identity == "me"
+    assert (settings.metrics_port, settings.health_port, settings.qps, settings.burst) == (0, 9, 50.0, 100)
+    assert (settings.log_level, settings.log_format) == ("debug", "json")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--workers", "0"], ["--log-format", "yaml"], ["--leader-elect-renew-deadline", "20"], ["--metrics-port", "70000"]],
+)
+def test_nonsense_flags_are_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse(argv)
+
+
+def test_json_logs_carry_the_key_as_a_field() -> None:
+    record = logging.LogRecord("controller", logging.INFO, "f.py", 1, "%s: created", ("ns/foo",), None)
+    record.key = "ns/foo"
+    entry = json.loads(JsonFormatter().format(record))
+    assert entry["msg"] == "ns/foo: created" and entry["key"] == "ns/foo" and entry["level"] == "info"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_readyz_follows_the_caches_and_metrics_use_controller_runtime_names() -> None:
+    synced = False
+    registry = CollectorRegistry()
+    metrics_for(registry).reconcile_total.labels("foo", "success").inc()
+    health, metrics = free_port(), free_port()
+    server = HealthServer(ready=lambda: synced, registry=registry, host="127.0.0.1", health_port=health, metrics_port=metrics)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{health}/healthz") as response:
+                assert response.status == 200
+            async with http.get(f"http://127.0.0.1:{health}/readyz") as response:
+                assert response.status == 503
+            synced = True
+            async with http.get(f"http://127.0.0.1:{health}/readyz") as response:
+                assert response.status == 200
+            async with http.get(f"http://127.0.0.1:{metrics}/metrics") as response:
+                text = await response.text()
+        assert 'controller_runtime_reconcile_total{controller="foo",result="success"} 1.0' in text
+        for name in ("workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds",
+                     "workqueue_work_duration_seconds", "workqueue_retries_total", "leader_election_master_status",
+                     "controller_runtime_reconcile_errors_total", "controller_runtime_reconcile_time_seconds"):
+            assert f"# TYPE {name.removesuffix('_total')}" in text, name
+    finally:
+        await server.stop()
