@@ -7,7 +7,6 @@ to every authenticated user, as `system:discovery` makes them in a cluster.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import random
@@ -18,7 +17,7 @@ import orjson
 import yaml  # type: ignore[import-untyped]
 from aiohttp import web
 
-from kube.status import Status, failure
+from kube.status import failure
 
 from ..http import StatusError, read_json
 from . import discovery, openapi
@@ -29,7 +28,8 @@ from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_VERSION, RESOURCES
 from .review import ReviewError, review
 from .selectors import Predicate, SelectorError, field_selector, label_selector
 from .table import IncludeObject, table
-from .view import Change, Expired, HealthView, Subscription
+from .view import HealthView
+from .watch import Render, WatchOptions, serve_watch
 
 log = logging.getLogger("webhook.aggregated")
 
@@ -300,121 +300,35 @@ def _page(request: web.Request, items: list[Obj], rv: str) -> tuple[list[Obj], s
 # ---- watch -----------------------------------------------------------------------------------------------
 
 
-def _event_for(change: Change, matches: _Filter) -> tuple[str, Obj] | None:
-    """The watch event a change means to a watcher with this filter (objects moving in/out of it too)."""
-    new_matches = matches(change.new)
-    if change.type == "ADDED":
-        return ("ADDED", change.new) if new_matches else None
-    old_matches = change.old is not None and matches(change.old)
-    if change.type == "DELETED":
-        return ("DELETED", change.new) if old_matches else None
-    if old_matches and new_matches:
-        return "MODIFIED", change.new
-    if new_matches:
-        return "ADDED", change.new
-    if old_matches:
-        return "DELETED", change.new
-    return None
-
-
-class _WatchStream:
-    """Writes one JSON event per line, in the negotiated form; Table headers only on the first."""
-
-    def __init__(self, response: web.StreamResponse, form: Form, include: IncludeObject) -> None:
-        self.response, self.form, self.include = response, form, include
-        self.headers_sent = False
-
-    async def send(self, type_: str, obj: Obj) -> None:
-        if type_ in ("ADDED", "MODIFIED", "DELETED"):
-            if self.form == "table":
-                obj = table([obj], resource_version=obj["metadata"].get("resourceVersion", ""),
-                            include_object=self.include, headers=not self.headers_sent)
-                self.headers_sent = True
-            elif self.form == "partial":
-                obj = _partial(obj)
-        await self.response.write(orjson.dumps({"type": type_, "object": obj}) + b"\n")
-
-
-def _bookmark(rv: str, initial_events_end: bool = False) -> Obj:
-    metadata: Obj = {"resourceVersion": rv}
-    if initial_events_end:
-        metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
-    return {"kind": FOO_HEALTHS.kind, "apiVersion": GROUP_VERSION, "metadata": metadata}
-
-
-def _expired(message: str) -> Status:
-    return failure(410, message, reason="Expired")
-
-
-async def _watch(request: web.Request, insights: Insights, matches: _Filter, form: Form) -> web.StreamResponse:
+def _watch_options(request: web.Request, insights: Insights, form: Form) -> WatchOptions:
     query = request.query
-    include = _include_object(request) if form == "table" else "Metadata"
-    bookmarks = query.get("allowWatchBookmarks") in ("1", "true", "True") and form != "table"
-    send_initial = query.get("sendInitialEvents") in ("1", "true", "True")
     rv = query.get("resourceVersion", "")
     if rv and not rv.isdigit():
         raise _fail(400, f"invalid resource version: {rv!r}")
+    send_initial = query.get("sendInitialEvents") in ("1", "true", "True")
     try:
         timeout = float(query["timeoutSeconds"]) if "timeoutSeconds" in query else \
             random.uniform(insights.watch_timeout, 2 * insights.watch_timeout)
     except ValueError:
         raise _fail(400, "timeoutSeconds must be a number") from None
-    response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
-    response.enable_chunked_encoding()
-    await response.prepare(request)
-    stream = _WatchStream(response, form, include)
-    view = insights.view
-    subscription: Subscription | None = None
-    try:
-        try:
-            replay, subscription = view.subscribe(None if send_initial or rv in ("", "0") else rv)
-        except Expired as err:
-            await response.write(orjson.dumps({"type": "ERROR", "object": _expired(str(err))}) + b"\n")
-            return response
-        for change in replay:
-            event = _event_for(change, matches)
-            if event is not None:
-                await stream.send(*event)
-        if send_initial and bookmarks:
-            await stream.send("BOOKMARK", _bookmark(view.resource_version, initial_events_end=True))
-        await _stream_changes(request, insights, subscription, stream, matches, timeout, bookmarks)
-    except (ConnectionResetError, ConnectionError):
-        pass  # the client went away
-    finally:
-        if subscription is not None:
-            view.unsubscribe(subscription)
-    try:
-        await response.write_eof()
-    except (ConnectionResetError, ConnectionError):
-        pass
-    return response
+    return WatchOptions(
+        since=None if send_initial or rv in ("", "0") else rv,
+        initial_events_end=send_initial,
+        # Table watches are for people; bookmarks would only be noise in them.
+        bookmarks=query.get("allowWatchBookmarks") in ("1", "true", "True") and form != "table",
+        timeout=timeout, bookmark_interval=insights.bookmark_interval, idle_check=insights.idle_check)
 
 
-async def _stream_changes(request: web.Request, insights: Insights, subscription: Subscription,
-                          stream: _WatchStream, matches: _Filter, timeout: float, bookmarks: bool) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    next_bookmark = loop.time() + insights.bookmark_interval
-    while True:
-        now = loop.time()
-        if now >= deadline:
-            return
-        wait = min(deadline - now, insights.idle_check, max(next_bookmark - now, 0.0) if bookmarks else insights.idle_check)
-        try:
-            change = await asyncio.wait_for(subscription.queue.get(), wait)
-        except TimeoutError:
-            if request.transport is None or request.transport.is_closing():
-                return
-            if bookmarks and loop.time() >= next_bookmark:
-                await stream.send("BOOKMARK", _bookmark(insights.view.resource_version))
-                next_bookmark = loop.time() + insights.bookmark_interval
-            continue
-        if change is None:  # closed: shutdown, or this watcher fell too far behind
-            if subscription.overflowed:
-                log.warning("watch closed: client too slow", extra={"remote": request.remote})
-            return
-        event = _event_for(change, matches)
-        if event is not None:
-            await stream.send(*event)
+def _watch_render(request: web.Request, form: Form) -> Render:
+    if form == "table":
+        include = _include_object(request)
+        return lambda obj, first: table([obj], resource_version=obj["metadata"].get("resourceVersion", ""),
+                                        include_object=include, headers=first)
+    if form == "partial":
+        return lambda obj, first: _partial(obj)
+    return lambda obj, first: obj
 
 
+async def _watch(request: web.Request, insights: Insights, matches: _Filter, form: Form) -> web.StreamResponse:
+    return await serve_watch(request, insights.view, matches, _watch_render(request, form),
+                             _watch_options(request, insights, form))

@@ -17,7 +17,7 @@ import orjson
 from fooapi.crd import openapi_schema
 from fooapi.models import FooV1
 
-from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_VERSION, VERSION
+from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, VERSION
 
 Obj = dict[str, Any]
 
@@ -304,4 +304,4 @@ def openapi_v3_index() -> Obj:
     return {"paths": {V3_PATH: {"serverRelativeURL": url}}}
 
 
-__all__ = ["GROUP_VERSION", "V3_PATH", "etag", "openapi_v2", "openapi_v3_group_version", "openapi_v3_index"]
+__all__ = ["V3_PATH", "etag", "openapi_v2", "openapi_v3_group_version", "openapi_v3_index"]
