@@ -123,6 +123,7 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
                 "--requestheader-ca-file", str(workdir / "requestheader-ca.crt"), "--log-level", "debug"]
         webhook = Component("insights-webhook", ["ip", "netns", "exec", netns.name, *argv],
                             plane.logs_dir / "insights-webhook.log", env={**os.environ, "PYTHONPATH": str(REPO)})
+        started = time.monotonic()
         webhook.start()
         try:
             context = ssl.create_default_context(cadata=ca.cert_pem.decode())
@@ -135,7 +136,8 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
                 except OSError:
                     return False
 
-            _wait("the webhook's /readyz inside the network namespace", ready, webhook=webhook)
+            _wait("the webhook's /readyz inside the network namespace", ready, interval=0.05, webhook=webhook)
+            print(f"webhook with the aggregated API ready {time.monotonic() - started:.2f}s after start")
             yield Insights(plane=plane, netns=netns, ca_pem=ca.cert_pem, workdir=workdir, webhook=webhook)
         finally:
             webhook.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -12,6 +13,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
 from webhook.aggregated.authn import Authenticator, RequestHeaderConfig, Unauthenticated, UserInfo
+from webhook.aggregated.cluster import RequestHeaderSource
 
 FRONT_PROXY_CA = new_ca("front-proxy-ca")
 OTHER_CA = new_ca("other-ca")
@@ -116,3 +118,18 @@ def test_a_new_configuration_takes_effect_at_once() -> None:
 def test_a_bundle_of_several_cas_trusts_each() -> None:
     config = RequestHeaderConfig(client_ca_pem=OTHER_CA.cert_pem + FRONT_PROXY_CA.cert_pem)
     assert isinstance(Authenticator(config).authenticate(AGGREGATOR, ALICE), UserInfo)
+
+
+def test_the_config_map_source_updates_the_authenticator_and_the_tls_ca_file(tmp_path: Path) -> None:
+    authenticator = Authenticator()
+    source = RequestHeaderSource(client=None, authenticator=authenticator,  # type: ignore[arg-type]
+                                 ca_file=tmp_path / "ca" / "requestheader-ca.crt")
+    data = {"requestheader-client-ca-file": FRONT_PROXY_CA.cert_pem.decode(),
+            "requestheader-allowed-names": '["front-proxy-client"]'}
+    source._changed({"data": data})
+    assert authenticator.config == CONFIG
+    assert (tmp_path / "ca" / "requestheader-ca.crt").read_bytes() == FRONT_PROXY_CA.cert_pem
+    source._changed({"data": {**data, "requestheader-client-ca-file": "not a certificate"}})
+    assert authenticator.config == CONFIG  # a broken bundle never replaces a good one
+    source._changed({"data": {**data, "requestheader-client-ca-file": OTHER_CA.cert_pem.decode()}})
+    assert (tmp_path / "ca" / "requestheader-ca.crt").read_bytes() == OTHER_CA.cert_pem

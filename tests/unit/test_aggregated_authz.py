@@ -16,6 +16,7 @@ from webhook.aggregated.authz import (
     request_info,
     subject_access_review,
 )
+from webhook.aggregated.cluster import sar_authorizer
 
 G = "insights.samplecontroller.k8s.io"
 GV = f"/apis/{G}/v1alpha1"
@@ -160,3 +161,19 @@ async def test_a_failed_review_is_not_cached() -> None:
     with pytest.raises(RuntimeError):
         await cached(BOB, info)
     assert (await cached(BOB, info)).allowed
+
+
+async def test_the_real_authorizer_posts_a_subject_access_review() -> None:
+    sent: list[tuple[str, str, dict[str, object]]] = []
+
+    class Client:
+        async def request(self, method: str, path: str, *, body: dict[str, object], timeout: float) -> dict[str, object]:
+            sent.append((method, path, body))
+            return {**body, "status": {"allowed": False, "reason": "no binding"}}
+
+    authorize = sar_authorizer(Client())  # type: ignore[arg-type]
+    info = request_info("GET", f"{GV}/namespaces/ns/foohealths", {})
+    assert await authorize(BOB, info) == Decision(False, "no binding")
+    [(method, path, body)] = sent
+    assert (method, path) == ("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews")
+    assert body == subject_access_review(BOB, info)
