@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from webhook.aggregated.cluster import slim_deployment, slim_event, slim_pod
 from webhook.aggregated.health import event_time, foo_health
 
 UID = "uid-web"
@@ -63,7 +64,7 @@ def event(reason: str, *, type_: str = "Normal", at: str = "2025-01-01T10:05:00Z
 THREE_PODS = [pod("web-1"), pod("web-2"), pod("web-3")]
 
 
-@pytest.mark.parametrize("name, inputs, expected", [
+CASES = [
     ("rolled out and synced",
      (foo(), deployment(), THREE_PODS, []),
      {"health": "Healthy", "rollout": "Complete", "readyReplicas": 3, "availableReplicas": 3, "synced": True}),
@@ -142,10 +143,22 @@ THREE_PODS = [pod("web-1"), pod("web-2"), pod("web-3")]
     ("replicas defaulted when the Foo leaves them out",
      ({**foo(), "spec": {"deployment": {"name": "web-nginx"}}}, None, [], []),
      {"desiredReplicas": 1, "image": "", "deploymentName": "web-nginx"}),
-])
+]
+
+
+@pytest.mark.parametrize("name, inputs, expected", CASES)
 def test_health_of_a_foo(name: str, inputs: tuple[Any, ...], expected: dict[str, Any]) -> None:
     status = foo_health(*inputs)["status"]
     assert {k: status.get(k) for k in expected} == expected, name
+
+
+@pytest.mark.parametrize("name, inputs, expected", CASES)
+def test_the_slim_objects_the_informers_keep_give_the_same_health(name: str, inputs: tuple[Any, ...],
+                                                                  expected: dict[str, Any]) -> None:
+    foo_obj, deployment_obj, pods, events = inputs
+    slim = (foo_obj, slim_deployment(deployment_obj) if deployment_obj else None, [slim_pod(p) for p in pods],
+            [slim_event(e) for e in events])
+    assert foo_health(*slim) == foo_health(*inputs), name
 
 
 def test_health_has_the_foos_identity_and_labels_for_selectors() -> None:

@@ -29,6 +29,8 @@ from .view import INDEXERS, HealthView
 
 log = logging.getLogger("webhook.aggregated.cluster")
 
+Obj = dict[str, Any]
+
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 PODS = Resource("", "v1", "pods", "Pod")
 FOOS = Resource(FOO_GROUP, HUB_VERSION, PLURAL, KIND)
@@ -83,13 +85,48 @@ class RequestHeaderSource:
                     CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME)
 
 
+_META = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "ownerReferences",
+         "creationTimestamp")
+
+
+def _keep(obj: Obj, fields: tuple[str, ...]) -> Obj:
+    return {k: obj[k] for k in fields if k in obj}
+
+
+def _typed(obj: Obj) -> Obj:
+    return _keep(obj, ("apiVersion", "kind"))
+
+
+def slim_deployment(deployment: Obj) -> Obj:
+    """What FooHealth reads of a Deployment; the Pod template and the rest stay out of memory."""
+    return {**_typed(deployment), "metadata": _keep(deployment.get("metadata") or {}, _META),
+            "spec": _keep(deployment.get("spec") or {}, ("replicas",)), "status": deployment.get("status") or {}}
+
+
+def slim_pod(pod: Obj) -> Obj:
+    status = pod.get("status") or {}
+    containers = [{"name": c.get("name"), "restartCount": c.get("restartCount", 0),
+                   "state": _keep(c.get("state") or {}, ("waiting",))}
+                  for c in status.get("containerStatuses") or ()]
+    return {**_typed(pod), "metadata": _keep(pod.get("metadata") or {}, _META),
+            "status": {**_keep(status, ("phase", "conditions")), "containerStatuses": containers}}
+
+
+def slim_event(event: Obj) -> Obj:
+    return _keep(event, ("apiVersion", "kind", "involvedObject", "regarding", "type", "reason", "message", "lastTimestamp",
+                         "firstTimestamp", "eventTime", "series")) | {
+        "metadata": _keep(event.get("metadata") or {}, _META)}
+
+
 def health_informers(client: KubeClient) -> dict[str, Informer]:
     return {
         "foos": Informer(client, FOOS, indexers=INDEXERS["foos"]),
-        "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"]),
+        "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"], transform=slim_deployment),
         # Only Pods of Foo Deployments carry the label; everything else stays out of memory.
-        "pods": Informer(client, PODS, label_selector=CONTROLLER_LABEL, indexers=INDEXERS["pods"]),
-        "events": Informer(client, EVENTS, field_selector=f"involvedObject.kind={KIND}", indexers=INDEXERS["events"]),
+        "pods": Informer(client, PODS, label_selector=CONTROLLER_LABEL, indexers=INDEXERS["pods"],
+                         transform=slim_pod),
+        "events": Informer(client, EVENTS, field_selector=f"involvedObject.kind={KIND}", indexers=INDEXERS["events"],
+                           transform=slim_event),
     }
 
 
