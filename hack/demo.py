@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 foo-operator is running on a local Kubernetes {plane.version} (ready in {time.monotonic() - began:.0f}s).
 
   export KUBECONFIG={plane.kubeconfig}
+  export PATH={plane.bin.kubectl.parent}:$PATH   # kubectl {plane.version}, built from its module
   kubectl get foos                                  # the example, defaulted
   kubectl get deployments                           # {'its Deployment, made by the controller' if has_controller else '(controller not built yet)'}
   kubectl apply -f examples/foo-invalid.yaml        # every field error at once
