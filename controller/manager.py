@@ -49,12 +49,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
         loop.add_signal_handler(signum, stop.set)
 
     metrics = metrics_for(REGISTRY)
-    client = await connect(
-        settings.kubeconfig,
-        settings=ClientSettings(
-            qps=settings.qps, burst=settings.burst, user_agent=COMPONENT, field_manager=COMPONENT
-        ),
-    )
+    try:
+        client = await connect(
+            settings.kubeconfig,
+            settings=ClientSettings(
+                qps=settings.qps, burst=settings.burst, user_agent=COMPONENT, field_manager=COMPONENT
+            ),
+        )
+    except Exception as exc:  # no kubeconfig, no service account: nothing to retry
+        log.error("cannot configure a Kubernetes client (%s): %s", settings.kubeconfig or "in-cluster", exc)
+        return 1
     recorder = EventRecorder(client, COMPONENT, metrics=metrics)
     controller = FooController(
         client,

@@ -41,9 +41,13 @@ async def load_configuration(kubeconfig: str | None = None, *, context: str | No
     if kubeconfig is None and in_cluster():
         load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return configuration
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or KUBE_CONFIG_DEFAULT_LOCATION
+    path = os.path.expanduser(
+        kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or KUBE_CONFIG_DEFAULT_LOCATION
+    )
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no kubeconfig at {path} (and not running in a cluster)")
     await load_kube_config(
-        config_file=os.path.expanduser(path),
+        config_file=path,
         context=context,
         client_configuration=configuration,
         persist_config=False,
