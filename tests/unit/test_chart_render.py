@@ -139,6 +139,9 @@ def test_webhook_flags_are_ones_python_m_webhook_accepts() -> None:
     args = parse_webhook_flags(webhook["args"])
     assert (str(args.cert_dir), args.port, args.default_image, args.drain_seconds, args.log_format) == (
         "/etc/foo-operator/tls", 9443, "registry.example/nginx:1.27", 7.0, "json")
+    assert args.aggregated_api is True
+    assert str(args.requestheader_ca_file).startswith("/tmp/"), "the only writable place in the container"
+    assert args.kubeconfig is None, "in a pod: the in-cluster config"
     mounts = {m["mountPath"]: m["name"] for m in webhook["volumeMounts"]}
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes[mounts["/etc/foo-operator/tls"]]["secret"]["secretName"] == TLS_SECRET
@@ -373,6 +376,7 @@ def test_rotator_may_update_exactly_the_four_ca_bundle_holders_its_secret_and_le
 def test_without_the_aggregated_api_the_webhook_gets_no_api_access_at_all() -> None:
     objects = render({"aggregatedAPI": {"enabled": False}})
     assert not [o for o in objects if o["kind"] == "APIService"]
+    assert parse_webhook_flags(container(find(objects, "Deployment", WEBHOOK))["args"]).aggregated_api is False
     assert not [o for o in objects if "Role" in o["kind"] and not o["metadata"]["name"].startswith(CONTROLLER)]
     assert find(objects, "ServiceAccount", WEBHOOK)["automountServiceAccountToken"] is False
     assert find(objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
