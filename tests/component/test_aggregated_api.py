@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -153,7 +154,9 @@ def view() -> HealthView:
 
 
 @pytest.fixture
-async def insights(pki: Pki, view: HealthView, tmp_path: Path) -> AsyncIterator[Insights]:
+async def insights(pki: Pki, view: HealthView, tmp_path: Path,
+                   caplog: pytest.LogCaptureFixture) -> AsyncIterator[Insights]:
+    caplog.set_level(logging.DEBUG, logger="webhook")  # every log call runs, as in production
     rbac = FakeRbac()
     app = build_app(Settings())
     setup_aggregated_api(app, AggregatedConfig(

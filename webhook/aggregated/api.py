@@ -108,7 +108,7 @@ async def authorize(user: UserInfo, info: RequestInfo, insights: Insights) -> No
         raise _fail(500, f"authorization of the request failed: {err}") from None
     if not decision.allowed:
         log.info("forbidden", extra={"user": user.name, "verb": info.verb, "resource": info.resource,
-                                     "namespace": info.namespace, "name": info.name})
+                                     "namespace": info.namespace, "object": info.name})
         raise StatusError(forbidden(user, info, decision.reason))
 
 
