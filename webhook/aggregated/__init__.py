@@ -19,6 +19,6 @@ __all__ = ["AggregatedConfig", "setup_aggregated_api"]
 
 def setup_aggregated_api(app: web.Application, config: AggregatedConfig) -> None:
     """Serve insights.samplecontroller.k8s.io from ``app`` (call before the app starts)."""
-    from .setup import setup
+    from .wiring import setup
 
     setup(app, config)
