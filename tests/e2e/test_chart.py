@@ -434,8 +434,9 @@ def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Rele
 
 def test_helm_uninstall_removes_everything_but_the_kept_crd_and_its_foos(release: Release) -> None:
     plane = release.plane
-    release.helm("uninstall", RELEASE, "--wait", "--timeout=60s")
+    said = release.helm("uninstall", RELEASE, "--wait", "--timeout=60s").stdout
     release.installed = False
+    assert f"These resources were kept due to the resource policy:\n[CustomResourceDefinition] {CRD_NAME}" in said
     selector = f"app.kubernetes.io/instance={RELEASE}"
     namespaced = "deployments,services,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets"
     for namespace in (NAMESPACE, "kube-system"):
