@@ -1,0 +1,76 @@
+"""``foo-operator``: the operator's commands for people. Only wiring; ``migrate`` does the work.
+
+    foo-operator migrate-storage [--kubeconfig PATH] [--context NAME] [--qps Q] [--page-size N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from .migrate import MigrationSettings, migrate_storage
+
+EXIT_INTERRUPTED = 130
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="foo-operator", description="foo-operator's commands.")
+    commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    migrate = commands.add_parser(
+        "migrate-storage",
+        help="re-write every Foo at the CRD's storage version, then prune status.storedVersions",
+        description="Re-writes every Foo at the Foo CRD's storage version (v1 once foo-operator is installed) and "
+        "then removes every other version from the CRD's status.storedVersions. Refuses to start while "
+        "the conversion webhook is not answering. Safe to run again: Foos already stored at that "
+        "version are counted as such and not written.",
+    )
+    defaults = MigrationSettings()
+    migrate.add_argument("--kubeconfig", help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)")
+    migrate.add_argument("--context", help="kubeconfig context to use (default: the current one)")
+    migrate.add_argument("--qps", type=_positive_float, default=defaults.qps,
+                         help=f"at most this many requests a second (default {defaults.qps:g})")
+    migrate.add_argument("--page-size", type=_positive_int, default=defaults.page_size,
+                         help=f"Foos per list page (default {defaults.page_size})")
+    migrate.add_argument("--probe-timeout", type=_positive_float, default=defaults.probe_timeout,
+                         help=f"seconds to wait for the conversion webhook probe (default {defaults.probe_timeout:g})")
+    return p
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    settings = MigrationSettings(kubeconfig=args.kubeconfig, context=args.context, qps=args.qps,
+                                 page_size=args.page_size, probe_timeout=args.probe_timeout)
+    try:
+        code = asyncio.run(migrate_storage(settings, _say, _warn))
+    except KeyboardInterrupt:
+        _warn("interrupted; run again to finish (Foos already re-written are not written again)")
+        code = EXIT_INTERRUPTED
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,412 @@
+"""``foo-operator migrate-storage``: re-write every Foo at the CRD's storage version, then prune
+``status.storedVersions`` of the CRD down to that one version.
+
+How a re-write is proven: each Foo is read at the storage version and PUT back as read.
+kube-apiserver skips the etcd write when the newly encoded object equals the stored bytes
+(``GuaranteedUpdate``), so an unchanged resourceVersion proves the Foo was already stored at that
+version, and a new one proves it has just been written at it. Only when every Foo was one or the
+other does the command drop the other versions from ``storedVersions`` — the step that lets a
+version leave the CRD for good (kube-storage-version-migrator works the same way).
+
+Safe to run again at any time: a finished or interrupted run leaves nothing half done, and the
+next run walks everything again, finding what was done already current. Errors end the run with
+one line; they are values (``Refusal``) until the command's edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import fooapi
+from fooapi.crd import CRD_NAME
+from kube.client import ApiError, KubeClient, Resource
+from kube.config import ClientSettings, connect
+from kube.informer import object_key
+
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
+FIELD_MANAGER = "foo-operator-migrate-storage"
+ATTEMPTS = 5  # per Foo, for conflicts (re-read, retry) and transient failures (back off, retry)
+IN_FLIGHT = 8  # concurrent PUTs within a page; the client-side QPS limiter sets the pace
+LIST_RESTARTS = 3  # times a walk starts over when its continue token expires
+
+Object = dict[str, Any]
+Say = Callable[[str], None]
+
+
+class Refusal(Exception):
+    """Why the command will not start, or stopped: one line for the user."""
+
+
+class Result(Enum):
+    REWRITTEN = "rewritten"  # the apiserver wrote it anew, at the storage version
+    CURRENT = "current"  # the apiserver found it already stored at the storage version
+    GONE = "gone"  # deleted while we worked: nothing left to migrate
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class MigrationSettings:
+    kubeconfig: str | None = None
+    context: str | None = None
+    qps: float = 50.0
+    page_size: int = 500
+    probe_timeout: float = 10.0
+    crd_name: str = CRD_NAME
+
+
+@dataclass(frozen=True)
+class CrdFacts:
+    """What the Foo CRD says about versions, as far as a storage migration cares."""
+
+    name: str
+    storage_version: str
+    served_versions: tuple[str, ...]
+    stored_versions: tuple[str, ...]
+    conversion_strategy: str
+    resource_version: str
+
+    @property
+    def resource(self) -> Resource:
+        return Resource(fooapi.GROUP, self.storage_version, fooapi.PLURAL, fooapi.KIND)
+
+    def describe(self) -> str:
+        return (
+            f"CRD {self.name}: storage version {self.storage_version}, served {', '.join(self.served_versions)}, "
+            f"status.storedVersions {_listing(self.stored_versions)}"
+        )
+
+
+def crd_facts(crd: Mapping[str, Any]) -> CrdFacts:
+    spec = crd.get("spec") or {}
+    versions = [v for v in spec.get("versions") or () if isinstance(v, dict)]
+    storage = [str(v.get("name")) for v in versions if v.get("storage")]
+    return CrdFacts(
+        name=str((crd.get("metadata") or {}).get("name")),
+        storage_version=storage[0] if storage else "",
+        served_versions=tuple(str(v.get("name")) for v in versions if v.get("served")),
+        stored_versions=tuple((crd.get("status") or {}).get("storedVersions") or ()),
+        conversion_strategy=str((spec.get("conversion") or {}).get("strategy") or "None"),
+        resource_version=str((crd.get("metadata") or {}).get("resourceVersion") or ""),
+    )
+
+
+def refusal_for(facts: CrdFacts) -> str | None:
+    """Why this CRD cannot be migrated, or None."""
+    if facts.conversion_strategy != "Webhook":
+        return (
+            f"CRD {facts.name} converts with strategy {facts.conversion_strategy}, not foo-operator's conversion "
+            f"webhook (is it still sample-controller's CRD?): install foo-operator first"
+        )
+    if not facts.storage_version:
+        return f"CRD {facts.name} marks no version as storage"
+    return None
+
+
+@dataclass
+class Tally:
+    rewritten: int = 0
+    current: int = 0
+    gone: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    @property
+    def total(self) -> int:
+        return self.rewritten + self.current + self.gone + self.failed
+
+    def count(self, key: str, result: Result, note: str = "") -> None:
+        if result is Result.REWRITTEN:
+            self.rewritten += 1
+        elif result is Result.CURRENT:
+            self.current += 1
+        elif result is Result.GONE:
+            self.gone += 1
+        else:
+            self.failures.append((key, note))
+
+    def add(self, other: Tally) -> None:
+        self.rewritten += other.rewritten
+        self.current += other.current
+        self.gone += other.gone
+        self.failures += other.failures
+
+    def counts(self, version: str) -> str:
+        return (
+            f"{self.rewritten} rewritten, {self.current} already stored at {version}, "
+            f"{self.gone} deleted meanwhile, {self.failed} failed"
+        )
+
+
+def _foos(n: int) -> str:
+    return f"{n} Foo" if n == 1 else f"{n} Foos"
+
+
+def _listing(versions: tuple[str, ...] | list[str]) -> str:
+    return "[" + ", ".join(versions) + "]"
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _short(exc: ApiError) -> str:
+    head = str(exc.status) if exc.reason == "Unknown" else f"{exc.status} {exc.reason}"
+    return _one_line(f"{head}: {exc.message}" if exc.message else head)
+
+
+class Migration:
+    """One run: check the CRD and the conversion webhook, re-write every Foo, prune storedVersions."""
+
+    def __init__(self, client: KubeClient, settings: MigrationSettings, say: Say, warn: Say,
+                 *, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+        self.client = client
+        self.settings = settings
+        self.say = say
+        self.warn = warn
+        self.tally = Tally()
+        self.version = ""
+        self._sleep = sleep
+
+    async def run(self) -> int:
+        facts = await self.check_crd()
+        self.version = facts.storage_version
+        await self.probe_conversion(facts)
+        began = time.monotonic()
+        await self.rewrite_all(facts)
+        self.say(f"done: {_foos(self.tally.total)} in {time.monotonic() - began:.1f}s: {self.tally.counts(self.version)}")
+        if self.tally.failures:
+            self.warn(
+                f"error: {self.tally.failed} Foo(s) could not be re-written at {self.version} (see above); "
+                f"status.storedVersions left at {_listing(facts.stored_versions)}; fix them and run again"
+            )
+            return 1
+        await self.prune_stored_versions(facts.storage_version)
+        return 0
+
+    # -- the CRD and its conversion webhook -------------------------------------------------
+    async def read_crd(self) -> Object:
+        try:
+            return await self.client.get(CRDS, self.settings.crd_name)
+        except ApiError as exc:
+            if exc.not_found:
+                raise Refusal(f"CRD {self.settings.crd_name} not found: install foo-operator first") from None
+            raise
+
+    async def check_crd(self) -> CrdFacts:
+        facts = crd_facts(await self.read_crd())
+        reason = refusal_for(facts)
+        if reason:
+            raise Refusal(reason)
+        self.say(facts.describe())
+        return facts
+
+    async def probe_conversion(self, facts: CrdFacts) -> None:
+        """GET one Foo at every served version: whatever version it is stored at, one read converts it.
+
+        A GET, not a list: lists are served from the apiserver's per-version watch caches, which
+        hold objects converted back when the webhook last answered.
+        """
+        timeout = self.settings.probe_timeout
+        for _ in range(ATTEMPTS):
+            began = time.monotonic()
+            try:
+                listing = await self.client.list(facts.resource, limit=1, timeout=timeout)
+            except ApiError as exc:
+                raise self._not_answering(facts.storage_version, exc) from None
+            items = listing.get("items") or ()
+            if not items:
+                self.say("no Foos: nothing to convert")
+                return
+            meta = items[0].get("metadata") or {}
+            try:
+                for version in facts.served_versions:
+                    resource = Resource(fooapi.GROUP, version, fooapi.PLURAL, fooapi.KIND)
+                    await self.client.request("GET", resource.path(meta.get("namespace"), meta.get("name")),
+                                              timeout=timeout)
+            except ApiError as exc:
+                if exc.not_found:
+                    continue  # deleted under us: probe with another
+                raise self._not_answering(version, exc) from None
+            took = time.monotonic() - began
+            self.say(f"conversion webhook: answering (read {object_key(items[0])} at "
+                     f"{', '.join(facts.served_versions)} in {took:.2f}s)")
+            return
+        raise Refusal("every Foo picked for the conversion probe was deleted before it could be read; run again")
+
+    def _not_answering(self, version: str, exc: ApiError) -> Refusal:
+        why = f"no answer within {self.settings.probe_timeout:g}s" if exc.status == 0 else _short(exc)
+        return Refusal(f"cannot read Foos at {version}: the conversion webhook is not answering ({why}); "
+                       f"start foo-operator's webhook and run again")
+
+    # -- the walk ----------------------------------------------------------------------------
+    async def rewrite_all(self, facts: CrdFacts) -> None:
+        """Page through every Foo at the storage version, re-writing each once."""
+        resource = facts.resource
+        seen: set[str] = set()
+        continue_: str | None = None
+        page = restarts = 0
+        began = time.monotonic()
+        limit = asyncio.Semaphore(IN_FLIGHT)
+        while True:
+            try:
+                listing = await self.client.list(resource, limit=self.settings.page_size, continue_=continue_)
+            except ApiError as exc:
+                if exc.gone and continue_ is not None and restarts < LIST_RESTARTS:
+                    restarts += 1
+                    self.say("the list's continue token expired: starting over (Foos already done are skipped)")
+                    continue_ = None
+                    continue
+                raise Refusal(f"listing Foos at {facts.storage_version} failed: {_short(exc)}") from None
+            items = [item for item in listing.get("items") or () if self._first_time(item, seen)]
+            page_tally = Tally()
+
+            async def one(item: Object) -> None:
+                async with limit:
+                    result, note = await self.rewrite(resource, item)
+                key = object_key(item)
+                page_tally.count(key, result, note)
+                if result is Result.FAILED:
+                    self.warn(f"  {key}: not re-written: {note}")
+
+            await asyncio.gather(*(one(item) for item in items))
+            self.tally.add(page_tally)
+            page += 1
+            self.say(
+                f"page {page}: {_foos(len(items))}: {page_tally.counts(facts.storage_version)} "
+                f"({self.tally.total} so far, {time.monotonic() - began:.1f}s)"
+            )
+            continue_ = (listing.get("metadata") or {}).get("continue") or None
+            if continue_ is None:
+                return
+
+    @staticmethod
+    def _first_time(item: Object, seen: set[str]) -> bool:
+        uid = str((item.get("metadata") or {}).get("uid") or object_key(item))
+        if uid in seen:
+            return False
+        seen.add(uid)
+        return True
+
+    async def rewrite(self, resource: Resource, foo: Object) -> tuple[Result, str]:
+        """PUT ``foo`` back as read; re-read on conflict; a vanished Foo is GONE, not a failure."""
+        meta = foo.get("metadata") or {}
+        namespace, name = meta.get("namespace"), str(meta.get("name"))
+        body = {**foo, "apiVersion": resource.api_version, "kind": fooapi.KIND}
+        note = ""
+        for attempt in range(ATTEMPTS):
+            try:
+                written = await self.client.replace(resource, name, body, namespace=namespace)
+                return (Result.CURRENT if _rv(written) == _rv(body) else Result.REWRITTEN), ""
+            except ApiError as exc:
+                note = _short(exc)
+                if exc.not_found:
+                    return Result.GONE, ""
+                if exc.conflict:  # someone wrote it since we read it: take the fresh copy
+                    try:
+                        fresh = await self.client.get(resource, name, namespace=namespace)
+                    except ApiError as again:
+                        if again.not_found:
+                            return Result.GONE, ""
+                        note = _short(again)
+                    else:
+                        body = {**fresh, "apiVersion": resource.api_version, "kind": fooapi.KIND}
+                        continue
+                elif not exc.transient:
+                    return Result.FAILED, note  # e.g. 422 from validation: retrying will not help
+                await self._sleep(exc.retry_after or min(0.1 * 2**attempt, 2.0))
+        return Result.FAILED, f"{note} (gave up after {ATTEMPTS} attempts)"
+
+    # -- storedVersions ---------------------------------------------------------------------------
+    async def prune_stored_versions(self, storage_version: str) -> None:
+        """Set ``status.storedVersions`` to the storage version alone, if the CRD still stores there."""
+        for _ in range(ATTEMPTS):
+            facts = crd_facts(await self.read_crd())
+            if facts.storage_version != storage_version:
+                raise Refusal(
+                    f"the CRD's storage version changed from {storage_version} to {facts.storage_version} "
+                    f"during the run: run again"
+                )
+            wanted = (storage_version,)
+            if facts.stored_versions == wanted:
+                self.say(f"status.storedVersions: already {_listing(wanted)}")
+                return
+            # resourceVersion makes the patch conditional: a CRD changed meanwhile is read again.
+            patch = {"metadata": {"resourceVersion": facts.resource_version},
+                     "status": {"storedVersions": list(wanted)}}
+            try:
+                await self.client.patch(CRDS, facts.name, patch, subresource="status")
+            except ApiError as exc:
+                if exc.conflict:
+                    continue
+                raise Refusal(f"pruning status.storedVersions of CRD {facts.name} failed: {_short(exc)}") from None
+            self.say(f"status.storedVersions: {_listing(facts.stored_versions)} -> {_listing(wanted)}")
+            return
+        raise Refusal(f"CRD {self.settings.crd_name} kept changing: could not prune status.storedVersions; run again")
+
+
+def _kubeconfig_source(kubeconfig: str | None) -> str:
+    if kubeconfig:
+        return kubeconfig
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return "the in-cluster service account"
+    return os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
+
+
+def _client_settings(settings: MigrationSettings) -> ClientSettings:
+    return ClientSettings(
+        qps=settings.qps,
+        burst=max(1, math.ceil(settings.qps)),
+        max_connections=IN_FLIGHT + 2,
+        user_agent=FIELD_MANAGER,
+        field_manager=FIELD_MANAGER,
+    )
+
+
+async def migrate_storage(settings: MigrationSettings, say: Say, warn: Say) -> int:
+    """The command: 0 when every Foo is at the storage version and storedVersions is pruned, else 1."""
+    source = _kubeconfig_source(settings.kubeconfig)
+    if settings.kubeconfig and not os.path.isfile(os.path.expanduser(settings.kubeconfig)):
+        warn(f"error: kubeconfig {settings.kubeconfig}: no such file")
+        return 1
+    try:
+        client = await connect(settings.kubeconfig, context=settings.context, settings=_client_settings(settings))
+    except Exception as exc:  # the loaders raise anything from ConfigException to yaml and OS errors
+        warn(f"error: cannot load kubeconfig from {source}: {_one_line(str(exc))}")
+        return 1
+    async with client:
+        migration = Migration(client, settings, say, warn)
+        try:
+            return await migration.run()
+        except Refusal as refusal:
+            warn(f"error: {refusal}")
+        except ApiError as exc:
+            host = client.api.configuration.host
+            if exc.status == 0:
+                warn(f"error: cannot reach the apiserver at {host}: {_one_line(exc.message)}")
+            else:
+                warn(f"error: the apiserver at {host} refused {exc.method} {exc.path}: {_short(exc)}")
+        except asyncio.CancelledError:  # Ctrl-C: say how far we got, then let the edge exit
+            _stopped(migration, warn)
+            raise
+        _stopped(migration, warn)
+        return 1
+
+
+def _stopped(migration: Migration, warn: Say) -> None:
+    if migration.tally.total:
+        warn(f"stopped after {_foos(migration.tally.total)} ({migration.tally.counts(migration.version)}); "
+             f"run again to finish")
