@@ -58,9 +58,11 @@ class CertWatcher:
 
     def _build(self) -> ssl.SSLContext:
         context = _server_context(self.cert_file, self.key_file)
-        if self.client_ca_file is not None and self.client_ca_file.exists():
+        if self.client_ca_file is not None:
             # Ask for (not require) a client certificate: the aggregated API decides per request.
-            context.load_verify_locations(self.client_ca_file)
+            # Ask even before the CA file exists, so a listener built early still asks later on.
+            if self.client_ca_file.exists():
+                context.load_verify_locations(self.client_ca_file)
             context.verify_mode = ssl.CERT_OPTIONAL
         return context
 
