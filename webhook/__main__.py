@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     rotation.add_argument("--crd", default="foos.samplecontroller.k8s.io", help="CRD whose conversion caBundle to keep")
     rotation.add_argument("--apiservice", default="v1alpha1.insights.samplecontroller.k8s.io",
                           help="APIService whose caBundle to keep ('' to skip)")
+    rotation.add_argument("--rotation-lease", default="foo-operator-cert-rotator",
+                          help="Lease that elects the one replica that writes certificates")
     rotation.add_argument("--rotation-interval", type=float, default=30.0, help="seconds between rotation rounds")
     rotation.add_argument("--rotation-overlap", type=float, default=300.0,
                           help="seconds each CA change step waits for every client and replica")
@@ -77,7 +79,7 @@ def _rotation(args: argparse.Namespace) -> RotationOptions | None:
         dns_names=(*service_dns_names(args.service, args.namespace), *args.extra_dns), ips=tuple(args.extra_ip),
         kubeconfig=args.kubeconfig, mutating=args.webhook_configuration or None,
         validating=args.webhook_configuration or None, crd=args.crd or None, apiservice=args.apiservice or None,
-        interval=args.rotation_interval,
+        interval=args.rotation_interval, lease_name=args.rotation_lease,
         policy=RotationPolicy(ca_validity=timedelta(days=args.ca_validity_days),
                               serving_validity=timedelta(days=args.serving_validity_days),
                               renew_fraction=args.renew_fraction, overlap=timedelta(seconds=args.rotation_overlap)),
