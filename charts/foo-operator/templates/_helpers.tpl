@@ -217,11 +217,12 @@ right in the four objects named here ('' skips one the chart does not install).
 - --apiservice={{ if .Values.aggregatedAPI.enabled }}{{ include "foo-operator.apiServiceName" . }}{{ end }}
 - --ca-validity-days={{ .Values.tls.rotator.caDays }}
 - --serving-validity-days={{ .Values.tls.rotator.certDays }}
+- --rotation-lease={{ include "foo-operator.rotatorLeaseName" . }}
 {{- end }}
 
-{{/* The rotator's Lease (webhook/server.py RotationOptions.lease_name; not a flag yet). */}}
+{{/* The rotator's Lease, one per release (`--rotation-lease`). */}}
 {{- define "foo-operator.rotatorLeaseName" -}}
-foo-operator-cert-rotator
+{{ include "foo-operator.fullname" . | trunc 45 | trimSuffix "-" }}-cert-rotator
 {{- end }}
 
 {{/* ------------------------------------------------------------------ pods */}}
