@@ -33,6 +33,10 @@ build-plane:
 run: venv build-plane
 	$(PY) -m hack.demo
 
+# Benchmarks against peers, side by side (bench/README.md): numbers and ratios; a slow machine fails nothing.
+bench: venv build-plane
+	$(PY) -m bench
+
 lint: venv
 	$(VENV)/bin/lint-imports
 

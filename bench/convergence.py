@@ -31,6 +31,7 @@ from hack.procs import Component, wait_until
 from hack.product import LocalProduct
 
 from .planes import AdminClient, plain_foo, plane
+from .servers import process_cpu_seconds
 from .report import LOGS_DIR, REPO, RESULTS_DIR, fmt, ratio, save, say, table
 
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
@@ -98,13 +99,8 @@ def _rss_mib(pid: int | None) -> tuple[float | None, float | None]:
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    seconds = process_cpu_seconds(pid)
+    return None if seconds != seconds else seconds  # NaN: the process is gone
 
 
 # ---------------------------------------------------------------------------- what "converged" means

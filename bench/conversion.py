@@ -45,7 +45,10 @@ def _pin_self_to_load_core() -> None:
 def direct(server: servers.Server, cert_dir: Path, body: bytes, count: int, repeat: int) -> dict[str, Any]:
     context = servers.client_context(cert_dir)
     times = []
-    for _ in range(repeat + 1):  # the first is a warm-up
+    cpu = 0.0
+    for run in range(repeat + 1):  # the first is a warm-up
+        if run == 1:
+            cpu = server.cpu_seconds()
         started = time.perf_counter()
         status, out = servers.request(server.url + "/convert", context, body=body, timeout=120)
         times.append(time.perf_counter() - started)
@@ -54,8 +57,9 @@ def direct(server: servers.Server, cert_dir: Path, body: bytes, count: int, repe
     answer = json.loads(out)["response"]
     if answer["result"]["status"] != "Success" or len(answer["convertedObjects"]) != count:
         raise RuntimeError(f"{server.name} /convert did not convert {count} objects: {answer['result']}")
+    cpu_per_review = (server.cpu_seconds() - cpu) / repeat
     median = statistics.median(times[1:])
-    return {"seconds": median, "min_seconds": min(times[1:]), "objects_per_second": count / median,
+    return {"seconds": median, "server_cpu_seconds": cpu_per_review, "min_seconds": min(times[1:]), "objects_per_second": count / median,
             "request_bytes": len(body), "response_bytes": len(out), "runs": times[1:]}
 
 
@@ -145,11 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, by_case in direct_results.items():
         for case, r in by_case.items():
             ours = direct_results["ours"][case]
-            rows.append([name, case, r["seconds"] * 1000, r["objects_per_second"], r["request_bytes"] / 1e6,
-                         fmt(ratio(ours["seconds"], r["seconds"]), 2) if name != "ours" else "(ref)"])
+            rows.append([name, case, r["seconds"] * 1000, r["objects_per_second"], r["server_cpu_seconds"] * 1000,
+                         r["request_bytes"] / 1e6,
+                         fmt(ratio(ours["seconds"], r["seconds"]), 2) if name != "ours" else "(ref)",
+                         fmt(ratio(ours["server_cpu_seconds"], r["server_cpu_seconds"]), 2) if name != "ours" else "(ref)"])
     print(f"\nOne ConversionReview of {args.objects:,} Foos over HTTPS, server on 1 core "
           f"(median of {args.repeat})")
-    print(table(["server", "case", "ms", "objects/s", "request MB", "ours time ×"], rows))
+    print(table(["server", "case", "ms", "objects/s", "server CPU ms", "request MB", "ours time ×", "ours CPU ×"],
+                rows))
 
     apiserver: dict[str, Any] = {}
     if not args.no_apiserver:

@@ -64,6 +64,10 @@ class Server:
     def pid(self) -> int | None:
         return self.component.pid
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU the server process (all its threads) has used: robust to a busy machine."""
+        return process_cpu_seconds(self.pid)
+
     def stop(self) -> None:
         self.component.stop()
 
@@ -72,6 +76,16 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def process_cpu_seconds(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _ready_by_get(url: str, context: ssl.SSLContext) -> bool:

@@ -1,4 +1,5 @@
-"""The peers bench/ compares us with: built or installed on first use into a cache outside the repo."""
+"""The peers bench/ compares us with (and its profiler): built or installed on first use into a cache
+outside the repo."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ PEERS_DIR = Path(__file__).resolve().parent
 GO_WEBHOOK_SRC = PEERS_DIR / "go-webhook"
 KOPF_WEBHOOK = PEERS_DIR / "kopf_webhook.py"
 KOPF_VERSION = "1.45.2"
+PY_SPY_VERSION = "0.4.3"
 
 
 def bench_cache() -> Path:
@@ -48,3 +50,15 @@ def kopf_venv() -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"kopf=={KOPF_VERSION}", "uvloop"], check=True)
     return venv
+
+
+def py_spy() -> Path:
+    """py-spy (a sampling profiler that reads another process's stacks), in its own virtualenv."""
+    venv = bench_cache() / "tools-venv"
+    binary = venv / "bin" / "py-spy"
+    if binary.exists():
+        return binary
+    _log(f"installing py-spy {PY_SPY_VERSION} into {venv}")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"py-spy=={PY_SPY_VERSION}"], check=True)
+    return binary

@@ -1,0 +1,155 @@
+"""Where our webhook spends its time under load, per endpoint, at saturation.
+
+    .venv/bin/python -m bench.profile [--seconds 10] [--top 12] [--cprofile]
+
+The service runs pinned to core 0 while wrk (core 1) saturates one endpoint; /convert is also
+profiled on back-to-back reviews of 10,000 Foos. By default py-spy samples the running process
+from outside (no slowdown, so the shares are true; time in C code counts to the Python line that
+called it); with ``--cprofile`` the service runs under cProfile instead (call counts, but every
+Python call is slowed alike). Prints own time by function and summed by package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hack.cluster import free_port
+
+from . import servers
+from .admission import bodies
+from .foos import conversion_of, dumps
+from .load import run_wrk
+from .peers import py_spy
+from .report import save, say, table
+
+_PACKAGES = ("aiohttp", "multidict", "yarl", "orjson", "fooapi", "webhook", "kube", "prometheus_client",
+             "uvloop", "asyncio", "ssl", "logging", "json", "base64", "dataclasses", "typing")
+
+
+def _package(filename: str, function: str = "") -> str:
+    if filename == "~":  # cProfile's C functions: named, but not by module
+        for name in ("ssl", "orjson", "uvloop", "json", "base64"):
+            if name in function:
+                return name
+        return "builtins"
+    parts = Path(filename).parts
+    for name in _PACKAGES:
+        if name in parts or Path(filename).stem == name:
+            return name
+    return Path(filename).stem
+
+
+def _shares(own: Counter[str], by_package: Counter[str], top: int) -> dict[str, Any]:
+    total = sum(own.values()) or 1
+    return {
+        "samples": total,
+        "functions": [{"function": k, "share": v / total} for k, v in own.most_common(top)],
+        "packages": {k: v / total for k, v in by_package.most_common()},
+    }
+
+
+def read_py_spy(raw_file: Path, top: int) -> dict[str, Any]:
+    """py-spy's raw (collapsed) stacks: 'outer (file:line);...;leaf (file:line) count'."""
+    own: Counter[str] = Counter()
+    by_package: Counter[str] = Counter()
+    for line in raw_file.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        leaf = stack.rsplit(";", 1)[-1]
+        function, _, where = leaf.partition(" (")
+        filename = where.rstrip(")").rsplit(":", 1)[0]
+        own[f"{Path(filename).name}:{function}"] += int(count)
+        by_package[_package(filename)] += int(count)
+    return _shares(own, by_package, top)
+
+
+def read_cprofile(stats_file: Path, top: int) -> dict[str, Any]:
+    raw: dict[Any, Any] = pstats.Stats(str(stats_file)).stats  # type: ignore[attr-defined]
+    own: Counter[str] = Counter()
+    by_package: Counter[str] = Counter()
+    for (filename, line, function), entry in raw.items():
+        micros = int(entry[2] * 1e6)
+        own[f"{Path(filename).name}:{function}"] += micros
+        by_package[_package(filename, function)] += micros
+    return _shares(own, by_package, top)
+
+
+def _drive(server: servers.Server, cert_dir: Path, endpoint: str, body: bytes, seconds: float,
+           connections: int) -> dict[str, Any]:
+    if endpoint != "/convert-10k":
+        return run_wrk(server.url + endpoint, body, seconds=seconds, connections=connections).as_dict()
+    context = servers.client_context(cert_dir)
+    started, runs = time.perf_counter(), 0
+    while time.perf_counter() - started < seconds:
+        servers.request(server.url + "/convert", context, body=body, timeout=120)
+        runs += 1
+    elapsed = time.perf_counter() - started
+    return {"reviews": runs, "seconds": elapsed, "seconds_per_review": elapsed / max(runs, 1)}
+
+
+def profile_endpoint(cert_dir: Path, tmp: Path, endpoint: str, body: bytes, args: argparse.Namespace) -> dict[str, Any]:
+    out = tmp / f"{endpoint.strip('/')}.{'prof' if args.cprofile else 'txt'}"
+    if args.cprofile:
+        port = free_port()
+        server = servers._start("ours-cprofile", [
+            sys.executable, "-m", "cProfile", "-o", str(out), "-m", "webhook", "--cert-dir", str(cert_dir),
+            "--bind-address", "127.0.0.1", "--port", str(port)], cert_dir, port)
+        try:
+            load = _drive(server, cert_dir, endpoint, body, args.seconds, args.connections)
+        finally:
+            server.stop()  # SIGTERM: the service drains and returns, and cProfile writes its file
+        return {"load": load, **read_cprofile(out, args.top)}
+    with servers.ours(cert_dir) as server:
+        sampler = subprocess.Popen(
+            [str(py_spy()), "record", "--pid", str(server.pid), "--duration", str(int(args.seconds)),
+             "--rate", "250", "--format", "raw", "--nonblocking", "--output", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(0.5)  # attached before the load starts
+        load = _drive(server, cert_dir, endpoint, body, args.seconds, args.connections)
+        _, err = sampler.communicate(timeout=60)
+        if not out.exists():
+            raise RuntimeError(f"py-spy wrote nothing: {err.decode()[-1000:]}")
+    return {"load": load, **read_py_spy(out, args.top)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--cprofile", action="store_true", help="cProfile in the process instead of py-spy")
+    args = parser.parse_args(argv)
+
+    cases = dict(bodies())
+    cases["/convert-10k"] = dumps(conversion_of(10_000))
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="foo-bench-") as tmp:
+        cert_dir = servers.serving_certs(Path(tmp) / "certs")
+        for endpoint, body in cases.items():
+            say(f"profiling {endpoint} for {args.seconds:g}s with {'cProfile' if args.cprofile else 'py-spy'}")
+            results[endpoint] = profile_endpoint(cert_dir, Path(tmp), endpoint, body, args)
+
+    for endpoint, r in results.items():
+        load = r["load"]
+        rate = (f"{load['rps']:,.0f} req/s" if "rps" in load
+                else f"{load['seconds_per_review'] * 1000:,.0f} ms per review of 10,000")
+        print(f"\n{endpoint} ({rate} while profiled): own time by package")
+        print(table(["package", "share %"], [[k, v * 100] for k, v in list(r["packages"].items())[:10]]))
+        print(f"{endpoint}: top functions by own time")
+        print(table(["function", "share %"], [[f["function"][:90], f["share"] * 100] for f in r["functions"]]))
+    path = save("profile", {"settings": vars(args), "results": results})
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
