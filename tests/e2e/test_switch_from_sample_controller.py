@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import yaml
 
 from fooapi.crd import CRD_NAME
 from hack.binaries import BUILD_SCRIPT, find_binaries
@@ -54,7 +55,7 @@ DONE_LINE = re.compile(
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.5) -> T:
     deadline = time.monotonic() + timeout
-    last: Any = None
+    last: T | None = None
     while time.monotonic() < deadline:
         last = probe()
         if last:
@@ -410,3 +411,69 @@ def test_deleting_a_foo_still_collects_the_deployment_sample_controller_made(leg
     plane.kubectl("delete", "foo", COLLECTED, "-n", NAMESPACE)
     wait_for(f"the garbage collector to delete {COLLECTED}'s Deployment",
              lambda: f"{COLLECTED}-nginx" not in workloads(plane).deployments)
+
+
+def test_the_whole_way_back_to_sample_controllers_own_crd(legacy: Legacy, product: LocalProduct) -> None:
+    """Storage back to v1alpha1, one migration, then sample-controller's CRD replaces ours."""
+    plane = legacy.plane
+    flip = [{"op": "replace", "path": "/spec/versions/0/storage", "value": False},
+            {"op": "replace", "path": "/spec/versions/1/storage", "value": True}]
+    plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(flip))
+    refused = plane.kubectl("replace", "-f", str(find_binaries().sample_controller_crd), check=False)
+    assert refused.returncode != 0
+    assert "v1 was previously a storage version, and must remain in spec.versions" in refused.stderr
+
+    result, _ = migrate_storage(plane)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "status.storedVersions: [v1, v1alpha1] -> [v1alpha1]"
+    assert {version for version, _ in etcd_foos(plane).values()} == {"samplecontroller.k8s.io/v1alpha1"}
+
+    plane.kubectl("replace", "-f", str(find_binaries().sample_controller_crd))
+    product.unregister_admission()  # what `helm uninstall` removes
+    product.stop_webhook()
+    live = crd(plane)
+    assert [v["name"] for v in live["spec"]["versions"]] == ["v1alpha1"]
+    assert live["spec"]["conversion"] == {"strategy": "None"}
+    assert live["status"]["storedVersions"] == ["v1alpha1"]
+
+    name = "foo-02"
+    controller = sample_controller(plane, "sample-controller-back.log")
+    try:
+        # Fully qualified: kubectl's discovery cache still maps `foo` to v1, which is gone now.
+        plane.kubectl("patch", "foos.v1alpha1.samplecontroller.k8s.io", name, "-n", NAMESPACE, "--type=merge",
+                      "-p", json.dumps({"spec": {"replicas": 2}}))
+        wait_for("sample-controller, on its own CRD again, to scale foo-02",
+                 lambda: foos(plane, "v1alpha1")[name]["status"].get("availableReplicas") == 2)
+    finally:
+        controller.stop()
+    back = foos(plane, "v1alpha1")
+    assert {n: f["spec"]["deploymentName"] for n, f in back.items()} == {
+        n: s["deploymentName"] for n, s in legacy.specs.items() if n != COLLECTED}
+    assert workloads(plane).deployments[f"{name}-nginx"][0] == legacy.before.deployments[f"{name}-nginx"][0]
+
+
+# ---- the Helm path -----------------------------------------------------------------------------------------------
+
+
+def test_helm_take_ownership_turns_sample_controllers_crd_into_the_charts(tmp_path: Path) -> None:
+    """`helm install --take-ownership` over the real sample-controller CRD leaves exactly the chart's CRD.
+
+    The chart's own e2e (test_chart.py) covers serving behind the chart; this checks the CRD
+    takeover from sample-controller's actual CRD, on a bare plane (no pods needed).
+    """
+    chart = Path(__file__).resolve().parents[2] / "charts" / "foo-operator"
+    with LocalControlPlane(tmp_path / "plane", minimal=True) as bare:
+        bare.kubectl("apply", "-f", str(find_binaries().sample_controller_crd))
+        bare.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+        install = ["install", "foo-operator", str(chart), "-n", "foo-system", "--create-namespace"]
+        refused = bare.helm(*install, check=False)
+        assert refused.returncode != 0 and "cannot be imported into the current release" in refused.stderr
+        bare.helm(*install, "--take-ownership")
+        live = json.loads(bare.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
+        rendered = yaml.safe_load(bare.helm("template", "foo-operator", str(chart), "-n", "foo-system",
+                                            "--show-only", "templates/crd.yaml").stdout)
+        for obj in (live, rendered):  # the generated CA differs on every render
+            obj["spec"]["conversion"]["webhook"]["clientConfig"].pop("caBundle")
+        assert live["spec"] == rendered["spec"]
+        assert live["status"]["storedVersions"] == ["v1alpha1", "v1"]
+        assert live["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
