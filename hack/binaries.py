@@ -1,0 +1,133 @@
+"""Where the control-plane binaries live: the same lookup rules as `hack/build.sh`.
+
+Precedence for etcd, kube-apiserver and kubectl: `TEST_ASSET_*` > `KUBEBUILDER_ASSETS` >
+the build cache. Everything else only comes from the cache.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+HACK_DIR = Path(__file__).resolve().parent
+BUILD_SCRIPT = HACK_DIR / "build.sh"
+VERSIONS_FILE = HACK_DIR / "versions.env"
+
+
+# What `hack/build.sh` without arguments provides.
+PLANE_FILES = (
+    "etcd", "kube_apiserver", "kubectl", "kube_controller_manager", "kube_scheduler",
+    "kwok", "kwok_stages", "helm",
+)
+
+
+class MissingBinaryError(RuntimeError):
+    """A binary the plane needs is not built yet."""
+
+
+def versions(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Component versions: `hack/versions.env`, each overridable by an env var of its name."""
+    env = os.environ if env is None else env
+    result: dict[str, str] = {}
+    for line in VERSIONS_FILE.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        result[key] = env.get(key) or value
+    return result
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("FOO_OPERATOR_CACHE"):
+        return Path(env["FOO_OPERATOR_CACHE"])
+    return Path(env.get("HOME", str(Path.home()))) / ".cache" / "foo-operator"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Resolved paths; a path may not exist yet (see `missing`)."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kubectl: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    kwok: Path
+    kwok_stages: Path  # the stage definitions kwok needs as --config (a YAML file)
+    helm: Path
+    sample_controller: Path  # only built by `hack/build.sh sample-controller`
+    sample_controller_crd: Path
+    k8s_version: str
+    # True when kube-apiserver/kubectl come from KUBEBUILDER_ASSETS or TEST_ASSET_*, so their
+    # version is whatever the user supplied, not `k8s_version`.
+    user_supplied: frozenset[str] = frozenset()
+
+    def missing(self, *names: str) -> list[str]:
+        """Which of the named fields (all binaries when none given) are not executable files."""
+        wanted = names or PLANE_FILES
+        return [n for n in wanted if not _is_file(getattr(self, n))]
+
+    def require(self, *names: str) -> None:
+        gone = self.missing(*names)
+        if gone:
+            listing = ", ".join(f"{n} ({getattr(self, n)})" for n in gone)
+            if any(n in self.user_supplied for n in gone):
+                raise MissingBinaryError(
+                    f"missing: {listing}; check TEST_ASSET_* / KUBEBUILDER_ASSETS")
+            hint = "bash hack/build.sh sample-controller" if any(n.startswith("sample") for n in gone) \
+                else "bash hack/build.sh"
+            raise MissingBinaryError(
+                f"not built: {listing}; run `{hint}` first (same *_VERSION and FOO_OPERATOR_CACHE)")
+
+
+def _is_file(path: Path) -> bool:
+    return path.is_file() and (path.suffix in (".yaml", ".yml") or os.access(path, os.X_OK))
+
+
+def _user_asset(name: str, var: str, env: Mapping[str, str]) -> Path | None:
+    if env.get(var):
+        return Path(env[var])
+    assets = env.get("KUBEBUILDER_ASSETS")
+    if assets and _is_file(Path(assets) / name):
+        return Path(assets) / name
+    return None
+
+
+def find_binaries(env: Mapping[str, str] | None = None) -> Binaries:
+    """Paths of every binary, resolved exactly as `hack/build.sh` places or skips them."""
+    env = os.environ if env is None else env
+    v = versions(env)
+    cache = cache_dir(env)
+    bin_dir, share = cache / "bin", cache / "share"
+    k8s = bin_dir / f"kubernetes-{v['K8S_VERSION']}"
+
+    user: set[str] = set()
+    resolved: dict[str, Path] = {}
+    for field, name, var in (
+        ("etcd", "etcd", "TEST_ASSET_ETCD"),
+        ("kube_apiserver", "kube-apiserver", "TEST_ASSET_KUBE_APISERVER"),
+        ("kubectl", "kubectl", "TEST_ASSET_KUBECTL"),
+    ):
+        asset = _user_asset(name, var, env)
+        if asset is not None:
+            resolved[field] = asset
+            user.add(field)
+    sc = v["SAMPLE_CONTROLLER_VERSION"]
+    return Binaries(
+        etcd=resolved.get("etcd", bin_dir / f"etcd-{v['ETCD_VERSION']}" / "etcd"),
+        kube_apiserver=resolved.get("kube_apiserver", k8s / "kube-apiserver"),
+        kubectl=resolved.get("kubectl", k8s / "kubectl"),
+        kube_controller_manager=k8s / "kube-controller-manager",
+        kube_scheduler=k8s / "kube-scheduler",
+        kwok=bin_dir / f"kwok-{v['KWOK_VERSION']}" / "kwok",
+        kwok_stages=share / f"kwok-{v['KWOK_VERSION']}" / "stages.yaml",
+        helm=bin_dir / f"helm-{v['HELM_VERSION']}" / "helm",
+        sample_controller=bin_dir / f"sample-controller-{sc}" / "sample-controller",
+        sample_controller_crd=share / f"sample-controller-{sc}" / "crd-status-subresource.yaml",
+        k8s_version=v["K8S_VERSION"],
+        user_supplied=frozenset(user),
+    )

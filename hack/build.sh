@@ -1,0 +1,325 @@
+#!/usr/bin/env bash
+# Builds the local control plane from Go modules into a cache outside the repo:
+#   kube-apiserver, kubectl, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
+#   etcd, helm, kwok (+ its stage definitions); `sample-controller` on request.
+#
+# Usage: hack/build.sh [--force] [sample-controller]
+#   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
+#   --force            rebuild binaries that are already cached (after changing build flags)
+#
+# Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
+# Environment:
+#   FOO_OPERATOR_CACHE   cache dir (default ~/.cache/foo-operator)
+#   K8S_VERSION ETCD_VERSION HELM_VERSION KWOK_VERSION SAMPLE_CONTROLLER_VERSION
+#                        override hack/versions.env
+#   KUBEBUILDER_ASSETS   dir with envtest's etcd, kube-apiserver, kubectl: used, not built
+#   TEST_ASSET_ETCD TEST_ASSET_KUBE_APISERVER TEST_ASSET_KUBECTL  same, one binary each
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# Defaults from versions.env unless the caller set them.
+while IFS='=' read -r key value; do
+  [[ -z "$key" || "$key" == \#* ]] && continue
+  if [[ -z "${!key:-}" ]]; then export "$key=$value"; fi
+done < "$HACK_DIR/versions.env"
+
+CACHE="${FOO_OPERATOR_CACHE:-$HOME/.cache/foo-operator}"
+BIN="$CACHE/bin"
+SRC="$CACHE/src"
+SHARE="$CACHE/share"
+# Static, path-independent binaries: they run anywhere and rebuild byte-identically.
+export CGO_ENABLED=0
+GO_BUILD=(go build -trimpath)
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
+
+FORCE=false  # --force: rebuild cached binaries (after changing build flags); only relinks,
+             # since the Go build cache still holds every compiled package.
+want_sample_controller=false
+for arg in "$@"; do
+  case "$arg" in
+    sample-controller) want_sample_controller=true ;;
+    --force) FORCE=true ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) die "unknown target '$arg' (known: sample-controller)" ;;
+  esac
+done
+
+command -v go >/dev/null || die "go is not on PATH (Go >= 1.24 is needed)"
+mkdir -p "$BIN" "$SRC" "$SHARE"
+
+# Two builds at once (two test sessions, a developer and CI) would race on the same
+# wrapper modules and half-written binaries; serialise them.
+exec 9>"$CACHE/.build.lock"
+if ! flock -n 9; then
+  log "another build.sh holds $CACHE/.build.lock; waiting for it"
+  flock 9
+fi
+
+# Checked here, not in user_asset: that runs in $(...), where `die` would only end a subshell.
+for var in TEST_ASSET_ETCD TEST_ASSET_KUBE_APISERVER TEST_ASSET_KUBECTL; do
+  if [[ -n "${!var:-}" && ! -x "${!var}" ]]; then die "$var=${!var} is not an executable file"; fi
+done
+
+is_built() { ! $FORCE && [[ -x "$1" ]]; }
+
+# Path of a user-supplied binary (TEST_ASSET_* wins over KUBEBUILDER_ASSETS), or nothing.
+user_asset() {
+  local name="$1" var="$2"
+  if [[ -n "${!var:-}" ]]; then
+    printf '%s' "${!var}"
+  elif [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/$name" ]]; then
+    printf '%s' "$KUBEBUILDER_ASSETS/$name"
+  fi
+}
+
+# Records how long each component took, for the curious and for the README's numbers.
+timed() {
+  local what="$1"; shift
+  local start=$SECONDS
+  "$@"
+  local took=$((SECONDS - start))
+  log "$what done in ${took}s"
+  printf '%s\t%s\t%ss\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$what" "$took" >> "$CACHE/build-times.log"
+}
+
+# A throwaway module that requires the real one: `go install mod@version` refuses modules
+# whose go.mod has replace lines (etcd, kubernetes), and a wrapper also lets us pin versions.
+# $1 = wrapper dir, $2 = module@version, $3... = packages to blank-import for `go mod tidy`.
+init_wrapper() {
+  local dir="$1" modver="$2"; shift 2
+  if [[ -f "$dir/.tidy-done" ]]; then return; fi
+  rm -rf "$dir" && mkdir -p "$dir"
+  (
+    cd "$dir"
+    go mod init "foo-operator.local/wrapper/$(basename "$dir")" >/dev/null 2>&1
+    {
+      echo '//go:build tools'
+      echo
+      echo '// Package tools pins the commands this wrapper builds, so `go mod tidy` keeps them.'
+      echo 'package tools'
+      echo
+      echo 'import ('
+      for pkg in "$@"; do echo "	_ \"$pkg\""; done
+      echo ')'
+    } > tools.go
+    go mod edit -require="$modver"
+    if [[ -n "${WRAPPER_EDIT:-}" ]]; then eval "$WRAPPER_EDIT"; fi
+    go mod tidy
+  )
+  touch "$dir/.tidy-done"
+}
+
+# go build into a temp name, then rename: an interrupted build never leaves a
+# truncated binary that later runs would mistake for a finished one.
+build_binary() {
+  local dir="$1" pkg="$2" out="$3"; shift 3
+  mkdir -p "$(dirname "$out")"
+  (cd "$dir" && "${GO_BUILD[@]}" "$@" -o "$out.tmp" "$pkg")
+  mv -f "$out.tmp" "$out"
+}
+
+# ---------------------------------------------------------------- etcd
+build_etcd() {
+  local out="$BIN/etcd-$ETCD_VERSION/etcd"
+  if [[ -n "$(user_asset etcd TEST_ASSET_ETCD)" ]]; then
+    log "etcd: using $(user_asset etcd TEST_ASSET_ETCD)"; return
+  fi
+  if is_built "$out"; then log "etcd $ETCD_VERSION: cached"; return; fi
+  log "building etcd $ETCD_VERSION (~1 min with a cold Go cache)"
+  local dir="$SRC/etcd-$ETCD_VERSION"
+  timed "etcd $ETCD_VERSION" build_etcd_in "$dir" "$out"
+}
+
+build_etcd_in() {
+  init_wrapper "$1" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" go.etcd.io/etcd/server/v3
+  build_binary "$1" go.etcd.io/etcd/server/v3 "$2"
+}
+
+# ---------------------------------------------------------------- kubernetes
+k8s_wrapper_dir() { printf '%s' "$SRC/kubernetes-$K8S_VERSION"; }
+
+# k8s.io/kubernetes replaces its ~31 staging modules (k8s.io/api, client-go, ...) with
+# ./staging/src paths, which do not exist in the module zip. Replace each with its
+# published twin: v1.X.Y  ->  v0.X.Y. The list is read from that version's own go.mod.
+k8s_replace_staging() {
+  local gomod staging_version="v0.${K8S_VERSION#v1.}"
+  gomod="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')"
+  local mods
+  mods="$(awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\// {print $1}' "$gomod" | sort -u)"
+  [[ -n "$mods" ]] || die "no ./staging/src replace lines in $gomod"
+  local args=()
+  for m in $mods; do args+=("-replace=$m=$m@$staging_version"); done
+  go mod edit "${args[@]}"
+  log "kubernetes $K8S_VERSION: replaced $(wc -w <<<"$mods") staging modules with $staging_version"
+}
+
+# The same -X flags as kubernetes' hack/lib/version.sh; without them the binaries report
+# v0.0.0-master+$Format:%H$ and `kubectl version` fails to parse it.
+k8s_ldflags() {
+  local info commit date minor major
+  # The proxy's .info file has the release time (a reproducible buildDate) and, for some
+  # versions, the commit (Origin.Hash).
+  info="$(cd "$(k8s_wrapper_dir)" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Info"])')"
+  commit="$(python3 -c 'import json,sys; print((json.load(open(sys.argv[1])).get("Origin") or {}).get("Hash",""))' "$info")"
+  date="$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1])).get("Time",""); print(t[:19]+"Z" if t else "")' "$info")"
+  major="$(cut -d. -f1 <<<"${K8S_VERSION#v}")"
+  minor="$(cut -d. -f2 <<<"${K8S_VERSION#v}")"
+  local flags=""
+  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean"
+    [[ -n "$commit" ]] && flags+=" -X $pkg.gitCommit=$commit"
+    [[ -n "$date" ]] && flags+=" -X $pkg.buildDate=$date"
+  done
+  printf '%s' "-s -w${flags}"
+}
+
+K8S_BINARIES=(kube-apiserver kubectl kube-controller-manager kube-scheduler)
+
+build_kubernetes() {
+  local dir out todo=() name
+  dir="$(k8s_wrapper_dir)"
+  for name in "${K8S_BINARIES[@]}"; do
+    out="$BIN/kubernetes-$K8S_VERSION/$name"
+    case "$name" in
+      kube-apiserver) if [[ -n "$(user_asset kube-apiserver TEST_ASSET_KUBE_APISERVER)" ]]; then
+          log "kube-apiserver: using $(user_asset kube-apiserver TEST_ASSET_KUBE_APISERVER)"; continue; fi ;;
+      kubectl) if [[ -n "$(user_asset kubectl TEST_ASSET_KUBECTL)" ]]; then
+          log "kubectl: using $(user_asset kubectl TEST_ASSET_KUBECTL)"; continue; fi ;;
+    esac
+    if is_built "$out"; then log "$name $K8S_VERSION: cached"; continue; fi
+    todo+=("$name")
+  done
+  [[ ${#todo[@]} -gt 0 ]] || return 0
+
+  if [[ ! -f "$dir/.tidy-done" ]]; then
+    log "preparing k8s.io/kubernetes $K8S_VERSION wrapper module (downloads ~1 min)"
+    local pkgs=()
+    for name in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
+    WRAPPER_EDIT=k8s_replace_staging \
+      timed "kubernetes $K8S_VERSION module download" \
+      init_wrapper "$dir" "k8s.io/kubernetes@$K8S_VERSION" "${pkgs[@]}"
+  fi
+  local ldflags
+  ldflags="$(k8s_ldflags)"
+  for name in "${todo[@]}"; do
+    case "$name" in
+      kube-apiserver) log "building kube-apiserver $K8S_VERSION (~5 min with a cold Go cache)" ;;
+      *) log "building $name $K8S_VERSION (~1 min after kube-apiserver)" ;;
+    esac
+    timed "$name $K8S_VERSION" build_binary "$dir" "k8s.io/kubernetes/cmd/$name" \
+      "$BIN/kubernetes-$K8S_VERSION/$name" -ldflags "$ldflags"
+  done
+}
+
+# ---------------------------------------------------------------- helm
+build_helm() {
+  local out="$BIN/helm-$HELM_VERSION/helm"
+  if is_built "$out"; then log "helm $HELM_VERSION: cached"; return; fi
+  log "building helm $HELM_VERSION (~1 min with a cold Go cache)"
+  timed "helm $HELM_VERSION" build_helm_in "$SRC/helm-$HELM_VERSION" "$out"
+}
+
+build_helm_in() {
+  local dir="$1" out="$2"
+  init_wrapper "$dir" "helm.sh/helm/v3@$HELM_VERSION" helm.sh/helm/v3/cmd/helm
+  # Helm's Makefile stamps its version and the Kubernetes version it assumes offline
+  # (`helm template` without a cluster), taken from the client-go it is built with.
+  local cg minor
+  cg="$(cd "$dir" && go list -m -f '{{.Version}}' k8s.io/client-go)"
+  minor="$(cut -d. -f2 <<<"${cg#v}")"
+  build_binary "$dir" helm.sh/helm/v3/cmd/helm "$out" -ldflags "-s -w \
+    -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
+    -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
+}
+
+# ---------------------------------------------------------------- kwok
+# kwok exits with "no stages found" without stage definitions. They ship in its module;
+# copy the ones we want: fast node-initialize, the plain status heartbeat (the lease-based
+# one made the fake node flap), and the fast pod lifecycle.
+copy_kwok_stages() {
+  local dest="$SHARE/kwok-$KWOK_VERSION"
+  if [[ -f "$dest/stages.yaml" ]]; then return; fi
+  local moddir
+  moddir="$(cd "$SRC/kwok-$KWOK_VERSION" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  local files=(
+    "$moddir/kustomize/stage/node/fast/node-initialize.yaml"
+    "$moddir/kustomize/stage/node/heartbeat/node-heartbeat.yaml"
+  )
+  local f
+  for f in "$moddir"/kustomize/stage/pod/fast/*.yaml; do
+    [[ "$(basename "$f")" == kustomization.yaml ]] || files+=("$f")
+  done
+  mkdir -p "$dest/stages"
+  : > "$dest/stages.yaml.tmp"
+  for f in "${files[@]}"; do
+    [[ -f "$f" ]] || die "kwok stage $f not found in the module"
+    install -m 0644 "$f" "$dest/stages/$(basename "$f")"
+    { echo "---"; cat "$f"; } >> "$dest/stages.yaml.tmp"
+  done
+  mv -f "$dest/stages.yaml.tmp" "$dest/stages.yaml"
+  log "kwok stages: ${#files[@]} copied to $dest/stages.yaml"
+}
+
+build_kwok() {
+  local out="$BIN/kwok-$KWOK_VERSION/kwok"
+  local dir="$SRC/kwok-$KWOK_VERSION"
+  if is_built "$out"; then
+    log "kwok $KWOK_VERSION: cached"
+  else
+    log "building kwok $KWOK_VERSION (~1.5 min with a cold Go cache)"
+    timed "kwok $KWOK_VERSION" build_kwok_in "$dir" "$out"
+  fi
+  copy_kwok_stages
+}
+
+build_kwok_in() {
+  init_wrapper "$1" "sigs.k8s.io/kwok@$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
+  # No version -X flags: kwok's own consts.Version already matches its module version.
+  build_binary "$1" sigs.k8s.io/kwok/cmd/kwok "$2" -ldflags "-s -w"
+}
+
+# ---------------------------------------------------------------- sample-controller
+# The Go peer for side-by-side tests and benchmarks. Not on the proxy's version list and
+# not in the checksum database: exact version, GONOSUMDB.
+build_sample_controller() {
+  local out="$BIN/sample-controller-$SAMPLE_CONTROLLER_VERSION/sample-controller"
+  local dir="$SRC/sample-controller-$SAMPLE_CONTROLLER_VERSION"
+  local dest="$SHARE/sample-controller-$SAMPLE_CONTROLLER_VERSION"
+  export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}k8s.io/sample-controller"
+  if is_built "$out"; then
+    log "sample-controller $SAMPLE_CONTROLLER_VERSION: cached"
+  else
+    log "building sample-controller $SAMPLE_CONTROLLER_VERSION (~1 min with a cold Go cache)"
+    timed "sample-controller $SAMPLE_CONTROLLER_VERSION" build_sample_controller_in "$dir" "$out"
+  fi
+  if [[ ! -f "$dest/crd-status-subresource.yaml" ]]; then
+    local moddir
+    moddir="$(cd "$dir" && go list -m -f '{{.Dir}}' k8s.io/sample-controller)"
+    mkdir -p "$dest"
+    install -m 0644 "$moddir/artifacts/examples/crd-status-subresource.yaml" "$dest/"
+    log "sample-controller CRD copied to $dest/crd-status-subresource.yaml"
+  fi
+}
+
+build_sample_controller_in() {
+  init_wrapper "$1" "k8s.io/sample-controller@$SAMPLE_CONTROLLER_VERSION" k8s.io/sample-controller
+  build_binary "$1" k8s.io/sample-controller "$2" -ldflags "-s -w"
+}
+
+# ---------------------------------------------------------------- main
+total_start=$SECONDS
+log "cache: $CACHE"
+build_etcd
+build_kubernetes
+build_kwok
+build_helm
+if $want_sample_controller; then build_sample_controller; fi
+log "ready in $((SECONDS - total_start))s; binaries under $BIN"
