@@ -104,6 +104,7 @@ class LocalControlPlane:
         self.server = ""
         self.pki: ClusterPKI | None = None
         self._components: dict[str, Component] = {}
+        self._routes_added: list[str] = []
         self._ssl: ssl.SSLContext | None = None
 
     # ------------------------------------------------------------------ paths of the PKI
@@ -150,6 +151,7 @@ class LocalControlPlane:
         write_kubeconfig(self.kubeconfig, server=self.server, pki=self.pki, user="admin")
         self._ssl = None
         try:
+            self._claim_virtual_networks()
             self._start_etcd()
             self._start_apiserver()
             if not self.minimal:
@@ -165,8 +167,23 @@ class LocalControlPlane:
         """Stop every process (SIGTERM, then SIGKILL) newest first; remove all but the logs."""
         for name in reversed(list(self._components)):
             self._components.pop(name).stop()
+        for cidr in self._routes_added:
+            subprocess.run(["ip", "route", "del", "unreachable", cidr], capture_output=True)
+        self._routes_added = []
         if remove_data:
             remove_data_in(self.workdir)
+
+    def _claim_virtual_networks(self) -> None:
+        """Make pod and Service addresses fail fast on this machine, as they would in a cluster.
+
+        kwok's pods and our ClusterIPs exist only on paper; without this, a dial to one (the
+        aggregator routing to a pretend pod) follows the default route off the machine. A test's
+        network namespace adds a more specific /32 route, which wins. Needs root; else skipped.
+        """
+        for cidr in (POD_CIDR, SERVICE_CLUSTER_IP_RANGE):
+            added = subprocess.run(["ip", "route", "add", "unreachable", cidr], capture_output=True)
+            if added.returncode == 0:
+                self._routes_added.append(cidr)
 
     def stop_apiserver(self) -> None:
         """Take kube-apiserver down alone (fault tests); etcd and its data stay."""

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from fooapi.crd import CRD_NAME, crd_manifest
-from hack.cluster import POD_CIDR, LocalControlPlane
+from hack.cluster import LocalControlPlane
 from hack.netns import NetNamespace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -279,23 +279,6 @@ def _stand_in_for_sample_controllers_crd(plane: LocalControlPlane) -> dict[str, 
     return before
 
 
-@contextlib.contextmanager
-def _pod_network_unreachable() -> Iterator[None]:
-    """Dialling a kwok pod IP nobody serves fails at once, as in a cluster, until a netns claims it.
-
-    Otherwise the host's default route carries it off the machine (here: into a proxy that
-    accepts the connection), and the aggregator keeps that pooled connection for its checks
-    long after the test's network namespace serves the address. The namespace's /32 route is
-    more specific, so it wins over this one.
-    """
-    added = subprocess.run(["ip", "route", "add", "unreachable", POD_CIDR], capture_output=True).returncode == 0
-    try:
-        yield
-    finally:
-        if added:
-            subprocess.run(["ip", "route", "del", "unreachable", POD_CIDR], capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def release(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     plane = control_plane
@@ -306,7 +289,6 @@ def release(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathF
                "--set", "webhook.replicas=1", "--set", f"defaultImage={DEFAULT_IMAGE}"]
     stack = contextlib.ExitStack()
     try:
-        stack.enter_context(_pod_network_unreachable())
         refused = plane.helm(*install, check=False)
         assert refused.returncode != 0, "helm installed over a CRD it does not own without --take-ownership"
         release.refusal = refused.stderr
