@@ -16,7 +16,7 @@ import fooapi
 from fooapi.defaults import DEFAULT_IMAGE
 from kube.client import DEPLOYMENTS, KubeClient
 from kube.events import EventRecorder
-from kube.informer import Informer, controller_ref, object_key
+from kube.informer import Informer, compact, controller_ref, object_key
 from kube.metrics import Metrics
 from kube.workqueue import ShutDown, WorkQueue
 
@@ -70,9 +70,20 @@ class FooController:
         self.workers = workers
         self.metrics = metrics
         self.foos = Informer(
-            client, FOOS, namespace=namespace, indexers={BY_DEPLOYMENT: deployment_index}, metrics=metrics
+            client,
+            FOOS,
+            namespace=namespace,
+            indexers={BY_DEPLOYMENT: deployment_index},
+            transform=lambda foo: compact(foo_projection(foo)),
+            metrics=metrics,
         )
-        self.deployments = Informer(client, DEPLOYMENTS, namespace=namespace, metrics=metrics)
+        self.deployments = Informer(
+            client,
+            DEPLOYMENTS,
+            namespace=namespace,
+            transform=lambda deployment: compact(deployment_projection(deployment)),
+            metrics=metrics,
+        )
         self.reconciler = FooReconciler(
             client, self.foos.store, self.deployments.store, recorder, default_image=default_image
         )
@@ -223,3 +234,53 @@ class FooController:
             if isinstance(outcome, Retry | PermanentFailure):
                 self.metrics.reconcile_errors_total.labels(NAME).inc()
         return outcome
+
+
+# ---- cache projections: keep only what the controller reads (memory at 10,000 Foos) ------------
+
+
+def _pick(mapping: Any, *keys: str) -> Object:
+    return {k: mapping[k] for k in keys if isinstance(mapping, dict) and k in mapping}
+
+
+def deployment_projection(deployment: Object) -> Object:
+    """The fields of a Deployment the reconciler reads; the rest never reaches the cache."""
+    meta = deployment.get("metadata") or {}
+    spec = deployment.get("spec") or {}
+    template_spec = (spec.get("template") or {}).get("spec") or {}
+    status = deployment.get("status") or {}
+    projected: Object = {
+        "apiVersion": deployment.get("apiVersion", "apps/v1"),
+        "kind": deployment.get("kind", "Deployment"),
+        "metadata": _pick(meta, "name", "namespace", "uid", "resourceVersion", "generation", "ownerReferences", "deletionTimestamp"),
+        "spec": {
+            **_pick(spec, "replicas"),
+            "template": {"spec": {"containers": [_pick(c, "name", "image") for c in template_spec.get("containers") or ()]}},
+        },
+    }
+    if status:
+        projected["status"] = {
+            **_pick(status, "observedGeneration", "replicas", "readyReplicas", "availableReplicas"),
+            "conditions": [
+                _pick(c, "type", "status", "reason", "message")
+                for c in status.get("conditions") or ()
+                if isinstance(c, dict) and c.get("type") == "Progressing"
+            ],
+        }
+    return projected
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def foo_projection(foo: Object) -> Object:
+    """A Foo without managedFields and kubectl's last-applied copy of itself."""
+    meta = foo.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+            del annotations[LAST_APPLIED]
+            if not annotations:
+                del meta["annotations"]
+    return foo

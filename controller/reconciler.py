@@ -82,6 +82,10 @@ class FooReconciler:
         foo = self.recent_foos.resolve(key, self.foos.get(key))
         if foo is None:
             return Done("Foo is gone")
+        if foo["metadata"].get("deletionTimestamp"):
+            # Being deleted (e.g. foreground cascade): the garbage collector removes the
+            # Deployment; re-creating it would fight the collector until the Foo is gone.
+            return Done("Foo is being deleted")
         namespace, _ = split_key(key)
 
         name = deployment_name(foo)

@@ -162,7 +162,12 @@ def _utcnow() -> datetime:
 
 
 class EventRecorder:
-    """Records Events for objects without making the caller wait on the apiserver."""
+    """Records Events for objects without making the caller wait on the apiserver.
+
+    ``writers`` tasks write concurrently; all events of one object go through the same writer,
+    so a repeat's patch never overtakes the create it patches. Past ``max_pending`` queued
+    writes new events are dropped, as client-go's broadcaster drops past its 1000.
+    """
 
     def __init__(
         self,
@@ -172,6 +177,7 @@ class EventRecorder:
         host: str | None = None,
         correlator: EventCorrelator | None = None,
         max_pending: int = 1000,
+        writers: int = 4,
         metrics: Metrics | None = None,
         wall_clock: WallClock = _utcnow,
     ) -> None:
@@ -182,9 +188,10 @@ class EventRecorder:
         self.max_pending = max_pending
         self.metrics = metrics
         self._wall_clock = wall_clock
-        self._pending: deque[Write] = deque()
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._shards: list[deque[Write]] = [deque() for _ in range(max(1, writers))]
+        self._wakeups = [asyncio.Event() for _ in self._shards]
+        self._pending = 0  # queued or being written
+        self._tasks: list[asyncio.Task[None]] = []
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -199,17 +206,21 @@ class EventRecorder:
             self._count("dropped")
             log.debug("event budget spent for %s: dropping %s %s", involved_object(obj).get("name"), reason, message)
             return
-        if len(self._pending) >= self.max_pending:
+        if self._pending >= self.max_pending:
             self._count("dropped")
             log.warning("event queue full: dropping %s %s", reason, message)
             return
-        self._pending.append(write)
+        shard = hash(write.key[2:7]) % len(self._shards)  # the involved object's identity
+        self._shards[shard].append(write)
+        self._pending += 1
         self._idle.clear()
-        self._wakeup.set()
+        self._wakeups[shard].set()
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="event-recorder")
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._run(i), name=f"event-writer-{i}") for i in range(len(self._shards))
+            ]
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every recorded event was written (or dropped); False on timeout."""
@@ -220,25 +231,28 @@ class EventRecorder:
         return True
 
     async def stop(self, timeout: float = 5.0) -> None:
-        """Write what is pending (for at most ``timeout``), then stop the writer."""
-        if self._task is None:
+        """Write what is pending (for at most ``timeout``), then stop the writers."""
+        if not self._tasks:
             return
         await self.flush(timeout)
-        self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
-        self._task = None
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
 
-    async def _run(self) -> None:
+    async def _run(self, shard: int) -> None:
+        queue, wakeup = self._shards[shard], self._wakeups[shard]
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._pending:
-                write = self._pending.popleft()
-                await self._write(write)
-            self._idle.set()
+            await wakeup.wait()
+            wakeup.clear()
+            while queue:
+                write = queue.popleft()
+                try:
+                    await self._write(write)
+                finally:
+                    self._pending -= 1
+            if self._pending == 0:
+                self._idle.set()
 
     async def _write(self, write: Write) -> None:
         try:

@@ -12,6 +12,7 @@ import asyncio
 import builtins
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -57,6 +58,21 @@ def controller_uid_index(obj: Object) -> list[str]:
 def namespace_index(obj: Object) -> list[str]:
     namespace = (obj.get("metadata") or {}).get("namespace")
     return [namespace] if namespace else []
+
+
+def compact(value: Any) -> Any:
+    """The same JSON value with its keys and short strings interned.
+
+    Ten thousand cached objects repeat the same keys and many values ("True", a namespace, a
+    reason); sharing one copy of each roughly halves a dict-based cache. Use after a projection.
+    """
+    if isinstance(value, dict):
+        return {sys.intern(k): compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    if isinstance(value, str) and len(value) <= 64:
+        return sys.intern(value)
+    return value
 
 
 def strip_managed_fields(obj: Object) -> Object:

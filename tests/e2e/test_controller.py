@@ -348,6 +348,19 @@ def test_deleting_the_foo_garbage_collects_its_deployment(control_plane: LocalCo
     controller.check_alive()
 
 
+def test_foreground_deletion_is_not_fought(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+    apply(control_plane, foo("careful", namespace))
+    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "careful-nginx"))
+
+    # The Foo stays (with a deletionTimestamp) until the collector removed the Deployment;
+    # a controller re-creating it meanwhile would keep the Foo alive forever.
+    control_plane.kubectl("delete", "foo", "careful", "-n", namespace, "--cascade=foreground", "--timeout=60s")
+
+    assert get(control_plane, "foo", "careful", "-n", namespace, check=False) is None
+    time.sleep(2)
+    assert deployment_of(control_plane, namespace, "careful-nginx") is None
+
+
 def lease_holder(plane: LocalControlPlane, namespace: str) -> str:
     lease = get(plane, "lease", LEASE, "-n", namespace, check=False) or {}
     return str(lease.get("spec", {}).get("holderIdentity") or "")

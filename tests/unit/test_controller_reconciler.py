@@ -124,6 +124,14 @@ async def test_a_foo_that_is_gone_is_done_without_writes() -> None:
     assert api.writes == [] and events.recorded == []
 
 
+async def test_a_foo_being_deleted_gets_no_new_deployment() -> None:
+    deleting = foo()
+    deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    reconciler, api, _ = world(deleting)
+    assert await reconciler.reconcile("ns/f") == Done("Foo is being deleted")
+    assert api.writes == []
+
+
 async def test_a_missing_deployment_is_created_then_status_written_and_synced_recorded() -> None:
     reconciler, api, events = world(foo())
     outcome = await reconciler.reconcile("ns/f")

@@ -153,3 +153,21 @@ async def test_recording_never_waits_for_the_apiserver() -> None:
         recorder.event(other(f"o{i}"), "Normal", "R", "m")  # returns at once; overflow is dropped
     assert not await recorder.flush(timeout=0.05)
     await recorder.stop(timeout=0.05)
+
+
+async def test_concurrent_writers_never_patch_an_event_before_it_exists() -> None:
+    class SlowCreates(EventApi):
+        async def create(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            await asyncio.sleep(0.02)
+            return await super().create(*args, **kwargs)
+
+    api = SlowCreates()
+    recorder = EventRecorder(api, "c", host="h", writers=3)  # type: ignore[arg-type]
+    recorder.start()
+    for _ in range(3):
+        for i in range(6):
+            recorder.event(other(f"o{i}"), "Normal", "R", "m")
+    assert await recorder.flush(timeout=5)
+    await recorder.stop()
+    assert api.calls.count("create") == 6  # no patch hit a missing event and re-created it
+    assert sorted(e["count"] for e in api.events.values()) == [3] * 6

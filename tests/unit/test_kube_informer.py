@@ -283,3 +283,19 @@ def test_recent_write_is_dropped_on_delete_and_after_its_ttl() -> None:
     recent.remember("ns/e", None, obj("e", 5))
     now[0] = 10
     assert recent.resolve("ns/e", None) is None
+
+
+def test_compact_keeps_the_value_and_shares_strings() -> None:
+    from kube.informer import compact
+
+    a = compact(json_loads('{"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "n": 1}'))
+    b = compact(json_loads('{"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "n": 1}'))
+    assert a == b == {"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "n": 1}
+    assert a["status"]["conditions"][0]["status"] is b["status"]["conditions"][0]["status"]
+    assert next(iter(a)) is next(iter(b))
+
+
+def json_loads(text: str) -> Any:
+    import json
+
+    return json.loads(text)
