@@ -69,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         _warn("interrupted; run again to finish (Foos already re-written are not written again)")
         code = EXIT_INTERRUPTED
+    except Exception as exc:  # a bug of ours: still one line for the user, never a traceback
+        _warn(f"error: unexpected {type(exc).__name__}: {exc} (please report it); running again is safe")
+        code = 1
     sys.exit(code)
 
 

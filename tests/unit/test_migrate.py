@@ -422,3 +422,13 @@ def test_nonsense_flags_are_usage_errors(flag: list[str], capsys: pytest.Capture
     code, _, err = run_cli(["migrate-storage", *flag], capsys)
     assert code == 2
     assert f"argument {flag[0]}" in err
+
+
+def test_even_a_bug_of_ours_ends_in_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(*args: Any) -> int:
+        raise KeyError("metadata")
+
+    monkeypatch.setattr(cli, "migrate_storage", broken)
+    code, _, err = run_cli(["migrate-storage"], capsys)
+    assert code == 1
+    assert err == "error: unexpected KeyError: 'metadata' (please report it); running again is safe\n"
