@@ -85,6 +85,22 @@ async def status_edge(request: web.Request, handler: Handler) -> web.StreamRespo
         return status_response(failure(500, "internal error in the webhook service; see its log"))
 
 
+@web.middleware
+async def close_while_draining(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Once shutting down, answer with `Connection: close`.
+
+    Clients keep HTTP/1.1 connections alive and reuse them without looking at endpoints again,
+    so the apiserver keeps sending to a replica that is no longer in the EndpointSlice until
+    the connection closes. Closed by the server at the end of the drain, one in use loses its
+    request: Go does not retry a POST written onto a reused connection that then hits EOF. Told
+    to close by a response, the client retires the connection itself and dials a ready replica.
+    """
+    response = await handler(request)
+    if request.app[READINESS].draining:
+        response.force_close()
+    return response
+
+
 def _bounded(handler: Handler, limit: int, timeout: float) -> Handler:
     """At most ``limit`` requests inside ``handler`` (others wait their turn), each for ``timeout`` s."""
     semaphore = asyncio.Semaphore(limit)
@@ -184,7 +200,7 @@ def build_app(settings: Settings | None = None, *, readiness: Readiness | None =
               webhook_metrics: WebhookMetrics | None = None) -> web.Application:
     settings = settings or Settings()
     # The app-wide limit is the largest one; each endpoint enforces its own while reading.
-    app = web.Application(middlewares=[status_edge],
+    app = web.Application(middlewares=[close_while_draining, status_edge],
                           client_max_size=max(settings.admission_body_limit, settings.conversion_body_limit))
     app[SETTINGS] = settings
     app[METRICS] = webhook_metrics or WebhookMetrics.create()
