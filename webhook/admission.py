@@ -15,6 +15,8 @@ import orjson
 
 from kube.status import Status, failure
 
+from .review import review_request
+
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
@@ -82,19 +84,7 @@ def _gvx(value: Any, what: str, last: str) -> tuple[str, str, str]:
 
 def decode(body: Any) -> AdmissionRequest:
     """An AdmissionRequest, or ValueError with a message for the caller."""
-    if not isinstance(body, dict):
-        raise ValueError("body must be a JSON object holding an AdmissionReview")
-    if body.get("kind") != "AdmissionReview" or body.get("apiVersion") != ADMISSION_API_VERSION:
-        raise ValueError(
-            f"expected kind AdmissionReview of apiVersion {ADMISSION_API_VERSION}, "
-            f"got kind {body.get('kind')!r} of apiVersion {body.get('apiVersion')!r}"
-        )
-    request = body.get("request")
-    if not isinstance(request, dict):
-        raise ValueError("AdmissionReview has no request object")
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise ValueError("request.uid is missing: it must be echoed in the response")
+    request, uid = review_request(body, "AdmissionReview", ADMISSION_API_VERSION)
     operation = request.get("operation")
     if operation not in OPERATIONS:
         raise ValueError(f"request.operation must be one of {', '.join(OPERATIONS)}, got {operation!r}")

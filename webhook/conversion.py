@@ -6,6 +6,8 @@ from typing import Any
 
 from fooapi import API_VERSIONS, KIND, ConversionError, convert
 
+from .review import review_request
+
 CONVERSION_API_VERSION = "apiextensions.k8s.io/v1"
 
 
@@ -22,18 +24,7 @@ def _response(uid: str, converted: list[Any] | None, message: str | None) -> dic
 
 def decode_uid(body: Any) -> str:
     """The request uid, or ValueError: without it there is no review to answer."""
-    if not isinstance(body, dict):
-        raise ValueError("body must be a JSON object holding a ConversionReview")
-    if body.get("kind") != "ConversionReview" or body.get("apiVersion") != CONVERSION_API_VERSION:
-        raise ValueError(
-            f"expected kind ConversionReview of apiVersion {CONVERSION_API_VERSION}, "
-            f"got kind {body.get('kind')!r} of apiVersion {body.get('apiVersion')!r}"
-        )
-    request = body.get("request")
-    uid = request.get("uid") if isinstance(request, dict) else None
-    if not isinstance(uid, str) or not uid:
-        raise ValueError("request.uid is missing: it must be echoed in the response")
-    return uid
+    return review_request(body, "ConversionReview", CONVERSION_API_VERSION)[1]
 
 
 def _where(index: int, obj: Any) -> str:
