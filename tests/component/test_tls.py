@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -43,50 +44,41 @@ def cert_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-async def test_webhook_serves_https_verified_against_the_generated_ca(cert_dir: Path) -> None:
-    port = free_port()
-    stop = asyncio.Event()
-    server = asyncio.create_task(serve(ServerOptions(cert_dir=cert_dir, bind_address="127.0.0.1", port=port), Settings(), stop))
-    context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
-    try:
-        for host in ("127.0.0.1", "localhost"):
-            await _wait_ready(f"https://{host}:{port}", context)
-        async with aiohttp.ClientSession() as session:
-            async with session.post(f"https://localhost:{port}/validate-foo", json=admission_review(foo_v1(replicas=11)),
-                                    ssl=context) as response:
-                review = await response.json()
-        assert review["response"]["status"]["reason"] == "Invalid"
-    finally:
-        stop.set()
-        await asyncio.wait_for(server, 10)
-
-
-async def test_a_client_that_does_not_trust_the_ca_is_refused(cert_dir: Path) -> None:
-    port = free_port()
-    stop = asyncio.Event()
-    server = asyncio.create_task(serve(ServerOptions(cert_dir=cert_dir, bind_address="127.0.0.1", port=port), Settings(), stop))
-    try:
-        await _wait_ready(f"https://127.0.0.1:{port}", ssl.create_default_context(cafile=str(cert_dir / "ca.crt")))
-        async with aiohttp.ClientSession() as session:
-            with pytest.raises(aiohttp.ClientConnectorCertificateError):
-                await session.get(f"https://127.0.0.1:{port}/healthz", ssl=ssl.create_default_context())
-    finally:
-        stop.set()
-        await asyncio.wait_for(server, 10)
-
-
-async def test_new_certificates_are_served_without_a_restart(cert_dir: Path) -> None:
+@pytest.fixture
+async def server_url(cert_dir: Path) -> AsyncIterator[str]:
+    """The real server (serve()) on a free port, ready, reloading certificates every 0.1 s."""
     port = free_port()
     stop = asyncio.Event()
     options = ServerOptions(cert_dir=cert_dir, bind_address="127.0.0.1", port=port, cert_reload_interval=0.1)
     server = asyncio.create_task(serve(options, Settings(), stop))
     try:
         await _wait_ready(f"https://127.0.0.1:{port}", ssl.create_default_context(cafile=str(cert_dir / "ca.crt")))
-        assert certs_main(["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(cert_dir),
-                           "--ip", "127.0.0.1", "--force"]) == 0
-        new_context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
-        await asyncio.sleep(0.5)
-        await _wait_ready(f"https://127.0.0.1:{port}", new_context)
+        yield f"https://127.0.0.1:{port}"
     finally:
         stop.set()
         await asyncio.wait_for(server, 10)
+
+
+async def test_webhook_serves_https_verified_against_the_generated_ca(cert_dir: Path, server_url: str) -> None:
+    context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    by_name = server_url.replace("127.0.0.1", "localhost")
+    await _wait_ready(by_name, context)
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{by_name}/validate-foo", json=admission_review(foo_v1(replicas=11)),
+                                ssl=context) as response:
+            review = await response.json()
+    assert review["response"]["status"]["reason"] == "Invalid"
+
+
+async def test_a_client_that_does_not_trust_the_ca_is_refused(server_url: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(aiohttp.ClientConnectorCertificateError):
+            await session.get(f"{server_url}/healthz", ssl=ssl.create_default_context())
+
+
+async def test_new_certificates_are_served_without_a_restart(cert_dir: Path, server_url: str) -> None:
+    assert certs_main(["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(cert_dir),
+                       "--ip", "127.0.0.1", "--force"]) == 0
+    new_context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    await asyncio.sleep(0.5)
+    await _wait_ready(server_url, new_context)
