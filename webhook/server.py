@@ -22,6 +22,8 @@ from .tls import CertWatcher
 
 log = logging.getLogger("webhook")
 
+KEEPALIVE_SECONDS = 120.0
+
 
 @dataclass(frozen=True)
 class RotationOptions:
@@ -93,8 +95,10 @@ async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event 
     app = build_app(settings, readiness=readiness, webhook_metrics=metrics)
     if options.aggregated is not None:
         setup_aggregated_api(app, options.aggregated)
+    # keepalive_timeout above the apiserver's 90 s idle timeout: the client, not us, retires an
+    # idle connection, so it never writes a request onto one we are closing (a lost POST).
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=options.shutdown_timeout,
-                           access_log=logging.getLogger("aiohttp.access"))
+                           access_log=logging.getLogger("aiohttp.access"), keepalive_timeout=KEEPALIVE_SECONDS)
     await runner.setup()
     site = web.TCPSite(runner, options.bind_address, options.port, ssl_context=watcher.server_context(),
                        backlog=1024, reuse_address=True)
