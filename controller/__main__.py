@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 
-from .logs import configure
+from kube.logs import setup_logging
+
 from .manager import run
 from .settings import parse
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     settings = parse(argv)
-    configure(settings.log_level, settings.log_format)
+    setup_logging(settings.log_level, "json" if settings.log_format == "json" else "text")
+    # kubernetes_asyncio's own debug output is request dumps; ours says what happened.
+    logging.getLogger("kubernetes_asyncio").setLevel(logging.WARNING)
     try:
         import uvloop
     except ImportError:

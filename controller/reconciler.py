@@ -134,7 +134,7 @@ class FooReconciler:
             if exc.status in (400, 422):  # the Deployment itself is invalid: retrying will not fix it
                 return PermanentFailure(DEPLOYMENT_REJECTED, f"Deployment {deployment_key} rejected: {exc.message}")
             raise  # AlreadyExists: our cache is behind; backing off lets the informer catch up
-        self.recent_deployments.remember(deployment_key, None, created)
+        self.recent_deployments.remember(deployment_key, None, created, cached=self.deployments.get(deployment_key))
         log.info(
             "%s: created Deployment %s (replicas %s, image %s)",
             key,
@@ -148,7 +148,7 @@ class FooReconciler:
     async def _fix_drift(self, key: str, deployment_key: str, deployment: Object, patch: Object) -> Object:
         namespace, name = split_key(deployment_key)
         patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
-        self.recent_deployments.remember(deployment_key, deployment, patched)
+        self.recent_deployments.remember(deployment_key, deployment, patched, cached=self.deployments.get(deployment_key))
         log.info("%s: reverted drift of Deployment %s: %s", key, deployment_key, patch["spec"], extra={"key": key})
         return patched
 
@@ -158,7 +158,7 @@ class FooReconciler:
             return False
         namespace, name = split_key(key)
         written = await self.client.patch(FOOS, name, {"status": status}, namespace=namespace, subresource="status")
-        self.recent_foos.remember(key, foo, written)
+        self.recent_foos.remember(key, foo, written, cached=self.foos.get(key))
         log.debug("%s: status written: %s", key, _summary(status), extra={"key": key})
         return True
 

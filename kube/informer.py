@@ -259,20 +259,13 @@ class Informer:
         need_list = True
         expired_in_a_row = 0
         while True:
-            started = time.monotonic()
             try:
                 if need_list:
                     await self._list()
                     need_list = False
                     self.backoff.reset()
-                    started = time.monotonic()
+                started = time.monotonic()
                 delivered = await self._watch()
-                expired_in_a_row = 0
-                self._count_restart("closed")
-                if delivered or time.monotonic() - started > 1.0:
-                    self.backoff.reset()
-                    continue  # the server closed a healthy watch on its timeout: resume at once
-                reason = "empty"
             except ApiError as exc:
                 if exc.gone:
                     log.info("informer %s: resourceVersion %s expired, relisting", self.name, self.resource_version)
@@ -282,16 +275,20 @@ class Informer:
                     if expired_in_a_row > 1:  # a fresh list expiring at once: do not spin on it
                         await asyncio.sleep(self.backoff.next())
                     continue
-                reason = "error"
                 log.warning("informer %s: %s", self.name, exc)
+                self._count_restart("error")
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("informer %s: unexpected failure, relisting", self.name)
-                reason = "error"
+                self._count_restart("error")
                 need_list = True
-            if reason != "empty":
-                self._count_restart(reason)
+            else:
+                expired_in_a_row = 0
+                self._count_restart("closed")
+                if delivered or time.monotonic() - started > 1.0:
+                    self.backoff.reset()
+                    continue  # the server ended a healthy watch (its timeout): resume at once
             await asyncio.sleep(self.backoff.next())
 
     def _count_restart(self, reason: str) -> None:

@@ -30,12 +30,26 @@ class RecentWrites:
         # key -> (resourceVersion the cache showed before our write or None for a create,
         #         the object the apiserver answered with, expiry)
         self._entries: dict[str, tuple[str | None, Object, float]] = {}
+        self._next_purge = 1024  # size at which expired entries are swept out
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def remember(self, key: str, before: Mapping[str, Any] | None, written: Object) -> None:
-        self._entries[key] = (_rv(before), written, self._clock() + self.ttl)
+    def remember(
+        self, key: str, before: Mapping[str, Any] | None, written: Object, *, cached: Mapping[str, Any] | None = None
+    ) -> None:
+        """Remember ``written``, unless the cache (``cached``, read just now) already holds it.
+
+        The watch may deliver our write before the write's own answer reaches us; an entry
+        made after that would wait for an event that already came.
+        """
+        if cached is not None and _rv(cached) == _rv(written):
+            return
+        now = self._clock()
+        if len(self._entries) >= self._next_purge:
+            self._entries = {k: e for k, e in self._entries.items() if e[2] > now}
+            self._next_purge = max(1024, 2 * len(self._entries))
+        self._entries[key] = (_rv(before), written, now + self.ttl)
 
     def forget(self, key: str) -> None:
         """Call on a delete event for ``key``: the cache is the truth again."""

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.health import HealthServer
-from controller.logs import JsonFormatter
 from controller.settings import parse
+from kube.logs import JSONFormatter
 from kube.metrics import metrics_for
 
 
@@ -48,7 +48,7 @@ def test_nonsense_flags_are_refused(argv: list[str]) -> None:
 def test_json_logs_carry_the_key_as_a_field() -> None:
     record = logging.LogRecord("controller", logging.INFO, "f.py", 1, "%s: created", ("ns/foo",), None)
     record.key = "ns/foo"
-    entry = json.loads(JsonFormatter().format(record))
+    entry = json.loads(JSONFormatter().format(record))
     assert entry["msg"] == "ns/foo: created" and entry["key"] == "ns/foo" and entry["level"] == "info"
 
 

@@ -299,3 +299,20 @@ def json_loads(text: str) -> Any:
     import json
 
     return json.loads(text)
+
+
+def test_a_write_the_cache_already_shows_is_not_remembered() -> None:
+    recent = RecentWrites()
+    written = obj("d", 5)
+    recent.remember("ns/d", None, written, cached=obj("d", 5))  # the watch was faster than the answer
+    assert len(recent) == 0
+
+
+def test_expired_entries_are_swept_out_as_new_ones_arrive() -> None:
+    now = [0.0]
+    recent = RecentWrites(ttl=1, clock=lambda: now[0])
+    for i in range(1024):
+        recent.remember(f"ns/d{i}", None, obj(f"d{i}", i))
+    now[0] = 2
+    recent.remember("ns/fresh", None, obj("fresh", 1))
+    assert len(recent) == 1
