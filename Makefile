@@ -15,8 +15,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # The one test command: lint the layers, then unit, component and e2e tests.
-test: venv build-plane
-	$(VENV)/bin/lint-imports
+test: venv build-plane lint
 	$(PY) -m pytest -q tests
 
 unit: venv
@@ -37,8 +36,10 @@ run: venv build-plane
 bench: venv build-plane
 	$(PY) -m bench
 
+# Layering (import-linter) and types (mypy --strict, settings in pyproject.toml).
 lint: venv
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy fooapi kube webhook certs controller
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from . import GROUP, HUB_API_VERSION, LEGACY_API_VERSION
+from .names import GROUP, HUB_API_VERSION, LEGACY_API_VERSION
 
 CONVERSION_ANNOTATION = f"{GROUP}/conversion-data"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from . import GROUP, HUB_VERSION, KIND, LEGACY_API_VERSION, LEGACY_VERSION, PLURAL, SHORT_NAMES, SINGULAR
+from .names import GROUP, HUB_VERSION, KIND, LEGACY_API_VERSION, LEGACY_VERSION, PLURAL, SHORT_NAMES, SINGULAR
 from .models import FooV1, FooV1alpha1
 from .validation import deprecation_warnings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import HUB_API_VERSION, LEGACY_API_VERSION, MIN_REPLICAS
+from .names import HUB_API_VERSION, LEGACY_API_VERSION, MIN_REPLICAS
 
 DEFAULT_IMAGE = "nginx:latest"
 DEFAULT_REPLICAS = MIN_REPLICAS

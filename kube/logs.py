@@ -30,10 +30,8 @@ def _logfmt_value(value: object) -> str:
 class TextFormatter(logging.Formatter):
     """`2026-11-23T12:00:00Z INFO webhook: serving addr=0.0.0.0:9443` — readable at 3 a.m."""
 
-    converter = time.gmtime
-
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", self.converter(record.created))
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
         line = f"{stamp} {record.levelname} {record.name}: {record.getMessage()}"
         extras = _extras(record)
         if extras:

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import uvloop
 
-            runner = uvloop.run  # type: ignore[assignment]
+            runner = uvloop.run
         except ImportError:
             pass
     try:

@@ -99,7 +99,7 @@ class CertWatcher:
             if self._current is not None:
                 ssl_object.context = self._current
 
-        base.sni_callback = pick  # type: ignore[assignment]
+        base.sni_callback = pick
         return base
 
     async def watch(self, interval: float = 5.0) -> None:

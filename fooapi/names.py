@@ -1,0 +1,15 @@
+"""The names of the Foo API: group, kind, versions and bounds."""
+
+GROUP = "samplecontroller.k8s.io"
+KIND = "Foo"
+PLURAL = "foos"
+SINGULAR = "foo"
+SHORT_NAMES = ["foo"]
+HUB_VERSION = "v1"
+LEGACY_VERSION = "v1alpha1"
+VERSIONS = (LEGACY_VERSION, HUB_VERSION)
+HUB_API_VERSION = f"{GROUP}/{HUB_VERSION}"
+LEGACY_API_VERSION = f"{GROUP}/{LEGACY_VERSION}"
+API_VERSIONS = (LEGACY_API_VERSION, HUB_API_VERSION)
+MIN_REPLICAS = 1
+MAX_REPLICAS = 10
