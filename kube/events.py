@@ -191,6 +191,7 @@ class EventRecorder:
         self._shards: list[deque[Write]] = [deque() for _ in range(max(1, writers))]
         self._wakeups = [asyncio.Event() for _ in self._shards]
         self._pending = 0  # queued or being written
+        self._overflow = 0  # events dropped because the queue was full
         self._tasks: list[asyncio.Task[None]] = []
         self._idle = asyncio.Event()
         self._idle.set()
@@ -208,7 +209,9 @@ class EventRecorder:
             return
         if self._pending >= self.max_pending:
             self._count("dropped")
-            log.warning("event queue full: dropping %s %s", reason, message)
+            self._overflow += 1
+            if self._overflow % 1000 == 1:  # one line per thousand, not a line per event
+                log.warning("event queue full (%d pending): %d events dropped so far", self._pending, self._overflow)
             return
         shard = hash(write.key[2:7]) % len(self._shards)  # the involved object's identity
         self._shards[shard].append(write)
