@@ -39,8 +39,9 @@ def new_foo(i: int = 0, *, namespace: str = "default", defaulted: bool = False) 
     spec: dict[str, Any] = {"deployment": {"name": name}}
     if defaulted:
         spec = {"deployment": {"name": name, "image": "nginx:latest"}, "replicas": 1}
-    foo = {"apiVersion": HUB_API_VERSION, "kind": "Foo",
-           "metadata": _metadata(name, namespace, f"00000000-0000-4000-8000-{i:012d}", 1), "spec": spec}
+    foo: dict[str, Any] = {"apiVersion": HUB_API_VERSION, "kind": "Foo",
+                           "metadata": _metadata(name, namespace, f"00000000-0000-4000-8000-{i:012d}", 1),
+                           "spec": spec}
     applied = {"apiVersion": HUB_API_VERSION, "kind": "Foo",
                "metadata": {"name": name, "namespace": namespace}, "spec": {"deployment": {"name": name}}}
     foo["metadata"]["annotations"] = {_LAST_APPLIED: json.dumps(applied, separators=(",", ":")) + "\n"}

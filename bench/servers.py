@@ -40,7 +40,7 @@ def request(url: str, context: ssl.SSLContext, *, body: bytes | None = None, met
             timeout: float = 60.0) -> tuple[int, bytes]:
     """One HTTPS request on a fresh connection: (status, body)."""
     parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPSConnection(parts.hostname, parts.port, context=context, timeout=timeout)
+    conn = http.client.HTTPSConnection(parts.hostname or "127.0.0.1", parts.port, context=context, timeout=timeout)
     try:
         headers = {"Content-Type": "application/json"} if body is not None else {}
         conn.request(method, parts.path or "/", body=body, headers=headers)

@@ -31,8 +31,8 @@ def rows() -> list[list[str]]:
     admission = _load("admission")
     result: list[list[str]] = []
     for endpoint in ("/validate-foo", "/mutate-foo"):
-        ratio = next((r for r in _get(admission, "ratios") or []
-                      if r["peer"] == "go-controller-runtime" and r["endpoint"] == endpoint), {})
+        ratio: dict[str, Any] = next((r for r in _get(admission, "ratios") or []
+                                      if r["peer"] == "go-controller-runtime" and r["endpoint"] == endpoint), {})
         result.append([f"admission {endpoint}: req/s ours ÷ Go", "≥ 1.2", fmt(ratio.get("saturation_rps"), 2)])
         result.append([f"admission {endpoint}: p99 ours ÷ Go (saturation)", "≤ 0.5", fmt(ratio.get("saturation_p99"), 2)])
         result.append([f"admission {endpoint}: p99 ours ÷ Go (fixed rate)", "≤ 0.5", fmt(ratio.get("fixed_rate_p99"), 2)])
