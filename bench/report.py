@@ -70,11 +70,15 @@ def environment() -> dict[str, Any]:
 
 
 def save(name: str, results: dict[str, Any]) -> Path:
-    """Write bench/results/<name>.json (the latest run of that benchmark) and return its path."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
+    """Write bench/results/<name>.json (the latest run) and a dated copy under bench/results/history/."""
     document = {"benchmark": name, "environment": environment(), **results}
-    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    text = json.dumps(document, indent=2, default=str) + "\n"
+    history = RESULTS_DIR / "history"
+    history.mkdir(parents=True, exist_ok=True)
+    stamp = document["environment"]["when"].replace(":", "").replace("-", "")
+    (history / f"{name}-{stamp}.json").write_text(text)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(text)
     return path
 
 
