@@ -41,6 +41,7 @@ class LocalProduct:
         self.url = ""
         self.webhook: Component | None = None
         self.controller: Component | None = None
+        self.controller_health_port = 0
         self.ca_pem = b""
 
     # -- certificates and manifests ---------------------------------------------------------
@@ -96,8 +97,12 @@ class LocalProduct:
             self.webhook.stop()
 
     def start_controller(self) -> None:
+        # Free ports, not the defaults 8080/8081, which a developer's machine may already use.
+        self.controller_health_port = free_port()
         self.controller = self._python(
-            "controller", ["--kubeconfig", str(self.plane.kubeconfig), *self.controller_args], "controller.log")
+            "controller", ["--kubeconfig", str(self.plane.kubeconfig), "--bind-address", "127.0.0.1",
+                           "--metrics-port", str(free_port()), "--health-port", str(self.controller_health_port),
+                           *self.controller_args], "controller.log")
         self.controller.start()
 
     def start(self) -> None:
