@@ -10,23 +10,12 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from .flags import positive_float, positive_int
 from .migrate import MigrationSettings, migrate_storage
 
 EXIT_INTERRUPTED = 130
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,11 +32,11 @@ def parser() -> argparse.ArgumentParser:
     defaults = MigrationSettings()
     migrate.add_argument("--kubeconfig", help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)")
     migrate.add_argument("--context", help="kubeconfig context to use (default: the current one)")
-    migrate.add_argument("--qps", type=_positive_float, default=defaults.qps,
+    migrate.add_argument("--qps", type=positive_float, default=defaults.qps,
                          help=f"at most this many requests a second (default {defaults.qps:g})")
-    migrate.add_argument("--page-size", type=_positive_int, default=defaults.page_size,
+    migrate.add_argument("--page-size", type=positive_int, default=defaults.page_size,
                          help=f"Foos per list page (default {defaults.page_size})")
-    migrate.add_argument("--probe-timeout", type=_positive_float, default=defaults.probe_timeout,
+    migrate.add_argument("--probe-timeout", type=positive_float, default=defaults.probe_timeout,
                          help=f"seconds to wait for the conversion webhook probe (default {defaults.probe_timeout:g})")
     return p
 

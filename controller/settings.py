@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from fooapi.defaults import DEFAULT_IMAGE
 
+from .flags import port, positive_int
+
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
@@ -51,20 +53,6 @@ class Settings:
     log_format: str = "text"
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError("must be a port number, or 0 to disable")
-    return value
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="foo-operator-controller",
@@ -72,7 +60,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kubeconfig", help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)")
     p.add_argument("--namespace", help="watch only this namespace (default: all)")
-    p.add_argument("--workers", type=_positive_int, default=Settings.workers, help="concurrent reconciles")
+    p.add_argument("--workers", type=positive_int, default=Settings.workers, help="concurrent reconciles")
     p.add_argument("--leader-elect", action="store_true", help="run only while holding the Lease")
     p.add_argument("--leader-elect-namespace", help="namespace of the Lease (default: own namespace or 'default')")
     p.add_argument("--leader-elect-name", default=Settings.leader_elect_name, help="name of the Lease")
@@ -81,10 +69,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--leader-elect-retry-period", type=float, default=Settings.retry_period, metavar="SECONDS")
     p.add_argument("--identity", help="leader-election identity (default: hostname_uuid)")
     p.add_argument("--bind-address", default=Settings.bind_address, help="address of the metrics and health servers")
-    p.add_argument("--metrics-port", type=_port, default=Settings.metrics_port, help="/metrics port (0: off)")
-    p.add_argument("--health-port", type=_port, default=Settings.health_port, help="/healthz and /readyz port (0: off)")
+    p.add_argument("--metrics-port", type=port, default=Settings.metrics_port, help="/metrics port (0: off)")
+    p.add_argument("--health-port", type=port, default=Settings.health_port, help="/healthz and /readyz port (0: off)")
     p.add_argument("--qps", type=float, default=Settings.qps, help="client-side requests per second (<= 0: no limit)")
-    p.add_argument("--burst", type=_positive_int, default=Settings.burst, help="client-side burst")
+    p.add_argument("--burst", type=positive_int, default=Settings.burst, help="client-side burst")
     p.add_argument("--default-image", default=Settings.default_image, help="image for Foos that name none")
     p.add_argument("--shutdown-grace", type=float, default=Settings.shutdown_grace, metavar="SECONDS",
                    help="how long in-flight reconciles may take to finish on shutdown")

@@ -1,0 +1,33 @@
+"""Argument types shared by the controller's commands: each says in words what it wants."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _number(text: str, kind: type[int] | type[float]) -> float:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+
+
+def positive_int(text: str) -> int:
+    value = int(_number(text, int))
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def port(text: str) -> int:
+    value = int(_number(text, int))
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be a port number, or 0 to disable")
+    return value
