@@ -9,9 +9,10 @@ annotation are touched; every other field passes through as it came.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from .names import GROUP, HUB_API_VERSION, LEGACY_API_VERSION
 
@@ -39,7 +40,7 @@ def _stash_of(obj: Obj) -> tuple[dict[str, Any], Obj | None]:
     else:
         del new_metadata["annotations"]
     try:
-        stash = json.loads(annotations[CONVERSION_ANNOTATION])
+        stash = orjson.loads(annotations[CONVERSION_ANNOTATION])
     except (TypeError, ValueError):
         raise ConversionError(f"annotation {CONVERSION_ANNOTATION} is not valid JSON; remove it") from None
     if not isinstance(stash, dict):
@@ -106,7 +107,8 @@ def from_hub(obj: Obj) -> Obj:
         metadata = dict(metadata) if isinstance(metadata, dict) else {}
         annotations = metadata.get("annotations")
         annotations = dict(annotations) if isinstance(annotations, dict) else {}
-        annotations[CONVERSION_ANNOTATION] = json.dumps(stash, separators=(",", ":"), sort_keys=True)
+        # orjson, not json: this runs once per object of a 10,000-object list read (~20x faster).
+        annotations[CONVERSION_ANNOTATION] = orjson.dumps(stash, option=orjson.OPT_SORT_KEYS).decode()
         metadata["annotations"] = annotations
         out["metadata"] = metadata
     return out

@@ -18,7 +18,7 @@ from kube.status import failure
 from . import admission, conversion
 from .admission import AdmissionRequest, Outcome
 from .foo_admission import mutate_foo, validate_foo
-from .http import StatusError, json_response, read_json, status_response
+from .http import StatusError, gc_paused, json_response, read_json, status_response
 from .metrics import WebhookMetrics
 
 log = logging.getLogger("webhook")
@@ -172,7 +172,8 @@ def admission_handler(rule: Rule) -> Handler:
 async def convert(request: web.Request) -> web.StreamResponse:
     body = await read_json(request, request.app[SETTINGS].conversion_body_limit)
     try:
-        answer = conversion.review(body)
+        with gc_paused():
+            answer = conversion.review(body)
     except ValueError as err:
         raise StatusError(failure(400, str(err))) from None
     if log.isEnabledFor(logging.DEBUG):
