@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -117,12 +118,17 @@ def _bounded(handler: Handler, limit: int, timeout: float) -> Handler:
     return bounded
 
 
-def _timed(name: str, handler: Handler) -> Handler:
-    """controller-runtime's webhook metrics around one endpoint."""
+def _timed(name: str, handler: Handler, metrics: WebhookMetrics) -> Handler:
+    """controller-runtime's webhook metrics around one endpoint.
+
+    The labelled children are looked up once, not per request: ``labels()`` was 4% of the
+    server's time at saturation (bench.profile).
+    """
+    in_flight = metrics.in_flight.labels(name)
+    latency = metrics.latency.labels(name)
+    by_code: dict[int, Any] = {}
 
     async def timed(request: web.Request) -> web.StreamResponse:
-        metrics = request.app[METRICS]
-        in_flight = metrics.in_flight.labels(name)
         in_flight.inc()
         started = time.perf_counter()
         code = 500
@@ -135,8 +141,11 @@ def _timed(name: str, handler: Handler) -> Handler:
             raise
         finally:
             in_flight.dec()
-            metrics.latency.labels(name).observe(time.perf_counter() - started)
-            metrics.requests.labels(name, str(code)).inc()
+            latency.observe(time.perf_counter() - started)
+            counter = by_code.get(code)
+            if counter is None:
+                counter = by_code[code] = metrics.requests.labels(name, str(code))
+            counter.inc()
 
     return timed
 
@@ -209,10 +218,10 @@ def build_app(settings: Settings | None = None, *, readiness: Readiness | None =
     mutate = admission_handler(lambda review, settings: mutate_foo(review, image=settings.default_image))
     validate = admission_handler(lambda review, settings: validate_foo(review))
     admissions = partial(_bounded, limit=settings.max_admissions_in_flight, timeout=settings.admission_timeout)
-    app.router.add_post("/mutate-foo", _timed("/mutate-foo", admissions(mutate)))
-    app.router.add_post("/validate-foo", _timed("/validate-foo", admissions(validate)))
+    app.router.add_post("/mutate-foo", _timed("/mutate-foo", admissions(mutate), app[METRICS]))
+    app.router.add_post("/validate-foo", _timed("/validate-foo", admissions(validate), app[METRICS]))
     app.router.add_post("/convert", _timed("/convert", _bounded(
-        convert, settings.max_conversions_in_flight, settings.conversion_timeout)))
+        convert, settings.max_conversions_in_flight, settings.conversion_timeout), app[METRICS]))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
