@@ -90,6 +90,15 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key: object, days: in
     )
 
 
+def _key_usage(*, signs_certificates: bool, enciphers_keys: bool) -> x509.KeyUsage:
+    """Digital signatures always; certificate and CRL signing for a CA; key encipherment for RSA TLS."""
+    return x509.KeyUsage(
+        digital_signature=True, content_commitment=False, key_encipherment=enciphers_keys,
+        data_encipherment=False, key_agreement=False, key_cert_sign=signs_certificates,
+        crl_sign=signs_certificates, encipher_only=False, decipher_only=False,
+    )
+
+
 def new_ca(common_name: str, *, days: int = 3650, key_type: KeyType = "ecdsa") -> KeyPair:
     """A self-signed CA that may sign leaf certificates only (path length 0)."""
     key = _new_key(key_type)
@@ -98,14 +107,7 @@ def new_ca(common_name: str, *, days: int = 3650, key_type: KeyType = "ecdsa") -
     cert = (
         _builder(name, name, key.public_key(), days)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(signs_certificates=True, enciphers_keys=False), critical=True)
         .add_extension(ski, critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -126,14 +128,7 @@ def _leaf(
     builder = (
         _builder(subject, ca.certificate.subject, key.public_key(), days)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=encipherment,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                crl_sign=False, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(signs_certificates=False, enciphers_keys=encipherment), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.certificate.public_key()),  # type: ignore[arg-type]

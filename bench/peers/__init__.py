@@ -40,25 +40,22 @@ def go_webhook_binary() -> Path:
     return out
 
 
+def _tool_venv(name: str, binary: str, *requirements: str) -> Path:
+    """A virtualenv of its own under the bench cache holding ``requirements``, made on first use."""
+    venv = bench_cache() / name
+    if (venv / "bin" / binary).exists():
+        return venv
+    _log(f"installing {' '.join(requirements)} into {venv}")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", *requirements], check=True)
+    return venv
+
+
 def kopf_venv() -> Path:
     """A virtualenv holding kopf (not one of our dependencies), made on first use."""
-    venv = bench_cache() / "kopf-venv"
-    kopf = venv / "bin" / "kopf"
-    if kopf.exists():
-        return venv
-    _log(f"installing kopf {KOPF_VERSION} into {venv}")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"kopf=={KOPF_VERSION}", "uvloop"], check=True)
-    return venv
+    return _tool_venv("kopf-venv", "kopf", f"kopf=={KOPF_VERSION}", "uvloop")
 
 
 def py_spy() -> Path:
     """py-spy (a sampling profiler that reads another process's stacks), in its own virtualenv."""
-    venv = bench_cache() / "tools-venv"
-    binary = venv / "bin" / "py-spy"
-    if binary.exists():
-        return binary
-    _log(f"installing py-spy {PY_SPY_VERSION} into {venv}")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", f"py-spy=={PY_SPY_VERSION}"], check=True)
-    return binary
+    return _tool_venv("tools-venv", "py-spy", f"py-spy=={PY_SPY_VERSION}") / "bin" / "py-spy"
