@@ -45,8 +45,8 @@ class Settings:
     bind_address: str = "0.0.0.0"
     metrics_port: int = 8080
     health_port: int = 8081
-    qps: float = 200.0
-    burst: int = 400
+    qps: float = 1000.0
+    burst: int = 2000
     default_image: str = DEFAULT_IMAGE
     shutdown_grace: float = 30.0
     log_level: str = "info"

@@ -22,8 +22,8 @@ from .ratelimit import TokenBucket
 class ClientSettings:
     """How a process talks to the apiserver."""
 
-    qps: float = 200.0
-    burst: int = 400
+    qps: float = 1000.0
+    burst: int = 2000
     timeout: float = 30.0  # seconds, for every call but watches (which have their own)
     max_connections: int = 100
     user_agent: str = "foo-operator"

@@ -18,7 +18,7 @@ from kube.metrics import metrics_for
 
 def test_defaults_are_generous_and_match_controller_runtimes_ports() -> None:
     settings = parse([])
-    assert (settings.qps, settings.burst) == (200.0, 400)
+    assert (settings.qps, settings.burst) == (1000.0, 2000)
     assert (settings.metrics_port, settings.health_port) == (8080, 8081)
     assert (settings.lease_duration, settings.renew_deadline, settings.retry_period) == (15.0, 10.0, 2.0)
     assert not settings.leader_elect and settings.kubeconfig is None and settings.namespace is None
