@@ -55,4 +55,7 @@ def review(body: dict[str, Any]) -> dict[str, Any]:
             return _response(uid, None, f"{_where(index, obj)}: {err}")
         except AttributeError:
             return _response(uid, None, f"{_where(index, obj)}: must be a JSON object")
+        except (TypeError, ValueError) as err:
+            # An object shaped in a way no rule foresaw is still the caller's input, not our crash.
+            return _response(uid, None, f"{_where(index, obj)}: cannot be converted: {err}")
     return _response(uid, converted, None)
