@@ -8,6 +8,7 @@ webhook and the admission configurations point at ``https://127.0.0.1:<port>`` w
 from __future__ import annotations
 
 import json
+import shutil
 import ssl
 import sys
 import urllib.request
@@ -117,6 +118,8 @@ class LocalProduct:
         for component in (self.controller, self.webhook):
             if component is not None:
                 component.stop()
+        # The private key must not outlive the run (logs are kept, keys are not).
+        shutil.rmtree(self.cert_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalProduct:
         self.start()
