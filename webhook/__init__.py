@@ -1,1 +1,1 @@
-"""The foo-operator webhook service: admission, conversion and the aggregated API over TLS."""
+"""The foo-operator webhook service: admission and conversion over TLS (the aggregated API is `insights`)."""

@@ -1,4 +1,4 @@
-"""The aiohttp application: routes, the error edge, metrics and readiness. No protocol logic here."""
+"""The admission and conversion app: routes, bounds and metrics. No protocol logic here."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -14,12 +14,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fooapi import DEFAULT_IMAGE
+from kube import admission
+from kube.admission import AdmissionRequest, Outcome
+from kube.foo_admission import mutate_foo, validate_foo
+from kube.http import StatusError, gc_paused, json_response, read_json
+from kube.serving import Readiness, serving_app
 from kube.status import failure
 
-from . import admission, conversion
-from .admission import AdmissionRequest, Outcome
-from .foo_admission import mutate_foo, validate_foo
-from .http import StatusError, gc_paused, json_response, read_json, status_response
+from . import conversion
 from .metrics import WebhookMetrics
 
 log = logging.getLogger("webhook")
@@ -42,64 +44,10 @@ class Settings:
     max_conversions_in_flight: int = 4
 
 
-@dataclass
-class Readiness:
-    """Ready once certificates are loaded and the listener is up; not ready while draining."""
-
-    serving: bool = False
-    draining: bool = False
-    checks: list[Callable[[], bool]] = field(default_factory=list)
-
-    def ready(self) -> tuple[bool, str]:
-        if self.draining:
-            return False, "shutting down"
-        if not self.serving:
-            return False, "not serving yet"
-        for check in self.checks:
-            if not check():
-                return False, f"{getattr(check, '__name__', 'check')} failed"
-        return True, "ok"
-
-
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", WebhookMetrics)
-READINESS = web.AppKey("readiness", Readiness)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def status_edge(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error leaves as a Kubernetes Status; nothing leaves as a traceback."""
-    try:
-        return await handler(request)
-    except StatusError as err:
-        return status_response(err.status)
-    except web.HTTPException as err:
-        if err.status < 400:
-            raise
-        message = {404: "the server could not find the requested resource",
-                   405: f"method {request.method} is not allowed on {request.path}"}.get(err.status, err.reason)
-        return status_response(failure(err.status, message))
-    except Exception:
-        log.exception("internal error serving %s %s", request.method, request.path)
-        return status_response(failure(500, "internal error in the webhook service; see its log"))
-
-
-@web.middleware
-async def close_while_draining(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Once shutting down, answer with `Connection: close`.
-
-    Clients keep HTTP/1.1 connections alive and reuse them without looking at endpoints again,
-    so the apiserver keeps sending to a replica that is no longer in the EndpointSlice until
-    the connection closes. Closed by the server at the end of the drain, one in use loses its
-    request: Go does not retry a POST written onto a reused connection that then hits EOF. Told
-    to close by a response, the client retires the connection itself and dials a ready replica.
-    """
-    response = await handler(request)
-    if request.app[READINESS].draining:
-        response.force_close()
-    return response
 
 
 def _bounded(handler: Handler, limit: int, timeout: float) -> Handler:
@@ -192,15 +140,6 @@ async def convert(request: web.Request) -> web.StreamResponse:
     return json_response(answer)
 
 
-async def healthz(request: web.Request) -> web.StreamResponse:
-    return web.Response(text="ok")
-
-
-async def readyz(request: web.Request) -> web.StreamResponse:
-    ready, why = request.app[READINESS].ready()
-    return web.Response(text=why, status=200 if ready else 503)
-
-
 async def metrics(request: web.Request) -> web.StreamResponse:
     return web.Response(body=generate_latest(request.app[METRICS].registry),
                         headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -210,11 +149,10 @@ def build_app(settings: Settings | None = None, *, readiness: Readiness | None =
               webhook_metrics: WebhookMetrics | None = None) -> web.Application:
     settings = settings or Settings()
     # The app-wide limit is the largest one; each endpoint enforces its own while reading.
-    app = web.Application(middlewares=[close_while_draining, status_edge],
-                          client_max_size=max(settings.admission_body_limit, settings.conversion_body_limit))
+    app = serving_app(readiness or Readiness(serving=True),
+                      client_max_size=max(settings.admission_body_limit, settings.conversion_body_limit))
     app[SETTINGS] = settings
     app[METRICS] = webhook_metrics or WebhookMetrics.create()
-    app[READINESS] = readiness or Readiness(serving=True)
     mutate = admission_handler(lambda review, settings: mutate_foo(review, image=settings.default_image))
     validate = admission_handler(lambda review, settings: validate_foo(review))
     admissions = partial(_bounded, limit=settings.max_admissions_in_flight, timeout=settings.admission_timeout)
@@ -222,7 +160,5 @@ def build_app(settings: Settings | None = None, *, readiness: Readiness | None =
     app.router.add_post("/validate-foo", _timed("/validate-foo", admissions(validate), app[METRICS]))
     app.router.add_post("/convert", _timed("/convert", _bounded(
         convert, settings.max_conversions_in_flight, settings.conversion_timeout), app[METRICS]))
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     return app

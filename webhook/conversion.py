@@ -6,7 +6,7 @@ from typing import Any
 
 from fooapi import API_VERSIONS, KIND, ConversionError, convert
 
-from .review import review_request
+from kube.review import review_request
 
 CONVERSION_API_VERSION = "apiextensions.k8s.io/v1"
 

@@ -1,9 +1,9 @@
 """The aggregated API as a cluster user meets it: registered by APIService, reached through kube-apiserver.
 
-The webhook service runs in its own network namespace, like a pod on another node: kube-apiserver
+The insights server runs in its own network namespace, like a pod on another node: kube-apiserver
 reaches it through a selector-less Service whose endpoints name the namespace's address
 (`--enable-aggregator-routing` dials endpoints), and it reaches kube-apiserver with a
-ServiceAccount token, authorized only by the RBAC that `webhook.aggregated.manifests` builds.
+ServiceAccount token, authorized only by the RBAC that `insights.manifests` builds.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from hack.cluster import LocalControlPlane
 from hack.netns import NetNamespace
 from hack.procs import Component
 from hack.product import LocalProduct
-from webhook.aggregated.manifests import APISERVICE_NAME, aggregated_api_manifests
+from insights.manifests import APISERVICE_NAME, aggregated_api_manifests
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP = "insights.samplecontroller.k8s.io"
@@ -46,20 +46,20 @@ class Insights:
     netns: NetNamespace
     ca_pem: bytes
     workdir: Path
-    webhook: Component
+    server: Component
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
         return self.plane.kubectl(*args, check=check, input=input)
 
 
 def _wait(what: str, ready: Callable[[], bool], timeout: float = 60, interval: float = 0.5,
-          webhook: Component | None = None) -> None:
+          server: Component | None = None) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
-        if webhook is not None:
-            webhook.check_alive()
+        if server is not None:
+            server.check_alive()
         if time.monotonic() > deadline:
-            logs = webhook.describe_log(60) if webhook is not None else ""
+            logs = server.describe_log(60) if server is not None else ""
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
         time.sleep(interval)
 
@@ -119,13 +119,13 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
                                                 service_account=SERVICE_ACCOUNT, ca_bundle=ca.cert_pem))
 
         netns.forward_host_port(plane.apiserver_port)
-        argv = [sys.executable, "-m", "webhook", "--cert-dir", str(workdir / "certs"), "--bind-address", netns.ns_ip,
-                "--port", str(PORT), "--aggregated-api", "--kubeconfig", str(kubeconfig),
+        argv = [sys.executable, "-m", "insights", "--cert-dir", str(workdir / "certs"), "--bind-address", netns.ns_ip,
+                "--port", str(PORT), "--kubeconfig", str(kubeconfig),
                 "--requestheader-ca-file", str(workdir / "requestheader-ca.crt"), "--log-level", "debug"]
-        webhook = Component("insights-webhook", ["ip", "netns", "exec", netns.name, *argv],
-                            plane.logs_dir / "insights-webhook.log", env={**os.environ, "PYTHONPATH": str(REPO)})
+        server = Component("insights", ["ip", "netns", "exec", netns.name, *argv],
+                            plane.logs_dir / "insights.log", env={**os.environ, "PYTHONPATH": str(REPO)})
         started = time.monotonic()
-        webhook.start()
+        server.start()
         try:
             context = ssl.create_default_context(cadata=ca.cert_pem.decode())
 
@@ -137,11 +137,11 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
                 except OSError:
                     return False
 
-            _wait("the webhook's /readyz inside the network namespace", ready, interval=0.05, webhook=webhook)
-            print(f"webhook with the aggregated API ready {time.monotonic() - started:.2f}s after start")
-            yield Insights(plane=plane, netns=netns, ca_pem=ca.cert_pem, workdir=workdir, webhook=webhook)
+            _wait("the insights server's /readyz inside the network namespace", ready, interval=0.05, server=server)
+            print(f"insights server ready {time.monotonic() - started:.2f}s after start")
+            yield Insights(plane=plane, netns=netns, ca_pem=ca.cert_pem, workdir=workdir, server=server)
         finally:
-            webhook.stop()
+            server.stop()
             plane.kubectl("delete", "apiservice", APISERVICE_NAME, "--ignore-not-found", check=False)
 
 
@@ -156,8 +156,8 @@ def _available(insights: Insights) -> bool:
 @pytest.fixture(scope="module")
 def available(insights: Insights) -> Insights:
     began = time.monotonic()
-    _wait("the APIService to become Available", lambda: _available(insights), timeout=90, webhook=insights.webhook)
-    print(f"APIService Available {time.monotonic() - began:.1f}s after the webhook was ready")
+    _wait("the APIService to become Available", lambda: _available(insights), timeout=90, server=insights.server)
+    print(f"APIService Available {time.monotonic() - began:.1f}s after the insights server was ready")
     return insights
 
 

@@ -13,7 +13,7 @@ from certs.authority import service_dns_names
 from controller.settings import parse as parse_controller_flags
 from webhook.__main__ import parse_args as parse_webhook_flags
 from webhook.server import RotationOptions
-from webhook.aggregated.manifests import aggregated_api_manifests
+from insights.manifests import aggregated_api_manifests
 from webhook.manifests import (
     CONFIGURATION_NAME,
     mutating_configuration,

@@ -27,7 +27,7 @@ from .authz import Authorizer, Decision, RequestInfo, decision_of, subject_acces
 from .health import CONTROLLER_LABEL
 from .view import INDEXERS, HealthView
 
-log = logging.getLogger("webhook.aggregated.cluster")
+log = logging.getLogger("insights.cluster")
 
 Obj = dict[str, Any]
 

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from kube.status import failure
 
-from ..http import StatusError, read_json
+from kube.http import StatusError, read_json
 from . import discovery, openapi
 from .authn import Authenticator, Unauthenticated, UserInfo
 from .authz import Authorizer, RequestInfo, forbidden, request_info
@@ -31,7 +31,7 @@ from .table import IncludeObject, table
 from .view import HealthView
 from .watch import Render, WatchOptions, serve_watch
 
-log = logging.getLogger("webhook.aggregated")
+log = logging.getLogger("insights")
 
 Obj = dict[str, Any]
 MiB = 1024 * 1024

@@ -6,8 +6,8 @@ import datetime
 
 import pytest
 
-from webhook.aggregated.health import foo_health
-from webhook.aggregated.table import COLUMNS, age, human_duration, table
+from insights.health import foo_health
+from insights.table import COLUMNS, age, human_duration, table
 
 NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 

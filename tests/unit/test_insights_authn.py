@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
-from webhook.aggregated.authn import Authenticator, RequestHeaderConfig, Unauthenticated, UserInfo
-from webhook.aggregated.cluster import RequestHeaderSource
+from insights.authn import Authenticator, RequestHeaderConfig, Unauthenticated, UserInfo
+from insights.cluster import RequestHeaderSource
 
 FRONT_PROXY_CA = new_ca("front-proxy-ca")
 OTHER_CA = new_ca("other-ca")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook.aggregated.view import Expired, HealthView
+from insights.view import Expired, HealthView
 
 
 def foo(name: str, namespace: str = "ns", *, deployment: str | None = None, labels: dict[str, str] | None = None,

@@ -20,7 +20,7 @@ from kube.informer import Store, object_key
 
 from .health import CONTROLLER_LABEL, foo_health
 
-log = logging.getLogger("webhook.aggregated.view")
+log = logging.getLogger("insights.view")
 
 Obj = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]

@@ -6,8 +6,8 @@ import base64
 
 import orjson
 
-from webhook.aggregated import discovery, openapi
-from webhook.aggregated.manifests import aggregated_api_manifests
+from insights import discovery, openapi
+from insights.manifests import aggregated_api_manifests
 
 G = "insights.samplecontroller.k8s.io"
 MANIFESTS = aggregated_api_manifests(namespace="foo-system", service="foo-operator-webhook",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.aggregated.media import negotiate
-from webhook.aggregated.selectors import SelectorError, field_selector, label_selector
+from insights.media import negotiate
+from insights.selectors import SelectorError, field_selector, label_selector
 
 
 def obj(labels: dict[str, str], name: str = "x", namespace: str = "ns") -> dict:  # type: ignore[type-arg]

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from webhook.aggregated.authn import UserInfo
-from webhook.aggregated.authz import (
+from insights.authn import UserInfo
+from insights.authz import (
     CachingAuthorizer,
     Decision,
     RequestInfo,
@@ -16,7 +16,7 @@ from webhook.aggregated.authz import (
     request_info,
     subject_access_review,
 )
-from webhook.aggregated.cluster import sar_authorizer
+from insights.cluster import sar_authorizer
 
 G = "insights.samplecontroller.k8s.io"
 GV = f"/apis/{G}/v1alpha1"

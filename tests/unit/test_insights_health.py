@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from webhook.aggregated.cluster import slim_deployment, slim_event, slim_pod
-from webhook.aggregated.health import event_time, foo_health
+from insights.cluster import slim_deployment, slim_event, slim_pod
+from insights.health import event_time, foo_health
 
 UID = "uid-web"
 

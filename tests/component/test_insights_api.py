@@ -23,11 +23,11 @@ from aiohttp.test_utils import TestServer
 from multidict import CIMultiDict
 
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
-from webhook.aggregated import AggregatedConfig, setup_aggregated_api
-from webhook.aggregated.authn import RequestHeaderConfig, UserInfo
-from webhook.aggregated.authz import Decision, RequestInfo
-from webhook.aggregated.view import HealthView
-from webhook.app import Settings, build_app
+from insights import AggregatedConfig
+from insights.authn import RequestHeaderConfig, UserInfo
+from insights.authz import Decision, RequestInfo
+from insights.view import HealthView
+from insights.server import build_app
 
 GV = "/apis/insights.samplecontroller.k8s.io/v1alpha1"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -156,10 +156,9 @@ def view() -> HealthView:
 @pytest.fixture
 async def insights(pki: Pki, view: HealthView, tmp_path: Path,
                    caplog: pytest.LogCaptureFixture) -> AsyncIterator[Insights]:
-    caplog.set_level(logging.DEBUG, logger="webhook")  # every log call runs, as in production
+    caplog.set_level(logging.DEBUG, logger="insights")  # every log call runs, as in production
     rbac = FakeRbac()
-    app = build_app(Settings())
-    setup_aggregated_api(app, AggregatedConfig(
+    app = build_app(AggregatedConfig(
         requestheader=RequestHeaderConfig(client_ca_pem=pki.front_proxy_ca.cert_pem,
                                           allowed_names=("front-proxy-client",)),
         authorizer=rbac, view=view, bookmark_interval=0.2, authorization_allowed_ttl=0,

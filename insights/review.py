@@ -16,8 +16,8 @@ from fooapi.errors import CauseType, FieldError, invalid, required
 from kube.status import Status, failure
 from kube.status import invalid as invalid_status
 
-from ..admission import AdmissionRequest, Outcome
-from ..foo_admission import mutate_foo, validate_foo
+from kube.admission import AdmissionRequest, Outcome
+from kube.foo_admission import mutate_foo, validate_foo
 from .resources import FOO_REVIEWS, GROUP as INSIGHTS_GROUP, GROUP_VERSION
 
 Obj = dict[str, Any]

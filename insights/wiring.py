@@ -18,7 +18,7 @@ from .cluster import RequestHeaderSource, health_informers, health_view, sar_aut
 from .config import AggregatedConfig
 from .view import HealthView
 
-log = logging.getLogger("webhook.aggregated")
+log = logging.getLogger("insights")
 
 
 async def _not_connected(user: UserInfo, info: RequestInfo) -> Decision:
@@ -55,7 +55,7 @@ def _cluster_lifecycle(config: AggregatedConfig) -> Callable[[web.Application], 
         insights = app[INSIGHTS]
         try:
             client: KubeClient = await connect(config.kubeconfig,
-                                               settings=ClientSettings(user_agent="foo-operator-webhook/aggregated"))
+                                               settings=ClientSettings(user_agent="foo-operator-insights"))
         except Exception as err:
             raise RuntimeError(f"aggregated API: cannot load the cluster configuration: {err}") from err
         informers: list[Informer] = []

@@ -1,0 +1,37 @@
+"""Run the aggregated API over TLS (kube.serving): its own process, its own listener."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_app, stop_on_signals
+from kube.tls import CertWatcher
+
+from . import setup_aggregated_api
+from .config import AggregatedConfig
+
+# FooReviews are the only bodies this server reads: one Foo (and its old version) at the
+# apiserver's object size limit, like an AdmissionReview.
+MAX_BODY = 8 * 1024 * 1024
+
+
+def build_app(config: AggregatedConfig, readiness: Readiness | None = None) -> web.Application:
+    app = serving_app(readiness or Readiness(serving=True), client_max_size=MAX_BODY)
+    setup_aggregated_api(app, config)
+    return app
+
+
+async def serve(options: ServingOptions, config: AggregatedConfig, stop: asyncio.Event | None = None) -> None:
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then drain and return.
+
+    The listener asks every client for a certificate signed by the front-proxy CA (written to
+    ``config.requestheader_ca_file`` from kube-system/extension-apiserver-authentication).
+    """
+    watcher = CertWatcher(options.cert_dir / options.cert_name, options.cert_dir / options.key_name,
+                          client_ca_file=config.requestheader_ca_file)
+    stop = stop or asyncio.Event()
+    stop_on_signals(stop)
+    app = build_app(config, Readiness(checks=[lambda: watcher.loaded]))
+    await serve_until_stopped(app, options, watcher, stop, name="insights")
