@@ -73,7 +73,7 @@ def webhooks(repeat: int) -> dict[str, list[float]]:
             port = free_port()
             times["ours"].append(_time_to_ready("cold-ours", pinned(
                 [sys.executable, "-m", "webhook", "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
-                 "--port", str(port)], server_core), _https_ready(port, cert_dir)))
+                 "--port", str(port), "--metrics-bind-address", "0"], server_core), _https_ready(port, cert_dir)))
             port = free_port()
             times["go-controller-runtime"].append(_time_to_ready("cold-go", pinned(
                 [go, "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port)], server_core),
@@ -85,7 +85,7 @@ def controller_start(p: LocalControlPlane) -> float:
     server_core, _ = cores()
     port = free_port()
     argv = pinned([sys.executable, "-m", "controller", "--kubeconfig", str(p.kubeconfig),
-                   "--bind-address", "127.0.0.1", "--health-port", str(port), "--metrics-port", "0"], server_core)
+                   "--health-probe-bind-address", f"127.0.0.1:{port}", "--metrics-bind-address", "0"], server_core)
     return _time_to_ready("cold-controller", argv, _http_ready(port))
 
 

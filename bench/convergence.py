@@ -207,8 +207,8 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
             result["kubectl_seconds"] = kubectl_baseline(p, args.foos)
             health = free_port()
             controller = Component("bench-controller", [
-                sys.executable, "-m", "controller", "--kubeconfig", str(p.kubeconfig), "--bind-address", "127.0.0.1",
-                "--health-port", str(health), "--metrics-port", str(free_port())], LOGS_DIR / "controller.log")
+                sys.executable, "-m", "controller", "--kubeconfig", str(p.kubeconfig), "--health-probe-bind-address",
+                f"127.0.0.1:{health}", "--metrics-bind-address", f"127.0.0.1:{free_port()}"], LOGS_DIR / "controller.log")
             controller.start()
             try:
                 def synced() -> bool:

@@ -102,7 +102,7 @@ def profile_endpoint(cert_dir: Path, tmp: Path, endpoint: str, body: bytes, args
         port = free_port()
         server = servers._start("ours-cprofile", [
             sys.executable, "-m", "cProfile", "-o", str(out), "-m", "webhook", "--cert-dir", str(cert_dir),
-            "--bind-address", "127.0.0.1", "--port", str(port)], cert_dir, port)
+            "--bind-address", "127.0.0.1", "--port", str(port), "--metrics-bind-address", "0"], cert_dir, port)
         try:
             load = _drive(server, cert_dir, endpoint, body, args.seconds, args.connections)
         finally:

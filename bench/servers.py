@@ -117,8 +117,9 @@ def _start(name: str, argv: list[str], cert_dir: Path, port: int, *, env: dict[s
 
 def ours(cert_dir: Path, *, port: int = 0, args: list[str] | None = None, pin: bool = True) -> Server:
     port = port or free_port()
+    # No metrics listener: the Go peer has none either (its metrics are still recorded, as ours are).
     argv = [sys.executable, "-m", "webhook", "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
-            "--port", str(port), *(args or [])]
+            "--port", str(port), "--metrics-bind-address", "0", *(args or [])]
     return _start("ours", argv, cert_dir, port, pin=pin)
 
 

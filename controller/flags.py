@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+
+from kube.metricsserver import parse_bind_address
 
 
 def _number(text: str, kind: type[int] | type[float]) -> float:
@@ -26,8 +29,13 @@ def positive_float(text: str) -> float:
     return value
 
 
-def port(text: str) -> int:
-    value = int(_number(text, int))
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError("must be a port number, or 0 to disable")
-    return value
+def bind_address(flag: str) -> Callable[[str], tuple[str | None, int]]:
+    """controller-runtime's ``host:port`` / ``:port`` / ``0`` for ``flag``, as (host, port)."""
+
+    def parse(text: str) -> tuple[str | None, int]:
+        try:
+            return parse_bind_address(text, flag)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err).removeprefix(f"{flag} ")) from None
+
+    return parse

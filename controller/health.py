@@ -1,4 +1,8 @@
-"""/healthz, /readyz and /metrics on a small aiohttp server (one port each, or one for all)."""
+"""/healthz and /readyz on a small plain-HTTP aiohttp server: the kubelet probes it from the node.
+
+`/metrics` has a listener of its own (kube.metricsserver), so it can be loopback-only or secure
+while the probes stay reachable.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,6 @@ from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from prometheus_client import CollectorRegistry
-
-from kube.metrics import metrics_handler
 
 
 def _probe(check: Callable[[], bool], failing: str) -> Handler:
@@ -21,36 +22,25 @@ def _probe(check: Callable[[], bool], failing: str) -> Handler:
 
 
 class HealthServer:
-    """Serves the probes on ``health_port`` and the metrics on ``metrics_port`` (0 turns one off)."""
+    """Serves the probes on ``host``:``port`` (port 0 turns it off)."""
 
-    def __init__(
-        self,
-        *,
-        ready: Callable[[], bool],
-        registry: CollectorRegistry,
-        host: str = "0.0.0.0",
-        health_port: int = 8081,
-        metrics_port: int = 8080,
-    ) -> None:
+    def __init__(self, *, ready: Callable[[], bool], host: str | None = None, port: int = 8081) -> None:
         self.host = host
-        self._apps: dict[int, web.Application] = {}
-        if health_port:
-            app = self._apps.setdefault(health_port, web.Application())
-            app.router.add_get("/healthz", _probe(lambda: True, "not alive"))
-            app.router.add_get("/readyz", _probe(ready, "caches not synced"))
-        if metrics_port:
-            app = self._apps.setdefault(metrics_port, web.Application())
-            app.router.add_get("/metrics", metrics_handler(registry))
-        self._runners: list[web.AppRunner] = []
+        self.port = port
+        self._app = web.Application()
+        self._app.router.add_get("/healthz", _probe(lambda: True, "not alive"))
+        self._app.router.add_get("/readyz", _probe(ready, "caches not synced"))
+        self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        for port, app in self._apps.items():
-            runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-            await runner.setup()
-            await web.TCPSite(runner, self.host, port).start()
-            self._runners.append(runner)
+        if not self.port:
+            return
+        runner = web.AppRunner(self._app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        self._runner = runner
+        await web.TCPSite(runner, self.host, self.port).start()
 
     async def stop(self) -> None:
-        for runner in self._runners:
-            await runner.cleanup()
-        self._runners.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

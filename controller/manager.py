@@ -10,12 +10,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import tempfile
 from collections.abc import Awaitable
+from pathlib import Path
 
+from kube.client import KubeClient
 from kube.config import ClientSettings, connect
 from kube.events import EventRecorder
 from kube.leader import LeaderElector
 from kube.metrics import REGISTRY, metrics_for
+from kube.metricsserver import MetricsServer, delegating_guard
+from kube.tls import CertWatcher, write_self_signed
 
 from .controller import FooController
 from .health import HealthServer
@@ -68,16 +73,15 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
         default_image=settings.default_image,
         metrics=metrics,
     )
-    server = HealthServer(
-        ready=lambda: controller.synced,
-        registry=REGISTRY,
-        host=settings.bind_address,
-        health_port=settings.health_port,
-        metrics_port=settings.metrics_port,
-    )
+    server = HealthServer(ready=lambda: controller.synced, host=settings.health_host, port=settings.health_port)
+    metrics_server: MetricsServer | None = None
+    self_signed = tempfile.TemporaryDirectory(prefix="foo-operator-metrics-") if settings.metrics.secure else None
     elector = None
     try:
         await server.start()
+        if settings.metrics.enabled:
+            metrics_server = _metrics_server(settings, client, self_signed)
+            await metrics_server.start()
         recorder.start()
         for informer in controller.informers:
             informer.start()
@@ -117,9 +121,27 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
             await informer.stop()
         await recorder.stop(timeout=5.0)
         await server.stop()
+        if metrics_server is not None:
+            await metrics_server.stop()
+        if self_signed is not None:
+            self_signed.cleanup()  # the private key must not outlive the process
         await client.close()
         log.info("stopped")
     return 0
+
+
+def _metrics_server(settings: Settings, client: KubeClient,
+                    self_signed: tempfile.TemporaryDirectory[str] | None) -> MetricsServer:
+    """Plain, or HTTPS behind TokenReview + SubjectAccessReview with the given or a self-signed pair."""
+    if not settings.metrics.secure:
+        return MetricsServer(settings.metrics, REGISTRY)
+    if settings.metrics_cert_dir is not None:
+        cert_file, key_file = Path(settings.metrics_cert_dir) / "tls.crt", Path(settings.metrics_cert_dir) / "tls.key"
+    else:
+        assert self_signed is not None
+        cert_file, key_file = write_self_signed(Path(self_signed.name))
+    return MetricsServer(settings.metrics, REGISTRY, guard=delegating_guard(client),
+                         certificate=CertWatcher(cert_file, key_file))
 
 
 async def _lead_while_elected(

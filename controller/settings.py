@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fooapi.defaults import DEFAULT_IMAGE
+from kube.metricsserver import MetricsOptions, parse_bind_address
 
-from .flags import port, positive_int
+from .flags import bind_address, positive_int
 
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -42,8 +43,11 @@ class Settings:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     identity: str = field(default_factory=_identity)
-    bind_address: str = "0.0.0.0"
-    metrics_port: int = 8080
+    # Metrics on loopback unless asked otherwise: a plain-HTTP /metrics must not face the pod network.
+    metrics: MetricsOptions = MetricsOptions(host="127.0.0.1", port=8080)
+    metrics_cert_dir: str | None = None  # secure metrics without one: a self-signed pair
+    # Probes stay plain HTTP on every interface: the kubelet calls them from the node.
+    health_host: str | None = None
     health_port: int = 8081
     qps: float = 1000.0
     burst: int = 2000
@@ -68,9 +72,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--leader-elect-renew-deadline", type=float, default=Settings.renew_deadline, metavar="SECONDS")
     p.add_argument("--leader-elect-retry-period", type=float, default=Settings.retry_period, metavar="SECONDS")
     p.add_argument("--identity", help="leader-election identity (default: hostname_uuid)")
-    p.add_argument("--bind-address", default=Settings.bind_address, help="address of the metrics and health servers")
-    p.add_argument("--metrics-port", type=port, default=Settings.metrics_port, help="/metrics port (0: off)")
-    p.add_argument("--health-port", type=port, default=Settings.health_port, help="/healthz and /readyz port (0: off)")
+    p.add_argument("--metrics-bind-address", type=bind_address("--metrics-bind-address"),
+                   default=("127.0.0.1", 8080), metavar="ADDRESS",
+                   help="host:port or :port for /metrics (default 127.0.0.1:8080; 0: off)")
+    p.add_argument("--metrics-secure", action="store_true",
+                   help="serve /metrics over HTTPS to callers whose bearer token passes a TokenReview and a "
+                        "SubjectAccessReview (get on /metrics)")
+    p.add_argument("--metrics-cert-dir", help="directory with tls.crt and tls.key for secure metrics "
+                                              "(default: a self-signed pair made at start)")
+    p.add_argument("--health-probe-bind-address", type=bind_address("--health-probe-bind-address"),
+                   default=(None, 8081), metavar="ADDRESS",
+                   help="host:port or :port for /healthz and /readyz, plain HTTP (default :8081; 0: off)")
     p.add_argument("--qps", type=float, default=Settings.qps, help="client-side requests per second (<= 0: no limit)")
     p.add_argument("--burst", type=positive_int, default=Settings.burst, help="client-side burst")
     p.add_argument("--default-image", default=Settings.default_image, help="image for Foos that name none")
@@ -99,9 +111,11 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         lease_duration=args.leader_elect_lease_duration,
         renew_deadline=args.leader_elect_renew_deadline,
         retry_period=args.leader_elect_retry_period,
-        bind_address=args.bind_address,
-        metrics_port=args.metrics_port,
-        health_port=args.health_port,
+        metrics=MetricsOptions(host=args.metrics_bind_address[0], port=args.metrics_bind_address[1],
+                               secure=args.metrics_secure),
+        metrics_cert_dir=args.metrics_cert_dir,
+        health_host=args.health_probe_bind_address[0],
+        health_port=args.health_probe_bind_address[1],
         qps=args.qps,
         burst=args.burst,
         default_image=args.default_image,

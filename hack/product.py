@@ -43,6 +43,7 @@ class LocalProduct:
         self.webhook: Component | None = None
         self.controller: Component | None = None
         self.controller_health_port = 0
+        self.metrics_port = 0  # the webhook's /metrics listener
         self.ca_pem = b""
 
     # -- certificates and manifests ---------------------------------------------------------
@@ -80,8 +81,11 @@ class LocalProduct:
         self.port = self.port or free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         cert_dir = cert_dir or self.cert_dir
+        self.metrics_port = self.metrics_port or free_port()
         self.webhook = self._python("webhook", ["--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
-                                                "--port", str(self.port), *self.webhook_args, *(extra_args or [])],
+                                                "--port", str(self.port),
+                                                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+                                                *self.webhook_args, *(extra_args or [])],
                                     "webhook.log")
         self.webhook.start()
 
@@ -101,8 +105,9 @@ class LocalProduct:
         # Free ports, not the defaults 8080/8081, which a developer's machine may already use.
         self.controller_health_port = free_port()
         self.controller = self._python(
-            "controller", ["--kubeconfig", str(self.plane.kubeconfig), "--bind-address", "127.0.0.1",
-                           "--metrics-port", str(free_port()), "--health-port", str(self.controller_health_port),
+            "controller", ["--kubeconfig", str(self.plane.kubeconfig),
+                           "--metrics-bind-address", f"127.0.0.1:{free_port()}",
+                           "--health-probe-bind-address", f"127.0.0.1:{self.controller_health_port}",
                            *self.controller_args], "controller.log")
         self.controller.start()
 

@@ -6,8 +6,9 @@ import asyncio
 
 from aiohttp import web
 
-from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_app, stop_on_signals
-from kube.tls import CertWatcher
+from kube.metrics import REGISTRY
+from kube.serving import (Readiness, ServingOptions, serve_until_stopped, serving_app, serving_metrics,
+                          stop_on_signals)
 
 from . import setup_aggregated_api
 from .config import AggregatedConfig
@@ -29,9 +30,10 @@ async def serve(options: ServingOptions, config: AggregatedConfig, stop: asyncio
     The listener asks every client for a certificate signed by the front-proxy CA (written to
     ``config.requestheader_ca_file`` from kube-system/extension-apiserver-authentication).
     """
-    watcher = CertWatcher(options.cert_dir / options.cert_name, options.cert_dir / options.key_name,
-                          client_ca_file=config.requestheader_ca_file)
+    watcher = options.certificate(client_ca_file=config.requestheader_ca_file)
     stop = stop or asyncio.Event()
     stop_on_signals(stop)
     app = build_app(config, Readiness(checks=[lambda: watcher.loaded]))
-    await serve_until_stopped(app, options, watcher, stop, name="insights")
+    # The toolkit's registry: the informers' watch restarts and the event counters land there.
+    metrics = await serving_metrics(options, REGISTRY, kubeconfig=config.kubeconfig, name="insights")
+    await serve_until_stopped(app, options, watcher, stop, name="insights", metrics=metrics)

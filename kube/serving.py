@@ -16,13 +16,16 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from .http import StatusError, status_response
+from .metricsserver import MetricsOptions, MetricsServer, metrics_server, parse_bind_address
 from .status import failure
 from .tls import CertWatcher
+from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 log = logging.getLogger("serving")
 
@@ -122,6 +125,17 @@ class ServingOptions:
     drain_seconds: float = 0.0
     # How long in-flight requests may take to finish once the listener is closed.
     shutdown_timeout: float = 10.0
+    tls_policy: TLSPolicy = TLSPolicy()
+    # Off unless asked for: two servers in one test process must not both want :8080.
+    metrics: MetricsOptions = MetricsOptions(port=0)
+
+    def certificate(self, client_ca_file: Path | None = None) -> CertWatcher:
+        """A watcher over this server's pair, with its TLS policy."""
+        return CertWatcher(self.cert_dir / self.cert_name, self.cert_dir / self.key_name,
+                           client_ca_file=client_ca_file, policy=self.tls_policy)
+
+
+Options = TypeVar("Options", bound=ServingOptions)
 
 
 def stop_on_signals(stop: asyncio.Event) -> None:
@@ -134,12 +148,21 @@ def stop_on_signals(stop: asyncio.Event) -> None:
             pass
 
 
+async def serving_metrics(options: ServingOptions, registry: CollectorRegistry, *, kubeconfig: str | None,
+                          name: str) -> MetricsServer | None:
+    """The metrics listener of a TLS server: its serving pair (no client CA) when secure."""
+    return await metrics_server(options.metrics, registry, certificate=options.certificate(), kubeconfig=kubeconfig,
+                                user_agent=f"foo-operator-{name}")
+
+
 async def serve_until_stopped(app: web.Application, options: ServingOptions, watcher: CertWatcher,
                               stop: asyncio.Event, *, name: str,
-                              background: Iterable[asyncio.Task[None]] = ()) -> None:
+                              background: Iterable[asyncio.Task[None]] = (),
+                              metrics: MetricsServer | None = None) -> None:
     """Listen over TLS until ``stop`` is set, then turn unready, drain, and close.
 
-    ``background`` tasks (rotators, watchers) are cancelled and awaited on the way out.
+    ``background`` tasks (rotators, watchers) are cancelled and awaited on the way out;
+    ``metrics`` starts with the listener and stops after it.
     """
     readiness = app[READINESS]
     tasks = list(background)
@@ -150,6 +173,8 @@ async def serve_until_stopped(app: web.Application, options: ServingOptions, wat
         site = web.TCPSite(runner, options.bind_address, options.port, ssl_context=watcher.server_context(),
                            backlog=1024, reuse_address=True)
         await site.start()
+        if metrics is not None:
+            await metrics.start(options.cert_reload_interval)
         readiness.serving = True
         log.info("serving", extra={"server": name, "address": f"{options.bind_address}:{options.port}",
                                    "cert_dir": str(options.cert_dir)})
@@ -164,6 +189,8 @@ async def serve_until_stopped(app: web.Application, options: ServingOptions, wat
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await runner.cleanup()
+        if metrics is not None:
+            await metrics.stop()
         log.info("stopped", extra={"server": name})
 
 
@@ -179,6 +206,18 @@ def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int) -> 
     parser.add_argument("--port", type=int, default=default_port, help="TCP port to serve HTTPS on")
     parser.add_argument("--drain-seconds", type=float, default=0.0,
                         help="time between turning unready and closing the listener on SIGTERM")
+    tls = parser.add_argument_group("TLS (the words kube-apiserver takes)")
+    tls.add_argument("--tls-min-version", default="VersionTLS12", help="VersionTLS12 or VersionTLS13")
+    tls.add_argument("--tls-cipher-suites", default="",
+                     help="comma-separated IANA names of the TLS 1.2 suites to allow (default: every ECDHE "
+                          f"suite with an AEAD cipher: {','.join(SECURE_TLS12_SUITES)}); TLS 1.3 suites are "
+                          "always on")
+    metrics = parser.add_argument_group("metrics (its own listener, as in controller-runtime)")
+    metrics.add_argument("--metrics-bind-address", default=":8080",
+                         help="host:port or :port for /metrics; 0 turns it off")
+    metrics.add_argument("--metrics-secure", action="store_true",
+                         help="serve /metrics over HTTPS with the serving certificate, to callers whose bearer "
+                              "token passes a TokenReview and a SubjectAccessReview (get on /metrics)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     parser.add_argument("--no-uvloop", action="store_true", help="use asyncio's own event loop")
@@ -192,12 +231,24 @@ def check_serving_flags(args: argparse.Namespace, prog: str, *, certificates_mad
                     f"--service {prog} --namespace default --out {args.cert_dir})")
     if not 0 < args.port < 65536:
         return f"{prog}: --port {args.port} is not a TCP port"
+    try:
+        parse_tls_policy(args.tls_min_version, args.tls_cipher_suites)
+        _, metrics_port = parse_bind_address(args.metrics_bind_address)
+    except ValueError as err:
+        return f"{prog}: {err}"
+    if metrics_port and metrics_port == args.port:
+        return f"{prog}: --metrics-bind-address must not use the serving port {args.port}"
     return None
 
 
-def serving_options(args: argparse.Namespace) -> ServingOptions:
-    return ServingOptions(cert_dir=args.cert_dir, cert_name=args.cert_name, key_name=args.key_name,
-                          bind_address=args.bind_address, port=args.port, drain_seconds=args.drain_seconds)
+def serving_options(args: argparse.Namespace, kind: type[Options] = ServingOptions,  # type: ignore[assignment]
+                    **extra: Any) -> Options:
+    """The options the flags ask for (checked first by ``check_serving_flags``); ``kind`` may add fields."""
+    host, metrics_port = parse_bind_address(args.metrics_bind_address)
+    return kind(cert_dir=args.cert_dir, cert_name=args.cert_name, key_name=args.key_name,
+                bind_address=args.bind_address, port=args.port, drain_seconds=args.drain_seconds,
+                tls_policy=parse_tls_policy(args.tls_min_version, args.tls_cipher_suites),
+                metrics=MetricsOptions(host=host, port=metrics_port, secure=args.metrics_secure), **extra)
 
 
 def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog: str) -> int:

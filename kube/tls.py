@@ -9,6 +9,7 @@ connection the newest context.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import hashlib
 import logging
 import ssl
@@ -16,13 +17,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from .tlspolicy import TLSPolicy
 
 log = logging.getLogger("webhook.tls")
 
 
-def _server_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+def _server_context(cert_file: Path, key_file: Path, policy: TLSPolicy) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    # Python's default list still offers CBC and DHE suites for TLS 1.2: the policy narrows it.
+    policy.apply(context)
     context.load_cert_chain(cert_file, key_file)
     return context
 
@@ -37,7 +44,9 @@ class CertWatcher:
         *,
         client_ca_file: Path | None = None,
         on_load: Callable[[x509.Certificate], None] | None = None,
+        policy: TLSPolicy = TLSPolicy(),
     ) -> None:
+        self.policy = policy
         self.cert_file = cert_file
         self.key_file = key_file
         self.client_ca_file = client_ca_file
@@ -57,7 +66,7 @@ class CertWatcher:
         return digest.digest()
 
     def _build(self) -> ssl.SSLContext:
-        context = _server_context(self.cert_file, self.key_file)
+        context = _server_context(self.cert_file, self.key_file, self.policy)
         if self.client_ca_file is not None:
             # Ask for (not require) a client certificate: the aggregated API decides per request.
             # Ask even before the CA file exists, so a listener built early still asks later on.
@@ -107,3 +116,24 @@ class CertWatcher:
         while True:
             await asyncio.sleep(interval)
             self.reload()
+
+
+def write_self_signed(directory: Path, host: str = "localhost", days: int = 365) -> tuple[Path, Path]:
+    """A self-signed pair in ``directory`` (key 0600), as controller-runtime makes for secure
+    metrics when given no certificate: callers authenticate with tokens, not by this identity."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.touch(mode=0o600)
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file

@@ -11,7 +11,7 @@ from certs.authority import service_dns_names
 from certs.rotation import RotationPolicy
 from fooapi import DEFAULT_IMAGE
 from kube.logs import setup_logging
-from kube.serving import add_serving_flags, check_serving_flags, run_server
+from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
 
 from .app import MiB, Settings
 from .server import RotationOptions, ServerOptions, serve
@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--conversion-body-limit-mib", type=int, default=256)
     rotation = parser.add_argument_group("certificate rotation (the service keeps its own CA in a Secret)")
     rotation.add_argument("--cert-rotation", action="store_true", help="generate and rotate certificates")
-    rotation.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster)")
+    rotation.add_argument("--kubeconfig", help="kubeconfig for rotation and --metrics-secure (default: in-cluster)")
     rotation.add_argument("--cert-secret", default="foo-operator-certs", help="Secret that holds the certificates")
     rotation.add_argument("--namespace", default=_pod_namespace(), help="namespace of the Secret and lease")
     rotation.add_argument("--service", default="foo-operator-webhook", help="Service name (certificate DNS names)")
@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         admission_body_limit=args.admission_body_limit_mib * MiB,
         conversion_body_limit=args.conversion_body_limit_mib * MiB,
     )
-    options = ServerOptions(cert_dir=args.cert_dir, cert_name=args.cert_name, key_name=args.key_name,
-                            bind_address=args.bind_address, port=args.port, drain_seconds=args.drain_seconds,
-                            rotation=_rotation(args))
+    options = serving_options(args, ServerOptions, rotation=_rotation(args), kubeconfig=args.kubeconfig)
     return run_server(serve(options, settings), args, PROG)
 
 

@@ -1,4 +1,8 @@
-"""The admission and conversion app: routes, bounds and metrics. No protocol logic here."""
+"""The admission and conversion app: routes, bounds and metrics. No protocol logic here.
+
+`/metrics` is not served here: anything that reaches the admission port could read it. It has
+a listener of its own (kube.metricsserver).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,6 @@ from functools import partial
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from fooapi import DEFAULT_IMAGE
 from kube import admission
@@ -140,11 +143,6 @@ async def convert(request: web.Request) -> web.StreamResponse:
     return json_response(answer)
 
 
-async def metrics(request: web.Request) -> web.StreamResponse:
-    return web.Response(body=generate_latest(request.app[METRICS].registry),
-                        headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
 def build_app(settings: Settings | None = None, *, readiness: Readiness | None = None,
               webhook_metrics: WebhookMetrics | None = None) -> web.Application:
     settings = settings or Settings()
@@ -160,5 +158,4 @@ def build_app(settings: Settings | None = None, *, readiness: Readiness | None =
     app.router.add_post("/validate-foo", _timed("/validate-foo", admissions(validate), app[METRICS]))
     app.router.add_post("/convert", _timed("/convert", _bounded(
         convert, settings.max_conversions_in_flight, settings.conversion_timeout), app[METRICS]))
-    app.router.add_get("/metrics", metrics)
     return app

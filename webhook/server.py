@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from certs.rotation import RotationPolicy
-from kube.serving import Readiness, ServingOptions, serve_until_stopped, stop_on_signals
+from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from kube.tls import CertWatcher
 
 from .app import Settings, build_app
@@ -40,6 +40,7 @@ class RotationOptions:
 @dataclass(frozen=True)
 class ServerOptions(ServingOptions):
     rotation: RotationOptions | None = None
+    kubeconfig: str | None = None  # for --metrics-secure's reviews (rotation has its own)
 
 
 async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -50,6 +51,7 @@ async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event 
         options.cert_dir / options.key_name,
         client_ca_file=options.client_ca_file,
         on_load=lambda cert: metrics.certificate_expiry.set(cert.not_valid_after_utc.timestamp()),
+        policy=options.tls_policy,
     )
     stop = stop or asyncio.Event()
     stop_on_signals(stop)
@@ -69,7 +71,11 @@ async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event 
             return
     app = build_app(settings, readiness=readiness, webhook_metrics=metrics)
     try:
-        await serve_until_stopped(app, options, watcher, stop, name="webhook", background=background)
+        metrics_server = await serving_metrics(options, metrics.registry, name="webhook",
+                                               kubeconfig=options.rotation.kubeconfig if options.rotation
+                                               else options.kubeconfig)
+        await serve_until_stopped(app, options, watcher, stop, name="webhook", background=background,
+                                  metrics=metrics_server)
     finally:
         if client is not None:
             await client.close()

@@ -10,7 +10,8 @@ from aiohttp.test_utils import TestClient
 
 from tests.component.reviews import admission_review, conversion_review, decoded_patch
 from tests.unit.foos import V1, V1ALPHA1, foo_v1, foo_v1alpha1
-from webhook.app import Settings, build_app
+from kube.metricsserver import metrics_app
+from webhook.app import METRICS, Settings, build_app
 
 Client = TestClient  # type: ignore[type-arg]
 
@@ -196,9 +197,15 @@ async def test_health_endpoints_answer(client: Client) -> None:
     assert (await client.get("/readyz")).status == 200
 
 
-async def test_metrics_are_named_like_controller_runtime(client: Client) -> None:
+async def test_metrics_are_not_served_on_the_admission_port(client: Client) -> None:
+    response = await client.get("/metrics")
+    assert response.status == 404 and (await response.json())["kind"] == "Status"
+
+
+async def test_metrics_are_named_like_controller_runtime(client: Client, aiohttp_client: Any) -> None:
     await post(client, "/validate-foo", admission_review(foo_v1()))
-    text = await (await client.get("/metrics")).text()
+    metrics = await aiohttp_client(metrics_app(client.app[METRICS].registry))
+    text = await (await metrics.get("/metrics")).text()
     assert 'controller_runtime_webhook_requests_total{code="200",webhook="/validate-foo"} 1.0' in text
     assert "controller_runtime_webhook_latency_seconds_bucket" in text
 

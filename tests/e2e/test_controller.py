@@ -90,9 +90,8 @@ class Controller:
         argv = [
             sys.executable, "-m", "controller",
             "--kubeconfig", str(self.plane.kubeconfig),
-            "--bind-address", "127.0.0.1",
-            "--health-port", str(self.health_port),
-            "--metrics-port", str(self.metrics_port),
+            "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
+            "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
             "--log-level", "debug",
             *self.args,
         ]  # fmt: skip

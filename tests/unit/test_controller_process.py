@@ -14,12 +14,14 @@ from controller.health import HealthServer
 from controller.settings import parse
 from kube.logs import JSONFormatter
 from kube.metrics import metrics_for
+from kube.metricsserver import MetricsOptions, MetricsServer
 
 
 def test_defaults_are_generous_and_match_controller_runtimes_ports() -> None:
     settings = parse([])
     assert (settings.qps, settings.burst) == (1000.0, 2000)
-    assert (settings.metrics_port, settings.health_port) == (8080, 8081)
+    assert (settings.metrics.host, settings.metrics.port, settings.metrics.secure) == ("127.0.0.1", 8080, False)
+    assert (settings.health_host, settings.health_port) == (None, 8081)
     assert (settings.lease_duration, settings.renew_deadline, settings.retry_period) == (15.0, 10.0, 2.0)
     assert not settings.leader_elect and settings.kubeconfig is None and settings.namespace is None
 
@@ -27,18 +29,23 @@ def test_defaults_are_generous_and_match_controller_runtimes_ports() -> None:
 def test_every_documented_flag_is_accepted() -> None:
     settings = parse([
         "--kubeconfig", "/k", "--namespace", "ns", "--workers", "4", "--leader-elect",
-        "--leader-elect-namespace", "ops", "--metrics-port", "0", "--health-port", "9", "--qps", "50",
+        "--leader-elect-namespace", "ops", "--metrics-bind-address", "0", "--health-probe-bind-address", ":9",
+        "--metrics-secure", "--metrics-cert-dir", "/certs", "--qps", "50",
         "--burst", "100", "--log-level", "debug", "--log-format", "json", "--identity", "me",
     ])  # fmt: skip
     assert settings.kubeconfig == "/k" and settings.namespace == "ns" and settings.workers == 4
     assert settings.leader_elect and settings.leader_elect_namespace == "ops" and settings.identity == "me"
-    assert (settings.metrics_port, settings.health_port, settings.qps, settings.burst) == (0, 9, 50.0, 100)
+    assert (settings.metrics.enabled, settings.metrics.secure, settings.metrics_cert_dir) == (False, True, "/certs")
+    assert (settings.health_port, settings.qps, settings.burst) == (9, 50.0, 100)
+    assert parse(["--metrics-bind-address", ":8443"]).metrics.host is None, ":port means every interface"
     assert (settings.log_level, settings.log_format) == ("debug", "json")
 
 
 @pytest.mark.parametrize(
     "argv",
-    [["--workers", "0"], ["--log-format", "yaml"], ["--leader-elect-renew-deadline", "20"], ["--metrics-port", "70000"]],
+    [["--workers", "0"], ["--log-format", "yaml"], ["--leader-elect-renew-deadline", "20"],
+     ["--metrics-bind-address", "70000"], ["--metrics-bind-address", "localhost"],
+     ["--health-probe-bind-address", ":99999"]],
 )
 def test_nonsense_flags_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
@@ -63,8 +70,10 @@ async def test_readyz_follows_the_caches_and_metrics_use_controller_runtime_name
     registry = CollectorRegistry()
     metrics_for(registry).reconcile_total.labels("foo", "success").inc()
     health, metrics = free_port(), free_port()
-    server = HealthServer(ready=lambda: synced, registry=registry, host="127.0.0.1", health_port=health, metrics_port=metrics)
+    server = HealthServer(ready=lambda: synced, host="127.0.0.1", port=health)
+    metrics_server = MetricsServer(MetricsOptions(host="127.0.0.1", port=metrics), registry)
     await server.start()
+    await metrics_server.start()
     try:
         async with aiohttp.ClientSession() as http:
             async with http.get(f"http://127.0.0.1:{health}/healthz") as response:
@@ -83,3 +92,4 @@ async def test_readyz_follows_the_caches_and_metrics_use_controller_runtime_name
             assert f"# TYPE {name.removesuffix('_total')}" in text, name
     finally:
         await server.stop()
+        await metrics_server.stop()
