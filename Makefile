@@ -14,9 +14,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,fast]'
 	touch $@
 
-# The one test command: lint the layers, then unit, component and e2e tests.
-test: venv build-plane lint
-	$(PY) -m pytest -q tests
+# The one test command: build what the tests stand on, lint the layers, then unit, component
+# and e2e tests. Each stage prints its time (hack/timed.sh).
+test:
+	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
+	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
+	@hack/timed.sh "lint (layers, types)" $(MAKE) --no-print-directory lint
+	@hack/timed.sh "tests (unit, component, e2e)" $(PY) -m pytest -q tests
 
 unit: venv
 	$(PY) -m pytest -q tests/unit tests/component

@@ -63,7 +63,7 @@ def _rotation(args: argparse.Namespace) -> RotationOptions | None:
         return None
     return RotationOptions(
         namespace=args.namespace, secret_name=args.cert_secret,
-        dns_names=(*service_dns_names(args.service, args.namespace), *args.extra_dns), ips=tuple(args.extra_ip),
+        dns_names=tuple(dict.fromkeys((*service_dns_names(args.service, args.namespace), *args.extra_dns))), ips=tuple(args.extra_ip),
         kubeconfig=args.kubeconfig, mutating=args.webhook_configuration or None,
         validating=args.webhook_configuration or None, crd=args.crd or None, apiservice=args.apiservice or None,
         interval=args.rotation_interval, lease_name=args.rotation_lease,

@@ -1,9 +1,10 @@
 """The Helm chart on the real control plane: rendered objects the apiserver accepts, and a real
 `helm install` / `upgrade` / `uninstall` with the webhook serving behind the chart's own Service.
 
-There is no kubelet (kwok fakes the pods), so the test plays the webhook pod's part: it reads the
-Secret the chart generated, and runs `python -m webhook` with the Deployment's own arguments in a
-network namespace that holds the IP kwok gave the pod. The apiserver then reaches it exactly as
+There is no kubelet (kwok fakes the pods), so the test plays the webhook pod's and the insights
+pod's part: it reads the Secret the chart generated, and runs `python -m webhook` and
+`python -m insights` with their Deployments' own arguments, each in a network namespace that
+holds the IP kwok gave its pod. The apiserver then reaches it exactly as
 in a cluster: Service → EndpointSlice → pod IP, TLS checked against the chart's caBundle for
 `<svc>.<ns>.svc`.
 
@@ -42,11 +43,13 @@ RELEASE = "e2e-foo-operator"  # contains the chart name, so it is also the fulln
 NAMESPACE = "foo-chart-e2e"
 FOOS_NAMESPACE = "foo-chart-e2e-foos"
 SERVICE = f"{RELEASE}-webhook"
+INSIGHTS = f"{RELEASE}-insights"
 TLS_SECRET = f"{RELEASE}-webhook-tls"
 APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
 # Not nginx:latest: a Foo defaulted to this image went through the chart's webhook, not another.
 DEFAULT_IMAGE = "registry.example/chart-e2e/nginx:1.27"
-HOST_IP = "10.213.7.1"  # the host end of the veth pair; the pod end gets the pod's IP
+# The host end of each veth pair; the pod end gets the pod's IP.
+HOST_IPS = {"webhook": "10.213.7.1", "insights": "10.213.8.1"}
 HELM_OWNERSHIP = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
 
 T = TypeVar("T")
@@ -155,6 +158,7 @@ class Release:
     cert_dir: Path
     refusal: str  # what `helm install` said over the existing CRD without --take-ownership
     webhook: subprocess.Popen[bytes] | None = None
+    insights: subprocess.Popen[bytes] | None = None
     installed: bool = True
     notes: str = ""
 
@@ -174,16 +178,16 @@ class Release:
         return total
 
 
-def _webhook_pod_ip(plane: LocalControlPlane) -> str | None:
+def _pod_ip(plane: LocalControlPlane, component: str) -> str | None:
     pods = get_json(plane, "pods", "-n", NAMESPACE, "-l",
-                    f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=webhook")["items"]
+                    f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}")["items"]
     ready = [p for p in pods if p["status"].get("podIP") and any(
         c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))]
     return ready[0]["status"]["podIP"] if len(pods) == 1 and ready else None
 
 
-def _endpoint_ready(plane: LocalControlPlane, ip: str) -> bool:
-    slices = get_json(plane, "endpointslices", "-n", NAMESPACE, "-l", f"kubernetes.io/service-name={SERVICE}")
+def _endpoint_ready(plane: LocalControlPlane, service: str, ip: str) -> bool:
+    slices = get_json(plane, "endpointslices", "-n", NAMESPACE, "-l", f"kubernetes.io/service-name={service}")
     return any(ip in e["addresses"] and e.get("conditions", {}).get("ready")
                for s in slices["items"] for e in s.get("endpoints") or [])
 
@@ -201,9 +205,9 @@ def _take_back_crd(plane: LocalControlPlane, before: dict[str, Any] | None) -> N
     plane.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps({"metadata": metadata}), check=False)
 
 
-def _kubeconfig_for_webhook_service_account(plane: LocalControlPlane, path: Path) -> Path:
-    """The webhook pod's identity: its ServiceAccount's token, so the chart's RBAC is what counts."""
-    token = plane.kubectl("create", "token", SERVICE, "-n", NAMESPACE, "--duration=1h").stdout.strip()
+def _kubeconfig_for_service_account(plane: LocalControlPlane, account: str, path: Path) -> Path:
+    """A pod's identity: its ServiceAccount's token, so the chart's RBAC is what counts."""
+    token = plane.kubectl("create", "token", account, "-n", NAMESPACE, "--duration=1h").stdout.strip()
     ca = base64.b64encode(plane.ca_file.read_bytes()).decode()
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "webhook",
@@ -214,51 +218,46 @@ def _kubeconfig_for_webhook_service_account(plane: LocalControlPlane, path: Path
     return path
 
 
-def _webhook_accepts(args: list[str]) -> bool:
-    from webhook.__main__ import parse_args
-
-    try:
-        parse_args(args)
-    except SystemExit:
-        return False
-    return True
-
-
-def _play_the_webhook_pod(release: Release, netns: NetNamespace, workdir: Path) -> subprocess.Popen[bytes]:
-    """`python -m webhook` with the live Deployment's arguments, its Secret as files, in the pod's netns."""
+def _play_the_pod(release: Release, component: str, netns: NetNamespace, pod_ip: str,
+                  workdir: Path) -> subprocess.Popen[bytes]:
+    """`python -m <component>` with the live Deployment's arguments, its Secret as files, in the pod's netns."""
     plane = release.plane
     secret = get_json(plane, "secret", TLS_SECRET, "-n", NAMESPACE)
     release.cert_dir.mkdir(parents=True, exist_ok=True)
     for key in ("ca.crt", "tls.crt", "tls.key"):
         (release.cert_dir / key).write_bytes(base64.b64decode(secret["data"][key]))
-    deployment = get_json(plane, "deployment", SERVICE, "-n", NAMESPACE)
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    name = f"{RELEASE}-{component}"
+    deployment = get_json(plane, "deployment", name, "-n", NAMESPACE)
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
     # The pod's paths, moved into this test's directory.
     moved = {"--cert-dir": release.cert_dir, "--requestheader-ca-file": workdir / "requestheader-ca.crt"}
     args = [f"{a.split('=', 1)[0]}={moved[a.split('=', 1)[0]]}" if a.split("=", 1)[0] in moved else a
             for a in container["args"]]
-    # In a pod this would be the in-cluster config; here the same identity through a kubeconfig.
-    netns.forward_host_port(plane.apiserver_port)
-    kubeconfig = _kubeconfig_for_webhook_service_account(plane, workdir / "webhook.kubeconfig")
-    if _webhook_accepts([*args, f"--kubeconfig={kubeconfig}"]):
+    env = {**os.environ, "POD_NAMESPACE": NAMESPACE}
+    if pod.get("automountServiceAccountToken"):
+        # In a pod this would be the in-cluster config; here the same identity through a kubeconfig.
+        netns.forward_host_port(plane.apiserver_port)
+        kubeconfig = _kubeconfig_for_service_account(plane, pod["serviceAccountName"], workdir / f"{component}.kubeconfig")
         args.append(f"--kubeconfig={kubeconfig}")
-    log = open(plane.logs_dir / "chart-webhook.log", "ab")  # noqa: SIM115 - the process owns it
-    process = netns.popen([sys.executable, "-m", "webhook", *args],
-                          stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                          env={**os.environ, "POD_NAMESPACE": NAMESPACE, "KUBECONFIG": str(kubeconfig)})
+        env["KUBECONFIG"] = str(kubeconfig)
+    log = open(plane.logs_dir / f"chart-{component}.log", "ab")  # noqa: SIM115 - the process owns it
+    process = netns.popen([sys.executable, "-m", component, *args],
+                          stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env)
     context = ssl.create_default_context(cafile=str(release.cert_dir / "ca.crt"))
     context.check_hostname = False
+    port = container["ports"][0]["containerPort"]
 
     def ready() -> bool:
         if process.poll() is not None:
-            raise AssertionError(f"the webhook exited {process.returncode}; see {plane.logs_dir}/chart-webhook.log")
+            raise AssertionError(f"{component} exited {process.returncode}; see {plane.logs_dir}/chart-{component}.log")
         try:
-            with urllib.request.urlopen(f"https://{release.pod_ip}:9443/readyz", context=context, timeout=2) as r:
+            with urllib.request.urlopen(f"https://{pod_ip}:{port}/readyz", context=context, timeout=2) as r:
                 return bool(r.status == 200)
         except (OSError, urllib.error.URLError):
             return False
 
-    wait_for("the webhook's /readyz at the pod IP", ready, timeout=30)
+    wait_for(f"{component}'s /readyz at the pod IP", ready, timeout=30)
     return process
 
 
@@ -286,7 +285,7 @@ def release(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathF
     crd_before = _stand_in_for_sample_controllers_crd(plane)
     release = Release(plane, pod_ip="", cert_dir=workdir / "certs", refusal="")
     install = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
-               "--set", "webhook.replicas=1", "--set", f"defaultImage={DEFAULT_IMAGE}"]
+               "--set", "webhook.replicas=1", "--set", "insights.replicas=1", "--set", f"defaultImage={DEFAULT_IMAGE}"]
     stack = contextlib.ExitStack()
     try:
         refused = plane.helm(*install, check=False)
@@ -296,11 +295,16 @@ def release(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathF
         release.notes = plane.helm(*install, "--take-ownership").stdout
         print(f"helm install took {time.monotonic() - began:.1f}s")
         plane.kubectl("create", "namespace", FOOS_NAMESPACE)
-        release.pod_ip = wait_for("the webhook pod's IP (kwok)", lambda: _webhook_pod_ip(plane))
-        wait_for(f"{release.pod_ip} ready in the Service's EndpointSlice", lambda: _endpoint_ready(plane, release.pod_ip))
-        netns = stack.enter_context(NetNamespace(f"foochart{os.getpid() % 100000}", ns_ip=release.pod_ip,
-                                                 host_ip=HOST_IP))
-        release.webhook = _play_the_webhook_pod(release, netns, workdir)
+        for component, service in (("webhook", SERVICE), ("insights", INSIGHTS)):
+            pod_ip = wait_for(f"the {component} pod's IP (kwok)", lambda: _pod_ip(plane, component))
+            wait_for(f"{pod_ip} ready in {service}'s EndpointSlice", lambda: _endpoint_ready(plane, service, pod_ip))
+            netns = stack.enter_context(NetNamespace(f"foo{component[:3]}{os.getpid() % 100000}", ns_ip=pod_ip,
+                                                     host_ip=HOST_IPS[component]))
+            process = _play_the_pod(release, component, netns, pod_ip, workdir)
+            if component == "webhook":
+                release.pod_ip, release.webhook = pod_ip, process
+            else:
+                release.insights = process
         yield release
     finally:
         stack.close()
@@ -390,7 +394,7 @@ def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Rele
     plane, name, namespace = release.plane, "rot-foo-operator", f"{NAMESPACE}-rotator"
     # A second release beside the first: no CRD or APIService of its own, and admission that
     # cannot get in anyone's way while nothing serves it.
-    values = ["--set", "tls.mode=rotator", "--set", "crd.install=false", "--set", "aggregatedAPI.enabled=false",
+    values = ["--set", "tls.mode=rotator", "--set", "crd.install=false", "--set", "insights.enabled=false",
               "--set", "controller.enabled=false", "--set", "webhook.failurePolicy=Ignore",
               "--set", "webhook.timeoutSeconds=1", "--set", "tests.enabled=false"]
     plane.helm("install", name, str(CHART), "--namespace", namespace, "--create-namespace", *values)

@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives import serialization
 
 from certs.authority import service_dns_names
 from controller.settings import parse as parse_controller_flags
+from insights.__main__ import parse_args as parse_insights_flags
 from webhook.__main__ import parse_args as parse_webhook_flags
 from webhook.server import RotationOptions
 from insights.manifests import aggregated_api_manifests
@@ -38,6 +39,7 @@ from .test_chart import (
 
 WEBHOOK = "foo-operator-webhook"
 CONTROLLER = "foo-operator-controller"
+INSIGHTS = "foo-operator-insights"
 APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
 
 
@@ -60,16 +62,20 @@ def test_default_install_has_every_object_of_the_operator() -> None:
         ("ClusterRoleBinding", "foo-operator:system:auth-delegator"),
         ("CustomResourceDefinition", "foos.samplecontroller.k8s.io"),
         ("Deployment", CONTROLLER),
+        ("Deployment", INSIGHTS),
         ("Deployment", WEBHOOK),
         ("MutatingWebhookConfiguration", CONFIGURATION_NAME),
         ("Pod", "foo-operator-test-readyz"),
+        ("PodDisruptionBudget", INSIGHTS),
         ("PodDisruptionBudget", WEBHOOK),
         ("Role", f"{CONTROLLER}-leader-election"),
         ("RoleBinding", f"{CONTROLLER}-leader-election"),
         ("RoleBinding", "foo-operator:extension-apiserver-authentication-reader"),
         ("Secret", TLS_SECRET),
+        ("Service", INSIGHTS),
         ("Service", SERVICE),
         ("ServiceAccount", CONTROLLER),
+        ("ServiceAccount", INSIGHTS),
         ("ServiceAccount", WEBHOOK),
         ("ValidatingWebhookConfiguration", CONFIGURATION_NAME),
     ])
@@ -139,12 +145,30 @@ def test_webhook_flags_are_ones_python_m_webhook_accepts() -> None:
     args = parse_webhook_flags(webhook["args"])
     assert (str(args.cert_dir), args.port, args.default_image, args.drain_seconds, args.log_format) == (
         "/etc/foo-operator/tls", 9443, "registry.example/nginx:1.27", 7.0, "json")
-    assert args.aggregated_api is True
-    assert str(args.requestheader_ca_file).startswith("/tmp/"), "the only writable place in the container"
-    assert args.kubeconfig is None, "in a pod: the in-cluster config"
     mounts = {m["mountPath"]: m["name"] for m in webhook["volumeMounts"]}
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes[mounts["/etc/foo-operator/tls"]]["secret"]["secretName"] == TLS_SECRET
+
+
+def test_insights_runs_in_its_own_deployment_with_flags_python_m_insights_accepts() -> None:
+    objects = render({"defaultImage": "registry.example/nginx:1.27"})
+    deployment = find(objects, "Deployment", INSIGHTS)
+    insights = container(deployment)
+    assert insights["command"] == ["foo-operator-insights"]
+    args = parse_insights_flags(insights["args"])
+    assert (str(args.cert_dir), args.port, args.default_image) == ("/etc/foo-operator/tls", 8443,
+                                                                    "registry.example/nginx:1.27")
+    assert str(args.requestheader_ca_file).startswith("/tmp/"), "the only writable place in the container"
+    assert args.kubeconfig is None, "in a pod: the in-cluster config"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == INSIGHTS and pod["automountServiceAccountToken"] is True
+    tls = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
+    assert tls["secretName"] == TLS_SECRET
+    assert [i["key"] for i in tls["items"]] == ["tls.crt", "tls.key"], "never the rotator's CA key"
+    service = find(objects, "Service", INSIGHTS)["spec"]
+    assert service["ports"][0]["targetPort"] == "https" and insights["ports"][0]["containerPort"] == 8443
+    assert service["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert service["selector"]["app.kubernetes.io/component"] == "insights"
 
 
 def test_controller_flags_are_ones_python_m_controller_accepts_with_leader_election_on() -> None:
@@ -206,7 +230,7 @@ def test_image_defaults_to_the_app_version_and_takes_a_digest() -> None:
     assert container(find(render(), "Deployment", WEBHOOK))["image"] == "ghcr.io/foo-operator/foo-operator:0.1.0"
     digest = "sha256:" + "ab" * 32
     objects = render({"image": {"repository": "registry.example/foo", "digest": digest}})
-    for name in (WEBHOOK, CONTROLLER):
+    for name in (WEBHOOK, INSIGHTS, CONTROLLER):
         assert container(find(objects, "Deployment", name))["image"] == f"registry.example/foo@{digest}"
 
 
@@ -235,7 +259,8 @@ def test_generated_certificate_is_signed_by_that_ca_for_every_service_name() -> 
     cert.verify_directly_issued_by(ca)
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert sorted(san.get_values_for_type(x509.DNSName)) == sorted(service_dns_names(SERVICE, NAMESPACE))
+    assert sorted(san.get_values_for_type(x509.DNSName)) == sorted(
+        service_dns_names(SERVICE, NAMESPACE) + service_dns_names(INSIGHTS, NAMESPACE))
     assert key.public_key().public_numbers() == cert.public_key().public_numbers()  # type: ignore[union-attr]
 
 
@@ -251,7 +276,8 @@ def test_cert_manager_mode_issues_a_certificate_and_lets_cainjector_fill_all_fou
     objects = render(mode_values("certManager"))
     certificate = find(objects, "Certificate", WEBHOOK)
     assert certificate["spec"]["secretName"] == TLS_SECRET
-    assert sorted(certificate["spec"]["dnsNames"]) == sorted(service_dns_names(SERVICE, NAMESPACE))
+    assert sorted(certificate["spec"]["dnsNames"]) == sorted(
+        service_dns_names(SERVICE, NAMESPACE) + service_dns_names(INSIGHTS, NAMESPACE))
     assert certificate["spec"]["issuerRef"] == {"name": f"{WEBHOOK}-selfsigned", "kind": "Issuer",
                                                 "group": "cert-manager.io"}
     assert find(objects, "Issuer")["spec"] == {"selfSigned": {}}
@@ -300,11 +326,13 @@ def test_rotator_flags_name_the_secret_and_the_four_ca_bundle_holders_the_chart_
     assert args.crd == find(objects, "CustomResourceDefinition")["metadata"]["name"]
     assert args.apiservice == find(objects, "APIService")["metadata"]["name"]
     assert args.rotation_overlap > args.rotation_interval
-    without = render({"tls": {"mode": "rotator"}, "crd": {"install": False}, "aggregatedAPI": {"enabled": False},
+    assert set(service_dns_names(INSIGHTS, NAMESPACE)) <= set(args.extra_dns), "one certificate serves both"
+    without = render({"tls": {"mode": "rotator"}, "crd": {"install": False}, "insights": {"enabled": False},
                       "clusterDomain": "corp.internal"})
     args = parse_webhook_flags(container(find(without, "Deployment", WEBHOOK))["args"])
     assert (args.crd, args.apiservice) == ("", ""), "'' tells the rotator to skip what is not installed"
-    assert args.extra_dns == [f"{SERVICE}.{NAMESPACE}.svc.corp.internal"]
+    assert f"{SERVICE}.{NAMESPACE}.svc.corp.internal" in args.extra_dns
+    assert not [name for name in args.extra_dns if INSIGHTS in name]
 
 
 # ----------------------------------------------------------------------------- RBAC
@@ -329,10 +357,10 @@ def test_controller_may_touch_foos_their_status_deployments_events_and_its_lease
     ]
 
 
-def test_aggregated_api_objects_are_the_local_planes_bound_to_the_webhook_service_account() -> None:
+def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_service_account() -> None:
     objects = render()
     ca_bundle = base64.b64decode(find(objects, "APIService")["spec"]["caBundle"])
-    expected = aggregated_api_manifests(namespace=NAMESPACE, service=SERVICE, service_account=WEBHOOK,
+    expected = aggregated_api_manifests(namespace=NAMESPACE, service=INSIGHTS, service_account=INSIGHTS,
                                         ca_bundle=ca_bundle, name="foo-operator")
     for want in expected:
         got = find(objects, want["kind"], want["metadata"]["name"])
@@ -373,17 +401,24 @@ def test_rotator_may_update_exactly_the_four_ca_bundle_holders_its_secret_and_le
     assert find(objects, "Role", f"{WEBHOOK}-cert-rotator")["metadata"]["namespace"] == NAMESPACE
 
 
-def test_without_the_aggregated_api_the_webhook_gets_no_api_access_at_all() -> None:
-    objects = render({"aggregatedAPI": {"enabled": False}})
-    assert not [o for o in objects if o["kind"] == "APIService"]
-    assert parse_webhook_flags(container(find(objects, "Deployment", WEBHOOK))["args"]).aggregated_api is False
-    assert not [o for o in objects if "Role" in o["kind"] and not o["metadata"]["name"].startswith(CONTROLLER)]
+@pytest.mark.parametrize("insights", [True, False])
+def test_outside_rotator_mode_the_webhook_gets_no_api_access_at_all(insights: bool) -> None:
+    objects = render({"insights": {"enabled": insights}})
+    webhook_bindings = [o for o in objects if o["kind"].endswith("Binding")
+                        and any(s["name"] == WEBHOOK for s in o["subjects"])]
+    assert webhook_bindings == []
     assert find(objects, "ServiceAccount", WEBHOOK)["automountServiceAccountToken"] is False
     assert find(objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
 
-def test_apiservice_points_at_the_webhook_service() -> None:
+def test_without_insights_there_is_no_apiservice_nor_anything_of_the_insights_server() -> None:
+    objects = render({"insights": {"enabled": False}})
+    assert not [o for o in objects if o["kind"] == "APIService"]
+    assert not [o for o in objects if "insights" in o["metadata"]["name"]]
+
+
+def test_apiservice_points_at_the_insights_service() -> None:
     spec = find(render(), "APIService", APISERVICE)["spec"]
     assert (spec["group"], spec["version"]) == ("insights.samplecontroller.k8s.io", "v1alpha1")
-    assert spec["service"] == {"namespace": NAMESPACE, "name": SERVICE, "port": 443}
+    assert spec["service"] == {"namespace": NAMESPACE, "name": INSIGHTS, "port": 443}
     assert 0 < spec["groupPriorityMinimum"] < 20000 and 0 < spec["versionPriority"] < 1000

@@ -64,7 +64,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-controller" (include "foo-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* The Service the apiserver calls for admission, conversion and the aggregated API. */}}
+{{- define "foo-operator.insightsName" -}}
+{{- printf "%s-insights" (include "foo-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The Service the apiserver calls for admission and conversion. */}}
 {{- define "foo-operator.webhookServiceName" -}}
 {{- include "foo-operator.webhookName" . }}
 {{- end }}
@@ -87,6 +91,14 @@ v1alpha1.insights.samplecontroller.k8s.io
 {{- default (include "foo-operator.webhookName" .) .Values.serviceAccount.webhook.name }}
 {{- else }}
 {{- default "default" .Values.serviceAccount.webhook.name }}
+{{- end }}
+{{- end }}
+
+{{- define "foo-operator.insightsServiceAccountName" -}}
+{{- if .Values.serviceAccount.insights.create }}
+{{- default (include "foo-operator.insightsName" .) .Values.serviceAccount.insights.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.insights.name }}
 {{- end }}
 {{- end }}
 
@@ -128,11 +140,21 @@ v1alpha1.insights.samplecontroller.k8s.io
 {{- include "foo-operator.webhookName" . }}
 {{- end }}
 
-{{/* Every name the apiserver may dial the Service by; the serving certificate covers them all. */}}
+{{/*
+Every name the apiserver may dial a Service by — the webhook's and, when installed, the insights
+server's: both serve the one certificate, so one caBundle covers the four objects that carry it.
+*/}}
 {{- define "foo-operator.serviceDNSNames" -}}
-{{- $svc := include "foo-operator.webhookServiceName" . }}
 {{- $ns := .Release.Namespace }}
-{{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) | toJson }}
+{{- $names := list }}
+{{- $services := list (include "foo-operator.webhookServiceName" .) }}
+{{- if .Values.insights.enabled }}
+{{- $services = append $services (include "foo-operator.insightsName" .) }}
+{{- end }}
+{{- range $svc := $services }}
+{{- $names = concat $names (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns $.Values.clusterDomain)) }}
+{{- end }}
+{{- $names | toJson }}
 {{- end }}
 
 {{/*
@@ -209,12 +231,12 @@ right in the four objects named here ('' skips one the chart does not install).
 - --namespace={{ .Release.Namespace }}
 - --cert-secret={{ include "foo-operator.tlsSecretName" . }}
 - --service={{ include "foo-operator.webhookServiceName" . }}
-{{- if ne .Values.clusterDomain "cluster.local" }}
-- --extra-dns={{ include "foo-operator.webhookServiceName" . }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
+{{- range $name := include "foo-operator.serviceDNSNames" . | fromJsonArray }}
+- --extra-dns={{ $name }}
 {{- end }}
 - --webhook-configuration={{ include "foo-operator.admissionConfigurationName" . }}
 - --crd={{ if .Values.crd.install }}{{ include "foo-operator.crdName" . }}{{ end }}
-- --apiservice={{ if .Values.aggregatedAPI.enabled }}{{ include "foo-operator.apiServiceName" . }}{{ end }}
+- --apiservice={{ if .Values.insights.enabled }}{{ include "foo-operator.apiServiceName" . }}{{ end }}
 - --ca-validity-days={{ .Values.tls.rotator.caDays }}
 - --serving-validity-days={{ .Values.tls.rotator.certDays }}
 - --rotation-lease={{ include "foo-operator.rotatorLeaseName" . }}
@@ -227,9 +249,25 @@ right in the four objects named here ('' skips one the chart does not install).
 
 {{/* ------------------------------------------------------------------ pods */}}
 
-{{/* The webhook talks to the apiserver only for the aggregated API and the rotator. */}}
+{{/* Admission and conversion need no Kubernetes credentials; only the rotator does. */}}
 {{- define "foo-operator.webhookNeedsAPI" -}}
-{{- if or .Values.aggregatedAPI.enabled (eq .Values.tls.mode "rotator") }}true{{ end }}
+{{- if eq .Values.tls.mode "rotator" }}true{{ end }}
+{{- end }}
+
+{{/* Soft anti-affinity between the replicas of one component: (dict "root" $ "component" "insights"). */}}
+{{- define "foo-operator.softAntiAffinity" -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "foo-operator.selectorLabels" . | fromYaml)) -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    {{- list (dict "weight" 100 "podAffinityTerm" $term) | toYaml | nindent 4 }}
+{{- end }}
+
+{{- define "foo-operator.insightsAffinity" -}}
+{{- if .Values.insights.affinity }}
+{{- toYaml .Values.insights.affinity }}
+{{- else }}
+{{- include "foo-operator.softAntiAffinity" (dict "root" . "component" "insights") }}
+{{- end }}
 {{- end }}
 
 {{- define "foo-operator.webhookAffinity" -}}
