@@ -161,15 +161,30 @@ class Release:
     insights: subprocess.Popen[bytes] | None = None
     installed: bool = True
     notes: str = ""
+    scraper_token: str = ""
 
     def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.plane.helm(*args, "--namespace", NAMESPACE, check=check)
 
+    def metrics_token(self) -> str:
+        """A scraper's token: a ServiceAccount bound to the chart's metrics-reader ClusterRole."""
+        if not self.scraper_token:
+            self.plane.kubectl("create", "serviceaccount", "scraper", "-n", NAMESPACE)
+            self.plane.kubectl("create", "clusterrolebinding", f"{RELEASE}-test-scraper",
+                               f"--clusterrole={RELEASE}-metrics-reader", f"--serviceaccount={NAMESPACE}:scraper")
+            scraper = f"system:serviceaccount:{NAMESPACE}:scraper"
+            wait_for("RBAC to let the scraper get /metrics", lambda: self.plane.kubectl(
+                "auth", "can-i", "get", "/metrics", f"--as={scraper}", check=False).stdout.strip() == "yes")
+            self.scraper_token = self.plane.kubectl("create", "token", "scraper", "-n", NAMESPACE).stdout.strip()
+        return self.scraper_token
+
     def webhook_requests(self, path: str) -> float:
-        """controller_runtime_webhook_requests_total for ``path``, read from the pod's /metrics."""
+        """controller_runtime_webhook_requests_total for ``path``, read from the pod's secure /metrics port."""
         context = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
         context.check_hostname = False  # the certificate names the Service, not the pod IP
-        with urllib.request.urlopen(f"https://{self.pod_ip}:9443/metrics", context=context, timeout=5) as response:
+        request = urllib.request.Request(f"https://{self.pod_ip}:8080/metrics",
+                                         headers={"Authorization": f"Bearer {self.metrics_token()}"})
+        with urllib.request.urlopen(request, context=context, timeout=5) as response:
             text = response.read().decode()
         total = 0.0
         for line in text.splitlines():
@@ -313,6 +328,7 @@ def release(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathF
             release.helm("uninstall", RELEASE, "--wait", "--timeout=60s", check=False)
         plane.kubectl("delete", "namespace", NAMESPACE, FOOS_NAMESPACE, "--wait=false", "--ignore-not-found",
                       check=False)
+        plane.kubectl("delete", "clusterrolebinding", f"{RELEASE}-test-scraper", "--ignore-not-found", check=False)
         _take_back_crd(plane, crd_before)
 
 

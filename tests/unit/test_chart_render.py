@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives import serialization
 from certs.authority import service_dns_names
 from controller.settings import parse as parse_controller_flags
 from insights.__main__ import parse_args as parse_insights_flags
+from kube.tlspolicy import parse_tls_policy
 from webhook.__main__ import parse_args as parse_webhook_flags
 from webhook.server import RotationOptions
 from insights.manifests import aggregated_api_manifests
@@ -35,6 +36,7 @@ from .test_chart import (
     kinds,
     mode_values,
     render,
+    render_error,
 )
 
 WEBHOOK = "foo-operator-webhook"
@@ -54,11 +56,13 @@ def test_default_install_has_every_object_of_the_operator() -> None:
     assert kinds(render()) == sorted([
         ("APIService", APISERVICE),
         ("ClusterRole", CONTROLLER),
+        ("ClusterRole", "foo-operator-metrics-reader"),
         ("ClusterRole", "foo-operator:insights-reader"),
         ("ClusterRole", "foo-operator:insights:edit"),
         ("ClusterRole", "foo-operator:insights:view"),
         ("ClusterRoleBinding", CONTROLLER),
         ("ClusterRoleBinding", "foo-operator:insights-reader"),
+        ("ClusterRoleBinding", "foo-operator:metrics-auth-delegator"),
         ("ClusterRoleBinding", "foo-operator:system:auth-delegator"),
         ("CustomResourceDefinition", "foos.samplecontroller.k8s.io"),
         ("Deployment", CONTROLLER),
@@ -73,7 +77,10 @@ def test_default_install_has_every_object_of_the_operator() -> None:
         ("RoleBinding", "foo-operator:extension-apiserver-authentication-reader"),
         ("Secret", TLS_SECRET),
         ("Service", INSIGHTS),
+        ("Service", f"{CONTROLLER}-metrics"),
+        ("Service", f"{INSIGHTS}-metrics"),
         ("Service", SERVICE),
+        ("Service", f"{WEBHOOK}-metrics"),
         ("ServiceAccount", CONTROLLER),
         ("ServiceAccount", INSIGHTS),
         ("ServiceAccount", WEBHOOK),
@@ -180,7 +187,8 @@ def test_controller_flags_are_ones_python_m_controller_accepts_with_leader_elect
     assert settings.default_image == "registry.example/nginx:1.27"
     assert settings.namespace is None
     ports = {p["name"]: p["containerPort"] for p in controller["ports"]}
-    assert (settings.metrics_port, settings.health_port) == (ports["metrics"], ports["health"])
+    assert (settings.metrics.port, settings.health_port) == (ports["metrics"], ports["health"])
+    assert settings.metrics.secure and settings.metrics.host is None, "secure, so reachable by Prometheus"
 
 
 def test_controller_can_watch_one_namespace_with_rbac_bound_only_there() -> None:
@@ -402,8 +410,8 @@ def test_rotator_may_update_exactly_the_four_ca_bundle_holders_its_secret_and_le
 
 
 @pytest.mark.parametrize("insights", [True, False])
-def test_outside_rotator_mode_the_webhook_gets_no_api_access_at_all(insights: bool) -> None:
-    objects = render({"insights": {"enabled": insights}})
+def test_outside_rotator_mode_with_plain_metrics_the_webhook_gets_no_api_access_at_all(insights: bool) -> None:
+    objects = render({"insights": {"enabled": insights}, "metrics": {"secure": False}})
     webhook_bindings = [o for o in objects if o["kind"].endswith("Binding")
                         and any(s["name"] == WEBHOOK for s in o["subjects"])]
     assert webhook_bindings == []
@@ -422,3 +430,122 @@ def test_apiservice_points_at_the_insights_service() -> None:
     assert (spec["group"], spec["version"]) == ("insights.samplecontroller.k8s.io", "v1alpha1")
     assert spec["service"] == {"namespace": NAMESPACE, "name": INSIGHTS, "port": 443}
     assert 0 < spec["groupPriorityMinimum"] < 20000 and 0 < spec["versionPriority"] < 1000
+
+
+# ----------------------------------------------------------------------------- metrics and TLS
+COMPONENTS = {WEBHOOK: "webhook", INSIGHTS: "insights", CONTROLLER: "controller"}
+
+
+def _flags(objects: list[dict[str, Any]], name: str) -> list[str]:
+    return list(container(find(objects, "Deployment", name))["args"])
+
+
+def test_every_component_serves_secure_metrics_on_a_port_of_its_own_behind_a_service() -> None:
+    objects = render()
+    for name, component in COMPONENTS.items():
+        pod = find(objects, "Deployment", name)["spec"]["template"]
+        ports = {p["name"]: p["containerPort"] for p in container(find(objects, "Deployment", name))["ports"]}
+        assert ports["metrics"] == 8080 and list(ports.values()).count(8080) == 1, name
+        flags = _flags(objects, name)
+        assert "--metrics-bind-address=:8080" in flags and "--metrics-secure" in flags, name
+        service = find(objects, "Service", f"{name}-metrics")["spec"]
+        assert service["ports"] == [{"name": "https-metrics", "port": 8443, "targetPort": "metrics", "protocol": "TCP"}]
+        assert service["selector"]["app.kubernetes.io/component"] == component
+        assert service["selector"].items() <= pod["metadata"]["labels"].items()
+        assert pod["spec"]["automountServiceAccountToken"] is not False, f"{name} needs a token for TokenReviews"
+    webhook_args = parse_webhook_flags(_flags(objects, WEBHOOK))
+    insights_args = parse_insights_flags(_flags(objects, INSIGHTS))
+    assert webhook_args.metrics_secure and insights_args.metrics_secure
+    assert webhook_args.metrics_bind_address == insights_args.metrics_bind_address == ":8080"
+
+
+def test_secure_metrics_bind_auth_delegator_and_offer_a_metrics_reader_role() -> None:
+    objects = render()
+    binding = find(objects, "ClusterRoleBinding", "foo-operator:metrics-auth-delegator")
+    assert binding["roleRef"]["name"] == "system:auth-delegator"
+    assert sorted(s["name"] for s in binding["subjects"]) == [CONTROLLER, WEBHOOK], "insights has its own"
+    assert find(objects, "ClusterRoleBinding", "foo-operator:system:auth-delegator")["subjects"][0]["name"] == INSIGHTS
+    assert find(objects, "ClusterRole", "foo-operator-metrics-reader")["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    # Only auth-delegator: outside rotator mode the webhook may review tokens and access, nothing else.
+    webhook_roles = {o["roleRef"]["name"] for o in objects if o["kind"].endswith("Binding")
+                     and any(s["name"] == WEBHOOK for s in o["subjects"])}
+    assert webhook_roles == {"system:auth-delegator"}
+
+
+def test_plain_metrics_are_http_with_no_review_rights() -> None:
+    objects = render({"metrics": {"secure": False}})
+    for name in COMPONENTS:
+        assert "--metrics-secure" not in _flags(objects, name)
+        assert find(objects, "Service", f"{name}-metrics")["spec"]["ports"][0]["name"] == "http-metrics"
+    assert not [o for o in objects if o["metadata"]["name"] == "foo-operator:metrics-auth-delegator"]
+
+
+def test_metrics_off_means_no_listener_no_port_no_service_no_role() -> None:
+    objects = render({"metrics": {"enabled": False}})
+    for name in COMPONENTS:
+        assert "--metrics-bind-address=0" in _flags(objects, name)
+        assert "metrics" not in {p["name"] for p in container(find(objects, "Deployment", name))["ports"]}
+    assert not [o for o in objects if "metrics" in o["metadata"]["name"]]
+    assert parse_controller_flags(_flags(objects, CONTROLLER)).metrics.enabled is False
+
+
+def test_tls_values_become_both_listeners_flags_and_parse_as_a_policy() -> None:
+    suites = ["TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256"]
+    objects = render({"tls": {"minVersion": "VersionTLS13", "cipherSuites": suites}})
+    for args in (parse_webhook_flags(_flags(objects, WEBHOOK)), parse_insights_flags(_flags(objects, INSIGHTS))):
+        assert (args.tls_min_version, args.tls_cipher_suites) == ("VersionTLS13", ",".join(suites))
+        parse_tls_policy(args.tls_min_version, args.tls_cipher_suites)
+    default = parse_webhook_flags(_flags(render(), WEBHOOK))
+    assert (default.tls_min_version, default.tls_cipher_suites) == ("VersionTLS12", "")
+
+
+@pytest.mark.parametrize(("values", "path"), [
+    ({"tls": {"cipherSuites": ["TLS_RSA_WITH_AES_128_CBC_SHA"]}}, "/tls/cipherSuites/0"),
+    ({"tls": {"minVersion": "VersionTLS11"}}, "/tls/minVersion"),
+    ({"metrics": {"port": 0}}, "/metrics/port"),
+    ({"networkPolicy": {"metricsFrom": [{}]}}, "/networkPolicy/metricsFrom/0"),
+])
+def test_insecure_tls_or_bad_metrics_values_fail_the_install(values: dict[str, Any], path: str) -> None:
+    assert f"at '{path}'" in render_error(values)
+
+
+# ----------------------------------------------------------------------------- NetworkPolicy
+def _policies(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "NetworkPolicy"}
+
+
+def test_no_network_policy_unless_asked() -> None:
+    assert _policies(render()) == {}
+
+
+def test_network_policy_opens_the_serving_ports_to_all_and_metrics_to_the_chosen_peers() -> None:
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
+    objects = render({"networkPolicy": {"enabled": True, "metricsFrom": peers}})
+    policies = _policies(objects)
+    assert sorted(policies) == sorted(COMPONENTS)
+    serving = {WEBHOOK: 9443, INSIGHTS: 8443, CONTROLLER: 8081}
+    for name, spec in policies.items():
+        labels = find(objects, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
+        assert spec["podSelector"]["matchLabels"].items() <= labels.items()
+        assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == COMPONENTS[name]
+        assert spec["policyTypes"] == ["Ingress"], "egress (to the apiserver) stays open"
+        open_to_all, metrics = spec["ingress"]
+        assert open_to_all == {"ports": [{"port": serving[name], "protocol": "TCP"}]}, "no 'from': any source"
+        assert metrics == {"from": peers, "ports": [{"port": 8080, "protocol": "TCP"}]}
+        ports = {p["containerPort"] for p in container(find(objects, "Deployment", name))["ports"]}
+        assert {serving[name], 8080} == ports, f"{name}: every port the pod serves is covered, no other"
+
+
+def test_network_policy_without_metrics_peers_keeps_the_metrics_port_closed() -> None:
+    for values in ({"networkPolicy": {"enabled": True, "metricsFrom": []}},
+                   {"networkPolicy": {"enabled": True}, "metrics": {"enabled": False}}):
+        for spec in _policies(render(values)).values():
+            assert len(spec["ingress"]) == 1 and "from" not in spec["ingress"][0]
+
+
+def test_default_metrics_peers_are_the_monitoring_namespace() -> None:
+    spec = _policies(render({"networkPolicy": {"enabled": True}}))[WEBHOOK]
+    assert spec["ingress"][1]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]

@@ -249,9 +249,47 @@ right in the four objects named here ('' skips one the chart does not install).
 
 {{/* ------------------------------------------------------------------ pods */}}
 
-{{/* Admission and conversion need no Kubernetes credentials; only the rotator does. */}}
+{{/*
+Admission and conversion need no Kubernetes credentials; only the rotator does, and secure
+metrics (a TokenReview and a SubjectAccessReview per scraper, cached).
+*/}}
 {{- define "foo-operator.webhookNeedsAPI" -}}
-{{- if eq .Values.tls.mode "rotator" }}true{{ end }}
+{{- if or (eq .Values.tls.mode "rotator") (include "foo-operator.metricsSecure" .) }}true{{ end }}
+{{- end }}
+
+{{/* ------------------------------------------------------------------ metrics and TLS flags */}}
+
+{{- define "foo-operator.metricsSecure" -}}
+{{- if and .Values.metrics.enabled .Values.metrics.secure }}true{{ end }}
+{{- end }}
+
+{{/* The metrics flags every process takes (kube/serving.py, controller/settings.py). */}}
+{{- define "foo-operator.metricsArgs" -}}
+{{- if .Values.metrics.enabled }}
+- --metrics-bind-address=:{{ .Values.metrics.port }}
+{{- if .Values.metrics.secure }}
+- --metrics-secure
+{{- end }}
+{{- else }}
+- --metrics-bind-address=0
+{{- end }}
+{{- end }}
+
+{{/* The listener's TLS policy (webhook and insights). */}}
+{{- define "foo-operator.tlsArgs" -}}
+- --tls-min-version={{ .Values.tls.minVersion }}
+{{- with .Values.tls.cipherSuites }}
+- --tls-cipher-suites={{ join "," . }}
+{{- end }}
+{{- end }}
+
+{{/* The container port /metrics listens on. */}}
+{{- define "foo-operator.metricsContainerPort" -}}
+{{- if .Values.metrics.enabled }}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+  protocol: TCP
+{{- end }}
 {{- end }}
 
 {{/* Soft anti-affinity between the replicas of one component: (dict "root" $ "component" "insights"). */}}
