@@ -23,6 +23,10 @@ from .tls import CertWatcher
 log = logging.getLogger("kube.metrics")
 
 
+class MetricsSetupError(Exception):
+    """Secure metrics cannot start (no cluster credentials for the reviews): one line for the user."""
+
+
 @dataclass(frozen=True)
 class MetricsOptions:
     """Where `/metrics` listens (``port`` 0: nowhere) and whether callers must prove who they are."""
@@ -112,6 +116,10 @@ async def metrics_server(options: MetricsOptions, registry: CollectorRegistry, *
         return MetricsServer(options, registry)
     from .config import ClientSettings, connect
 
-    client = await connect(kubeconfig, settings=ClientSettings(user_agent=user_agent))
+    try:
+        client = await connect(kubeconfig, settings=ClientSettings(user_agent=user_agent))
+    except Exception as err:  # kubernetes_asyncio's config errors have no common base
+        raise MetricsSetupError(f"--metrics-secure needs cluster credentials for TokenReviews and "
+                                f"SubjectAccessReviews: {err}") from err
     return MetricsServer(options, registry, guard=delegating_guard(client), certificate=certificate,
                          owned_client=client)

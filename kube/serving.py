@@ -22,7 +22,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from .http import StatusError, status_response
-from .metricsserver import MetricsOptions, MetricsServer, metrics_server, parse_bind_address
+from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .status import failure
 from .tls import CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
@@ -266,6 +266,9 @@ def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog
     gc.freeze()
     try:
         runner(server)
+    except MetricsSetupError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 1
     except OSError as err:
         server.close()
         print(f"{prog}: cannot serve on {args.bind_address}:{args.port}: {err.strerror or err}", file=sys.stderr)

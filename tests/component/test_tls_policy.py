@@ -116,6 +116,7 @@ async def test_a_tls12_client_offering_ecdhe_with_an_aead_cipher_is_served(
     assert await _handshake(port, _client(ca, suite=suite)) == ("TLSv1.2", suite)
 
 
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("key_type", ["rsa", "ecdsa"])
 async def test_tls13_is_served_and_tls11_is_refused(webhook: Callable[..., object], key_type: str) -> None:
     port, ca = await webhook(key_type=key_type)  # type: ignore[misc]
