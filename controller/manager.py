@@ -19,7 +19,7 @@ from kube.config import ClientSettings, connect
 from kube.events import EventRecorder
 from kube.leader import LeaderElector
 from kube.metrics import REGISTRY, metrics_for
-from kube.metricsserver import MetricsServer, delegating_guard
+from kube.metricsserver import MetricsServer, MetricsSetupError, delegating_guard
 from kube.tls import CertWatcher, write_self_signed
 
 from .controller import FooController
@@ -81,7 +81,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
         await server.start()
         if settings.metrics.enabled:
             metrics_server = _metrics_server(settings, client, self_signed)
-            await metrics_server.start()
+            try:
+                await metrics_server.start()
+            except MetricsSetupError as err:
+                log.error("%s", err)
+                return 1
         recorder.start()
         for informer in controller.informers:
             informer.start()

@@ -24,7 +24,7 @@ log = logging.getLogger("kube.metrics")
 
 
 class MetricsSetupError(Exception):
-    """Secure metrics cannot start (no cluster credentials for the reviews): one line for the user."""
+    """The metrics listener cannot start (port taken, no cluster credentials): one line for the user."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,11 @@ class MetricsServer:
         await runner.setup()
         self._runner = runner
         context = self._certificate.server_context() if self._certificate is not None else None
-        await web.TCPSite(runner, self.options.host, self.options.port, ssl_context=context,
-                          reuse_address=True).start()
+        try:
+            await web.TCPSite(runner, self.options.host, self.options.port, ssl_context=context,
+                              reuse_address=True).start()
+        except OSError as err:
+            raise MetricsSetupError(f"cannot serve metrics on {self.options.address}: {err.strerror or err}") from err
         if self._certificate is not None:
             self._watch = asyncio.create_task(self._certificate.watch(reload_interval), name="metrics-cert-watcher")
         log.info("serving metrics", extra={"address": self.options.address, "secure": self.options.secure})
