@@ -73,7 +73,7 @@ def _process(kind: str, plane: LocalControlPlane, namespace: str, cert_dir: Path
 
 
 @pytest.mark.parametrize("kind", ["webhook", "controller"])
-def test_metrics_answer_only_tokens_rbac_allows(control_plane: LocalControlPlane, namespace: str,
+def test_rbac_decides_who_reads_metrics(control_plane: LocalControlPlane, namespace: str,
                                                 accounts: dict[str, str], tmp_path: Path, kind: str) -> None:
     cert_dir = tmp_path / "certs"
     assert certs_main(["generate", "--service", "metrics", "--namespace", namespace, "--out", str(cert_dir),
