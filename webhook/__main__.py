@@ -85,6 +85,16 @@ def _rotation(args: argparse.Namespace) -> RotationOptions | None:
     )
 
 
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        default_image=args.default_image,
+        admission_body_limit=args.admission_body_limit_mib * MiB,
+        conversion_body_limit=args.conversion_body_limit_mib * MiB,
+        in_flight_budget=(args.max_in_flight_mib * MiB if args.max_in_flight_mib is not None
+                          else budget_for_memory_limit(args.memory_limit_mib)),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_level, args.log_format)
@@ -100,13 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(problem, file=sys.stderr)
         return 2
-    settings = Settings(
-        default_image=args.default_image,
-        admission_body_limit=args.admission_body_limit_mib * MiB,
-        conversion_body_limit=args.conversion_body_limit_mib * MiB,
-        in_flight_budget=(args.max_in_flight_mib * MiB if args.max_in_flight_mib is not None
-                          else budget_for_memory_limit(args.memory_limit_mib)),
-    )
+    settings = settings_from(args)
     options = ServerOptions(cert_dir=args.cert_dir, cert_name=args.cert_name, key_name=args.key_name,
                             bind_address=args.bind_address, port=args.port, drain_seconds=args.drain_seconds,
                             rotation=_rotation(args))

@@ -118,3 +118,31 @@ async def test_bodies_wait_for_the_budget_instead_of_exceeding_it(aiohttp_client
                                                    headers={"Content-Type": "application/json"}) for _ in range(6)))
     assert [r.status for r in responses] == [413] * 6
     assert app[BUDGET].in_use == 0 and 4 * len(body) <= app[BUDGET].peak <= app[BUDGET].capacity
+
+
+async def test_real_reviews_keep_being_allowed_while_dense_bodies_flood_the_budget(aiohttp_client: Any) -> None:
+    # bench/flood.py at a test's size: no timing, only that no real review fails and the budget holds.
+    app = build_app(Settings(in_flight_budget=16 * 1024 * 1024))
+    client = await aiohttp_client(app)
+    dense = _dense(2 * 1024 * 1024)
+    real = orjson.dumps(admission_review(foo_v1()))
+    headers = {"Content-Type": "application/json"}
+
+    async def flood() -> list[int]:
+        answers = []
+        for _ in range(3):
+            answers.append((await client.post("/validate-foo", data=dense, headers=headers)).status)
+        return answers
+
+    async def reviews() -> list[bool]:
+        allowed = []
+        for _ in range(20):
+            response = await client.post("/validate-foo", data=real, headers=headers)
+            allowed.append(response.status == 200 and (await response.json())["response"]["allowed"] is True)
+        return allowed
+
+    flooded, reviewed = await asyncio.gather(asyncio.gather(*(flood() for _ in range(5))),
+                                             asyncio.gather(reviews(), reviews()))
+    assert all(all(batch) for batch in reviewed)
+    assert {status for batch in flooded for status in batch} <= {413, 429}
+    assert app[BUDGET].in_use == 0 and app[BUDGET].peak <= app[BUDGET].capacity

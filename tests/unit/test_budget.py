@@ -117,3 +117,13 @@ async def test_a_waiter_that_gives_up_leaves_nothing_behind() -> None:
             async with asyncio.timeout(0.01):
                 await _hold(budget, 50)
     assert budget.in_use == 0 and not budget._waiters
+
+
+def test_the_webhook_sizes_its_budget_from_the_memory_limit_the_chart_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook.__main__ import parse_args, settings_from
+
+    monkeypatch.delenv("MEMORY_LIMIT_MIB", raising=False)
+    assert settings_from(parse_args(["--cert-dir", "/x"])).in_flight_budget == budget_for_memory_limit(256)
+    monkeypatch.setenv("MEMORY_LIMIT_MIB", "1024")
+    assert settings_from(parse_args(["--cert-dir", "/x"])).in_flight_budget == budget_for_memory_limit(1024)
+    assert settings_from(parse_args(["--cert-dir", "/x", "--max-in-flight-mib", "100"])).in_flight_budget == 100 * MiB
