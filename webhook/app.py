@@ -76,12 +76,14 @@ def _bounded(handler: BodyHandler, bounds: Bounds, budget: ByteBudget) -> Handle
     In that order, so a client that sends its body slowly holds neither a slot (408 when its
     deadline passes) nor more budget than the bytes it declared; the parse waits until the
     estimated size of its tree fits (kube.budget), and a body that never could is refused unparsed.
+    The answer is written before the bytes are given back, under the same deadline.
     """
     slots = asyncio.Semaphore(bounds.slots)
 
     async def bounded(request: web.Request) -> web.StreamResponse:
         check_json_content_type(request)
         stage = "budget"
+        response: web.StreamResponse | None = None
         try:
             async with asyncio.timeout(bounds.timeout):
                 # Raw bytes twice while reading: the chunks and their join.
@@ -93,10 +95,21 @@ def _bounded(handler: BodyHandler, bounds: Bounds, budget: ByteBudget) -> Handle
                     await held.resize(len(body) + parse_cost(body))
                     stage = "work"
                     async with slots:
-                        return await handler(request, parse_json(body))
+                        response = await handler(request, parse_json(body))
+                    # Written while still paid for and under the deadline: a client that does not
+                    # read its answer must not keep megabytes in the send buffer for free.
+                    stage = "write"
+                    await response.prepare(request)
+                    await response.write_eof()
+                    return response
         except NeverFits as err:
             raise StatusError(failure(413, _never_fits_message(err, stage, request))) from None
         except TimeoutError:
+            if stage == "write" and response is not None:
+                # Too late for a Status: drop the connection, and the unread answer with it.
+                if request.transport is not None:
+                    request.transport.abort()
+                return response
             if stage == "read":
                 raise StatusError(failure(408, f"request body not received within {bounds.timeout:g}s",
                                           reason="Timeout")) from None

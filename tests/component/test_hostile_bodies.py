@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import tracemalloc
 from typing import Any
 
@@ -146,3 +147,30 @@ async def test_real_reviews_keep_being_allowed_while_dense_bodies_flood_the_budg
     assert all(all(batch) for batch in reviewed)
     assert {status for batch in flooded for status in batch} <= {413, 429}
     assert app[BUDGET].in_use == 0 and app[BUDGET].peak <= app[BUDGET].capacity
+
+
+async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline(aiohttp_client: Any) -> None:
+    # The answer is written while its bytes are still charged; a client that leaves megabytes
+    # unread in the send buffer is disconnected when the deadline passes instead of holding them.
+    app = build_app(Settings(conversion_timeout=3.0))
+    client = await aiohttp_client(app)
+    foos = [foo_v1(f"foo-{i}") for i in range(8)]
+    for foo in foos:
+        foo["metadata"]["annotations"] = {"example.com/blob": "x" * (1024 * 1024)}
+    body = orjson.dumps(conversion_review(foos, V1ALPHA1))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that barely reads
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (client.server.host, client.server.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    await writer.drain()
+    await asyncio.sleep(5)  # past the deadline, without reading
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=30)
+    declared = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+    received = await asyncio.wait_for(reader.read(), timeout=30)
+    writer.close()
+    assert head.startswith(b"HTTP/1.1 200 ") and declared > 8 * 1024 * 1024
+    assert len(received) < declared, "the server gave up on the answer and closed the connection"
+    assert app[BUDGET].in_use == 0
