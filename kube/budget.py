@@ -129,7 +129,9 @@ class Reservation:
         self.held = 0
 
     async def resize(self, amount: int) -> None:
-        if amount <= self.held:
+        if amount == self.held:
+            return
+        if amount < self.held:
             self.budget._give(self.held - amount)
         else:
             await self.budget._take(amount - self.held, amount)
