@@ -174,3 +174,11 @@ async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline
     assert head.startswith(b"HTTP/1.1 200 ") and declared > 8 * 1024 * 1024
     assert len(received) < declared, "the server gave up on the answer and closed the connection"
     assert app[BUDGET].in_use == 0
+
+
+async def test_nesting_deeper_than_orjson_allows_is_a_400_status(aiohttp_client: Any) -> None:
+    client = await aiohttp_client(build_app(Settings()))
+    response = await client.post("/validate-foo", data=b"[" * 1025 + b"]" * 1025,
+                                 headers={"Content-Type": "application/json"})
+    status = await response.json()
+    assert response.status == 400 and "depth limit exceeded" in status["message"]
