@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import yaml  # type: ignore[import-untyped]
 
-from insights.rendering import YAML_LIMIT
+from insights.rendering import _RENDERER, YAML_LIMIT
 from tests.component.test_insights_api import GV, Insights, insights, pki, review, view  # noqa: F401 (fixtures)
 
 YAML_ACCEPT = {"Accept": "application/yaml", "Content-Type": "application/json"}
@@ -37,3 +40,22 @@ async def test_an_answer_too_large_to_render_as_yaml_is_a_406_status_suggesting_
     status, answer = await insights.json(f"{GV}/namespaces/ns/fooreviews", method="POST",
                                          body=review(_foo(YAML_LIMIT)))
     assert status == 201 and answer["status"]["allowed"] is True
+
+
+async def test_other_requests_are_answered_while_a_yaml_answer_waits_for_its_renderer(insights: Insights) -> None:
+    # Hold the one rendering thread busy: the YAML answer waits for it, the event loop does not.
+    insights.rbac.allow("alice", "create", "fooreviews")
+    renderer_free = threading.Event()
+    busy = _RENDERER.submit(renderer_free.wait)
+    try:
+        pending = asyncio.create_task(insights.call(f"{GV}/namespaces/ns/fooreviews", method="POST",
+                                                    headers=YAML_ACCEPT, body=review(_foo(10))))
+        for _ in range(3):
+            status, discovery = await insights.json(GV, user="root", groups=("system:masters",))
+            assert status == 200 and discovery["kind"] == "APIResourceList"
+        assert not pending.done()
+    finally:
+        renderer_free.set()
+    status, headers, body = await pending
+    busy.result()
+    assert status == 201 and yaml.safe_load(body)["status"]["allowed"] is True
