@@ -22,17 +22,18 @@ MiB = 1024 * 1024
 RESERVED_MIB = 64
 
 # Upper bounds of what orjson.loads allocates, per body byte and per token, from CPython's object
-# sizes: a dict with its first keys costs 184 bytes (+8 for the slot that holds it), an empty one
-# 64; a value after ',' is at most a short str (49 bytes + its text, counted per byte) or a float
-# (24) plus its slot; a key after which ':' follows is at most a str of its own (orjson shares
-# only keys it has cached) plus a dict entry, with the table's slack. Checked against measured
-# parses of hostile shapes (tests/unit/test_budget.py: `{},` allocates 24x its size, `{"a":0},`
-# 24x, `"a",` 14.5x, unique keys ...): the estimate is never below the measurement (closest:
-# 1.04x, an object of unique keys with one-char strings). A real ConversionReview of Foos, whose
-# keys orjson shares, parses to 4.0x its size and is estimated at 12x: the price of a bound that
-# no body can beat.
+# sizes: an empty dict or list costs 64 bytes (+8 for the slot that holds it); a value after ','
+# is at most a short str (49 bytes + its text, counted per byte) or a float (24) plus its slot; a
+# key before ':' is at most a str of its own (orjson shares only keys it has cached) plus a dict
+# entry with the table's slack, and the first key of a dict also pays for the dict's key table
+# (a dict with one key: 184 bytes). Checked against measured parses of hostile shapes
+# (tests/unit/test_budget.py: `{},` allocates 24x its size, `{"a":"b"},` 24x, one-key dicts
+# nested 1,000 deep 31x, `"a",` 14.5x, unique keys ...): the estimate is never below the
+# measurement (closest: 1.08x, the deep one-key dicts). A real ConversionReview of Foos, whose
+# keys orjson shares, parses to 4.0x its size and is estimated at 10.6x: the price of a bound that
+# no body can beat. At the chart's 256Mi, one review of ~11,000 stored Foos fits.
 COST_PER_BYTE = 1
-COST_PER_CONTAINER = 192
+COST_PER_CONTAINER = 96  # per '{' or '['
 COST_PER_VALUE = 64  # per ','
 COST_PER_KEY = 96  # per ':'
 

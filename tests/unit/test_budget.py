@@ -10,8 +10,9 @@ import orjson
 import pytest
 
 from kube.budget import ByteBudget, MiB, NeverFits, budget_for_memory_limit, parse_cost
-from tests.component.reviews import admission_review, conversion_review
-from tests.unit.foos import V1ALPHA1, foo_v1
+from tests.component.reviews import admission_review
+from bench.foos import conversion_of
+from tests.unit.foos import foo_v1
 
 N = 512 * 1024
 
@@ -27,6 +28,10 @@ HOSTILE = {
     "one-element lists": b"[" + b'["a"],' * (N // 6) + b"[]]",
     "wide objects": b"[" + b'{"a":0,"b":0,"c":0,"d":0,"e":0,"f":0},' * (N // 38) + b"{}]",
     "big integers": b"[" + b"12345678901234567890123," * (N // 24) + b"1]",
+    "one-key objects of strings": b"[" + b'{"a":"b"},' * (N // 10) + b"{}]",
+    "one-key objects of lists": b"[" + b'{"a":[]},' * (N // 9) + b"{}]",
+    "one-key objects 1,000 deep": b"[" + b",".join([b'{"a":' * 1000 + b"0" + b"}" * 1000] * (N // 6000)) + b"]",
+    "lists 1,000 deep": b"[" + b",".join([b"[" * 1000 + b'"a"' + b"]" * 1000] * (N // 2000)) + b"]",
 }
 
 
@@ -49,13 +54,9 @@ def test_parse_cost_is_never_below_what_parsing_allocates(shape: str) -> None:
 
 
 def test_a_list_of_ten_thousand_foos_fits_the_budget_of_a_256mi_pod() -> None:
-    # kube-apiserver sends a list read at a non-storage version as ONE ConversionReview (~15 MB).
-    foos = [foo_v1(f"foo-{i:05d}") for i in range(10_000)]
-    for foo in foos:
-        foo["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
-                                             "fieldsV1": {"f:spec": {".": {}, "f:deployment": {".": {}, "f:name": {}},
-                                                                     "f:replicas": {}}}}]
-    body = orjson.dumps(conversion_review(foos, V1ALPHA1))
+    # kube-apiserver sends a list read at a non-storage version as ONE ConversionReview (~15 MB
+    # of Foos as stored: managedFields, last-applied annotation, status with conditions).
+    body = orjson.dumps(conversion_of(10_000))
     budget = ByteBudget(budget_for_memory_limit(256))
     assert len(body) + parse_cost(body) <= budget.largest(len(body) + parse_cost(body))
 
