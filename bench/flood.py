@@ -1,6 +1,7 @@
 """Hostile flood: our webhook under 8 MiB adversarial bodies and slow senders, while real reviews flow.
 
-    .venv/bin/python -m bench.flood [--seconds 30] [--adversaries 50] [--slow 8] [--valid 4] [--memory-limit-mib 256]
+    .venv/bin/python -m bench.flood [--seconds 30] [--adversaries 50] [--hostile-mib 8] [--slow 8] [--valid 4]
+                                    [--memory-limit-mib 256]
 
 One `python -m webhook` process (TLS on 127.0.0.1, pinned to core 0, `--memory-limit-mib` as the
 chart sets it) receives at once, for a fixed time:
@@ -147,8 +148,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def _hostile_side(url: str, context: ssl.SSLContext, args: argparse.Namespace, tally: Tally) -> None:
-    bodies = [("/validate-foo", dense(create_review(new_foo()), 8 * MiB)),
-              ("/convert", dense(conversion_of(1, LEGACY_API_VERSION), 8 * MiB))]
+    size = int(args.hostile_mib * MiB)
+    bodies = [("/validate-foo", dense(create_review(new_foo()), size)),
+              ("/convert", dense(conversion_of(1, LEGACY_API_VERSION), size))]
     host, port = url.removeprefix("https://").split(":")
     stop = asyncio.Event()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=0)) as session:
@@ -222,6 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.flood", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--adversaries", type=int, default=50, help="clients sending 8 MiB dense bodies")
+    parser.add_argument("--hostile-mib", type=float, default=8.0,
+                        help="size of each dense body; about 1 is the largest the budget lets be parsed")
     parser.add_argument("--slow", type=int, default=8, help="clients sending a byte a second")
     parser.add_argument("--valid", type=int, default=4, help="clients sending real reviews back to back")
     parser.add_argument("--memory-limit-mib", type=int, default=256, help="as the chart passes limits.memory")
@@ -230,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         cert_dir = servers.serving_certs(Path(tmp))
         with servers.ours(cert_dir, args=["--memory-limit-mib", str(args.memory_limit_mib)]) as server:
             assert server.pid is not None
-            say(f"flood: {args.adversaries} x 8 MiB dense bodies, {args.slow} slow senders, {args.valid} valid "
+            say(f"flood: {args.adversaries} x {args.hostile_mib:g} MiB dense bodies, {args.slow} slow senders, {args.valid} valid "
                 f"clients for {args.seconds:g}s against {server.url} (pid {server.pid})")
             result = flood(server.url, server.pid, cert_dir, args)
     valid_ = result["valid"]
