@@ -422,3 +422,16 @@ def test_apiservice_points_at_the_insights_service() -> None:
     assert (spec["group"], spec["version"]) == ("insights.samplecontroller.k8s.io", "v1alpha1")
     assert spec["service"] == {"namespace": NAMESPACE, "name": INSIGHTS, "port": 443}
     assert 0 < spec["groupPriorityMinimum"] < 20000 and 0 < spec["versionPriority"] < 1000
+
+
+def test_webhook_body_budget_follows_its_memory_limit_through_the_downward_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    deployment = find(render({"webhook": {"resources": {"limits": {"memory": "512Mi"}}}}), "Deployment", WEBHOOK)
+    webhook = container(deployment)
+    env = {e["name"]: e for e in webhook["env"]}
+    assert env["MEMORY_LIMIT_MIB"]["valueFrom"]["resourceFieldRef"] == {
+        "containerName": webhook["name"], "resource": "limits.memory", "divisor": "1Mi"}
+    assert webhook["resources"]["limits"]["memory"] == "512Mi"
+    assert not [a for a in webhook["args"] if a.startswith(("--memory-limit-mib", "--max-in-flight-mib"))]
+    # What the kubelet puts there for that limit is what the flag's default reads.
+    monkeypatch.setenv("MEMORY_LIMIT_MIB", "512")
+    assert parse_webhook_flags(["--cert-dir", "/etc/foo-operator/tls"]).memory_limit_mib == 512
