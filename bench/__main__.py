@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "convergence": ([], ["--foos", "100", "--rss-foos", "300", "--quiet-seconds", "10", "--peer-timeout", "300"]),
     "cold_start": ([], ["--repeat", "2", "--foos", "100"]),
     "profile": ([], ["--seconds", "3"]),
+    "flood": ([], ["--seconds", "5", "--adversaries", "10", "--slow", "2"]),
 }
 
 

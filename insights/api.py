@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import yaml  # type: ignore[import-untyped]
 from aiohttp import web
 
 from kube.status import failure
@@ -24,6 +23,7 @@ from . import discovery, openapi
 from .authn import Authenticator, Unauthenticated, UserInfo
 from .authz import Authorizer, RequestInfo, forbidden, request_info
 from .media import ACCEPTED, JSON, TABLE, YAML, Form, negotiate
+from .rendering import yaml_body
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_VERSION, RESOURCES, VERSION, Resource
 from .review import ReviewError, review
 from .selectors import Predicate, SelectorError, field_selector, label_selector
@@ -65,8 +65,7 @@ def _fail(code: int, message: str, **kwargs: Any) -> StatusError:
 
 def _render(body: Any, form: Form, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     if form == "yaml":
-        return web.Response(body=yaml.safe_dump(body, sort_keys=False).encode(), status=status,
-                            headers={"Content-Type": YAML, **(headers or {})})
+        return web.Response(body=yaml_body(body), status=status, headers={"Content-Type": YAML, **(headers or {})})
     content_type = {"table": TABLE, "discovery-v2": discovery.aggregated_media_type("v2"),
                     "discovery-v2beta1": discovery.aggregated_media_type("v2beta1")}.get(form, JSON)
     return web.Response(body=orjson.dumps(body), status=status, headers={"Content-Type": content_type, **(headers or {})})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -10,10 +11,11 @@ from pathlib import Path
 from certs.authority import service_dns_names
 from certs.rotation import RotationPolicy
 from fooapi import DEFAULT_IMAGE
+from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit
 from kube.logs import setup_logging
 from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
 
-from .app import MiB, Settings
+from .app import Settings
 from .server import RotationOptions, ServerOptions, serve
 
 PROG = "foo-operator-webhook"
@@ -26,6 +28,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
     parser.add_argument("--admission-body-limit-mib", type=int, default=8)
     parser.add_argument("--conversion-body-limit-mib", type=int, default=256)
+    parser.add_argument("--memory-limit-mib", type=int, default=_env_int("MEMORY_LIMIT_MIB", 256),
+                        help="the container's memory limit (the chart passes limits.memory through the downward "
+                             f"API); request bodies may hold all of it but {RESERVED_MIB} MiB at once")
+    parser.add_argument("--max-in-flight-mib", type=int, default=None,
+                        help="bytes of request bodies, raw and parsed, held at once (default: from --memory-limit-mib)")
     rotation = parser.add_argument_group("certificate rotation (the service keeps its own CA in a Secret)")
     rotation.add_argument("--cert-rotation", action="store_true", help="generate and rotate certificates")
     rotation.add_argument("--kubeconfig", help="kubeconfig for rotation and --metrics-secure (default: in-cluster)")
@@ -51,6 +58,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else default
+
+
 def _pod_namespace() -> str:
     try:
         return Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read_text().strip()
@@ -73,6 +85,16 @@ def _rotation(args: argparse.Namespace) -> RotationOptions | None:
     )
 
 
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        default_image=args.default_image,
+        admission_body_limit=args.admission_body_limit_mib * MiB,
+        conversion_body_limit=args.conversion_body_limit_mib * MiB,
+        in_flight_budget=(args.max_in_flight_mib * MiB if args.max_in_flight_mib is not None
+                          else budget_for_memory_limit(args.memory_limit_mib)),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_level, args.log_format)
@@ -81,15 +103,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: --rotation-overlap must be longer than --rotation-interval "
                   "(every replica needs a round to pick up a change)", file=sys.stderr)
             return 2
+    if args.memory_limit_mib <= 0 or (args.max_in_flight_mib is not None and args.max_in_flight_mib <= 0):
+        print(f"{PROG}: --memory-limit-mib and --max-in-flight-mib must be positive", file=sys.stderr)
+        return 2
     problem = check_serving_flags(args, PROG, certificates_made_here=args.cert_rotation)
     if problem is not None:
         print(problem, file=sys.stderr)
         return 2
-    settings = Settings(
-        default_image=args.default_image,
-        admission_body_limit=args.admission_body_limit_mib * MiB,
-        conversion_body_limit=args.conversion_body_limit_mib * MiB,
-    )
+    settings = settings_from(args)
     options = serving_options(args, ServerOptions, rotation=_rotation(args), kubeconfig=args.kubeconfig)
     return run_server(serve(options, settings), args, PROG)
 

@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -20,7 +19,9 @@ from fooapi import DEFAULT_IMAGE
 from kube import admission
 from kube.admission import AdmissionRequest, Outcome
 from kube.foo_admission import mutate_foo, validate_foo
-from kube.http import StatusError, gc_paused, json_response, read_json
+from kube.budget import MiB, ByteBudget, NeverFits, budget_for_memory_limit, parse_cost
+from kube.http import (BodyDeadlines, StatusError, check_json_content_type, gc_paused, json_response, parse_json,
+                       read_body)
 from kube.serving import Readiness, serving_app
 from kube.status import failure
 
@@ -29,7 +30,6 @@ from .metrics import WebhookMetrics
 
 log = logging.getLogger("webhook")
 
-MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class Settings:
     default_image: str = DEFAULT_IMAGE
     # An AdmissionReview carries object + oldObject, each up to the apiserver's 3 MiB limit.
     admission_body_limit: int = 8 * MiB
-    # A list or watch-cache read at a non-storage version arrives as ONE review of every object.
+    # A list or watch-cache read at a non-storage version arrives as ONE review of every object;
+    # in practice the in-flight budget is the tighter bound (10,000 Foos, 15 MB, fit in 256Mi).
     conversion_body_limit: int = 256 * MiB
     # Shorter than the configurations' timeoutSeconds (5), so we answer before the apiserver gives up.
     admission_timeout: float = 4.0
@@ -45,28 +46,91 @@ class Settings:
     # Bounds, so overload queues (slows down) instead of holding hundreds of huge bodies at once.
     max_admissions_in_flight: int = 256
     max_conversions_in_flight: int = 4
+    # Bytes of request bodies, raw and parsed, the process holds at once (kube.budget).
+    in_flight_budget: int = budget_for_memory_limit(256)
+    # kube-apiserver writes a body in one go; these only stop clients that trickle theirs.
+    body_idle_timeout: float = 2.0
+    admission_body_timeout: float = 3.0
+    conversion_body_timeout: float = 15.0
 
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", WebhookMetrics)
+BUDGET = web.AppKey("budget", ByteBudget)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# A handler of a body already read, paid for and parsed.
+BodyHandler = Callable[[web.Request, Any], Awaitable[web.StreamResponse]]
 
 
-def _bounded(handler: Handler, limit: int, timeout: float) -> Handler:
-    """At most ``limit`` requests inside ``handler`` (others wait their turn), each for ``timeout`` s."""
-    semaphore = asyncio.Semaphore(limit)
+@dataclass(frozen=True)
+class Bounds:
+    """What one endpoint may cost: body size and read deadlines, concurrency, time to answer."""
+
+    body_limit: int
+    deadlines: BodyDeadlines
+    slots: int
+    timeout: float
+
+
+def _bounded(handler: BodyHandler, bounds: Bounds, budget: ByteBudget) -> Handler:
+    """Read the body under deadlines and the byte budget, then take a slot for the CPU work.
+
+    In that order, so a client that sends its body slowly holds neither a slot (408 when its
+    deadline passes) nor more budget than the bytes it declared; the parse waits until the
+    estimated size of its tree fits (kube.budget), and a body that never could is refused unparsed.
+    The answer is written before the bytes are given back, under the same deadline.
+    """
+    slots = asyncio.Semaphore(bounds.slots)
 
     async def bounded(request: web.Request) -> web.StreamResponse:
+        check_json_content_type(request)
+        stage = "budget"
+        response: web.StreamResponse | None = None
         try:
-            async with asyncio.timeout(timeout):
-                async with semaphore:
-                    return await handler(request)
+            async with asyncio.timeout(bounds.timeout):
+                # Raw bytes twice while reading: the chunks and their join.
+                declared = request.content_length or 0
+                async with budget.reserve(2 * declared if declared <= bounds.body_limit else 0) as held:
+                    stage = "read"
+                    body = await read_body(request, bounds.body_limit, deadlines=bounds.deadlines, reservation=held)
+                    stage = "budget"
+                    await held.resize(len(body) + parse_cost(body))
+                    stage = "work"
+                    async with slots:
+                        response = await handler(request, parse_json(body))
+                    # Written while still paid for and under the deadline: a client that does not
+                    # read its answer must not keep megabytes in the send buffer for free.
+                    stage = "write"
+                    await response.prepare(request)
+                    await response.write_eof()
+                    return response
+        except NeverFits as err:
+            raise StatusError(failure(413, _never_fits_message(err, stage, request))) from None
         except TimeoutError:
-            raise StatusError(failure(504, f"request not answered within {timeout:g}s (server overloaded "
-                                           "or the client sends its body too slowly)")) from None
+            if stage == "write" and response is not None:
+                # Too late for a Status: drop the connection, and the unread answer with it.
+                if request.transport is not None:
+                    request.transport.abort()
+                return response
+            if stage == "read":
+                raise StatusError(failure(408, f"request body not received within {bounds.timeout:g}s",
+                                          reason="Timeout")) from None
+            if stage == "budget":
+                raise StatusError(failure(429, "too many large requests in flight; retry later",
+                                          details={"retryAfterSeconds": 1})) from None
+            raise StatusError(failure(504, f"request not answered within {bounds.timeout:g}s "
+                                           "(server overloaded)")) from None
 
     return bounded
+
+
+def _never_fits_message(err: NeverFits, stage: str, request: web.Request) -> str:
+    if request.content_length and err.wanted == 2 * request.content_length:
+        return (f"request body of {request.content_length} bytes is larger than this server can hold at once "
+                f"({err.largest // 2} bytes; the in-flight budget follows --memory-limit-mib)")
+    return (f"request body would take about {err.wanted // MiB} MiB to parse, more than this server can hold "
+            f"at once ({err.largest // MiB} MiB): too many objects, arrays or values for its size")
 
 
 def _timed(name: str, handler: Handler, metrics: WebhookMetrics) -> Handler:
@@ -104,11 +168,10 @@ def _timed(name: str, handler: Handler, metrics: WebhookMetrics) -> Handler:
 Rule = Callable[[AdmissionRequest, Settings], Outcome]
 
 
-def admission_handler(rule: Rule) -> Handler:
+def admission_handler(rule: Rule) -> BodyHandler:
     """Decode an AdmissionReview, ask the rule, encode its outcome. Malformed calls get 400."""
 
-    async def handle(request: web.Request) -> web.StreamResponse:
-        body = await read_json(request, request.app[SETTINGS].admission_body_limit)
+    async def handle(request: web.Request, body: Any) -> web.StreamResponse:
         try:
             review_request = admission.decode(body)
         except ValueError as err:
@@ -129,8 +192,7 @@ def admission_handler(rule: Rule) -> Handler:
     return handle
 
 
-async def convert(request: web.Request) -> web.StreamResponse:
-    body = await read_json(request, request.app[SETTINGS].conversion_body_limit)
+async def convert(request: web.Request, body: Any) -> web.StreamResponse:
     try:
         with gc_paused():
             answer = conversion.review(body)
@@ -151,11 +213,16 @@ def build_app(settings: Settings | None = None, *, readiness: Readiness | None =
                       client_max_size=max(settings.admission_body_limit, settings.conversion_body_limit))
     app[SETTINGS] = settings
     app[METRICS] = webhook_metrics or WebhookMetrics.create()
+    app[BUDGET] = budget = ByteBudget(settings.in_flight_budget)
     mutate = admission_handler(lambda review, settings: mutate_foo(review, image=settings.default_image))
     validate = admission_handler(lambda review, settings: validate_foo(review))
-    admissions = partial(_bounded, limit=settings.max_admissions_in_flight, timeout=settings.admission_timeout)
-    app.router.add_post("/mutate-foo", _timed("/mutate-foo", admissions(mutate), app[METRICS]))
-    app.router.add_post("/validate-foo", _timed("/validate-foo", admissions(validate), app[METRICS]))
-    app.router.add_post("/convert", _timed("/convert", _bounded(
-        convert, settings.max_conversions_in_flight, settings.conversion_timeout), app[METRICS]))
+    admissions = Bounds(settings.admission_body_limit,
+                        BodyDeadlines(idle=settings.body_idle_timeout, total=settings.admission_body_timeout),
+                        settings.max_admissions_in_flight, settings.admission_timeout)
+    conversions = Bounds(settings.conversion_body_limit,
+                         BodyDeadlines(idle=settings.body_idle_timeout, total=settings.conversion_body_timeout),
+                         settings.max_conversions_in_flight, settings.conversion_timeout)
+    for path, handler, bounds in (("/mutate-foo", mutate, admissions), ("/validate-foo", validate, admissions),
+                                  ("/convert", convert, conversions)):
+        app.router.add_post(path, _timed(path, _bounded(handler, bounds, budget), app[METRICS]))
     return app

@@ -210,7 +210,7 @@ async def test_metrics_are_named_like_controller_runtime(client: Client, aiohttp
     assert "controller_runtime_webhook_latency_seconds_bucket" in text
 
 
-async def test_a_client_that_never_finishes_its_body_gets_a_504_not_a_hang(aiohttp_client: Any) -> None:
+async def test_a_client_that_never_finishes_its_body_gets_a_408_not_a_hang(aiohttp_client: Any) -> None:
     client = await aiohttp_client(build_app(Settings(admission_timeout=0.3)))
 
     async def slow_body() -> Any:
@@ -219,4 +219,4 @@ async def test_a_client_that_never_finishes_its_body_gets_a_504_not_a_hang(aioht
         yield b'"x"}'
 
     response = await client.post("/validate-foo", data=slow_body(), headers={"Content-Type": "application/json"})
-    assert response.status == 504 and (await response.json())["reason"] == "Timeout"
+    assert response.status == 408 and (await response.json())["reason"] == "Timeout"

@@ -549,3 +549,16 @@ def test_default_metrics_peers_are_the_monitoring_namespace() -> None:
     spec = _policies(render({"networkPolicy": {"enabled": True}}))[WEBHOOK]
     assert spec["ingress"][1]["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+
+
+def test_webhook_body_budget_follows_its_memory_limit_through_the_downward_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    deployment = find(render({"webhook": {"resources": {"limits": {"memory": "512Mi"}}}}), "Deployment", WEBHOOK)
+    webhook = container(deployment)
+    env = {e["name"]: e for e in webhook["env"]}
+    assert env["MEMORY_LIMIT_MIB"]["valueFrom"]["resourceFieldRef"] == {
+        "containerName": webhook["name"], "resource": "limits.memory", "divisor": "1Mi"}
+    assert webhook["resources"]["limits"]["memory"] == "512Mi"
+    assert not [a for a in webhook["args"] if a.startswith(("--memory-limit-mib", "--max-in-flight-mib"))]
+    # What the kubelet puts there for that limit is what the flag's default reads.
+    monkeypatch.setenv("MEMORY_LIMIT_MIB", "512")
+    assert parse_webhook_flags(["--cert-dir", "/etc/foo-operator/tls"]).memory_limit_mib == 512
