@@ -57,6 +57,7 @@ INSIGHTS = web.AppKey("insights", Insights)
 
 NOT_FOUND = "the server could not find the requested resource"
 NOT_ALLOWED = "the server does not allow this method on the requested resource"
+AUTHORIZATION_FAILED = "Internal error occurred: the request could not be authorized; see the server's log"
 
 
 def _fail(code: int, message: str, **kwargs: Any) -> StatusError:
@@ -104,8 +105,11 @@ async def authorize(user: UserInfo, info: RequestInfo, insights: Insights) -> No
     try:
         decision = await insights.authorizer(user, info)
     except Exception as err:  # the SubjectAccessReview itself failed: not the user's fault
-        log.warning("authorization failed", extra={"user": user.name, "path": info.path, "error": str(err)})
-        raise _fail(500, f"authorization of the request failed: {err}") from None
+        # 500, as kube-apiserver's WithAuthorization answers an authorizer error. Unlike its plain-text
+        # InternalError, the caller gets no detail: the error may carry the apiserver's response,
+        # addresses or headers. The log has it.
+        log.warning("authorization failed", extra={"user": user.name, "path": info.path, "error": repr(err)})
+        raise _fail(500, AUTHORIZATION_FAILED) from None
     if not decision.allowed:
         log.info("forbidden", extra={"user": user.name, "verb": info.verb, "resource": info.resource,
                                      "namespace": info.namespace, "object": info.name})

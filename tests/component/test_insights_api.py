@@ -105,12 +105,15 @@ class FakeRbac:
     def __init__(self) -> None:
         self.allowed: set[tuple[str, str, str, str, str]] = set()
         self.asked: list[tuple[UserInfo, RequestInfo]] = []
+        self.broken: Exception | None = None  # the SubjectAccessReview itself fails with this
 
     def allow(self, user: str, verb: str, resource: str, namespace: str = "ns", name: str = "") -> None:
         self.allowed.add((user, verb, resource, namespace, name))
 
     async def __call__(self, user: UserInfo, info: RequestInfo) -> Decision:
         self.asked.append((user, info))
+        if self.broken is not None:
+            raise self.broken
         if "system:masters" in user.groups:
             return Decision(True)
         rule = (user.name, info.verb, info.resource, info.namespace)
@@ -281,6 +284,17 @@ async def test_a_user_allowed_one_name_lists_that_one_only_whatever_the_field_se
     else:
         assert body["reason"] == "Forbidden"
     assert insights.rbac.asked[-1][1].name == asked_about
+
+
+async def test_a_failed_subject_access_review_is_a_500_that_tells_the_caller_nothing_of_why(
+        insights: Insights, caplog: pytest.LogCaptureFixture) -> None:
+    insights.rbac.broken = RuntimeError("POST https://10.96.0.1:443/apis/authorization.k8s.io/v1/subjectaccessreviews: "
+                                        "503 etcdserver: leader changed, Audit-Id: 1f2e")
+    status, body = await insights.json(f"{GV}/namespaces/ns/foohealths", user="bob")
+    assert (status, body["kind"], body["reason"]) == (500, "Status", "InternalError")
+    assert body["message"] == "Internal error occurred: the request could not be authorized; see the server's log"
+    [logged] = [r for r in caplog.records if r.getMessage() == "authorization failed"]
+    assert "leader changed" in logged.error  # type: ignore[attr-defined]
 
 
 async def test_listing_across_namespaces_is_authorized_at_cluster_scope(insights: Insights) -> None:
