@@ -401,6 +401,21 @@ async def test_list_filters_by_namespace_and_label_selector(insights: Insights, 
     assert (status, body["reason"]) == (400, "BadRequest")
 
 
+@pytest.mark.parametrize("query, message", [
+    ("labelSelector=a" + "%09" * 2000 + "b",
+     "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+    ("labelSelector=k+in+(" + "+" * 2000 + "x", "unable to parse requirement: found '', expected: ',' or ')'"),
+    ("labelSelector=a" + "+" * 4096, "labelSelector is 4097 characters long; at most 4096 are accepted"),
+    ("fieldSelector=status.health%3DHealthy", "field label not supported: status.health"),
+    ("fieldSelector=metadata.name%3Da%3Db", "invalid field selector: unescaped character in value: 61"),
+])
+async def test_selectors_that_do_not_parse_are_bad_requests_in_apimachinerys_words(insights: Insights, query: str,
+                                                                                    message: str) -> None:
+    insights.rbac.allow("alice", "list", "foohealths")
+    status, body = await insights.json(f"{GV}/namespaces/ns/foohealths?{query}")
+    assert (status, body["kind"], body["reason"], body["message"]) == (400, "Status", "BadRequest", message)
+
+
 async def test_list_pages_with_limit_and_continue(insights: Insights, view: HealthView) -> None:
     add(view, *(foo(f"f{i}") for i in range(5)))
     insights.rbac.allow("alice", "list", "foohealths")
