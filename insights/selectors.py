@@ -15,7 +15,7 @@ from typing import Any
 from fooapi import naming
 
 from .fields import FieldSelector, parse_field_selector
-from .labels import LabelSelector, SelectorError, parse_label_selector
+from .labels import LabelSelector, SelectorError, go_quote, parse_label_selector
 
 __all__ = ["MAX_SELECTOR_LENGTH", "SelectorError", "Selectors", "parse_selectors"]
 
@@ -26,7 +26,7 @@ Obj = dict[str, Any]
 # keys and values are at most 317 and 63 bytes) and leaves room in that line for the rest of the query.
 MAX_SELECTOR_LENGTH = 4096
 
-# The fields every apiserver supports for every resource (a CRD's default field label conversion).
+# The fields every apiserver supports for every resource.
 FIELDS: dict[str, Callable[[Obj], str]] = {
     "metadata.name": lambda o: str((o.get("metadata") or {}).get("name", "")),
     "metadata.namespace": lambda o: str((o.get("metadata") or {}).get("namespace", "")),
@@ -44,10 +44,12 @@ class Selectors:
         return name if name is not None and not naming.path_segment_name(name) else ""
 
     def check_fields(self) -> None:
-        """The apiserver's field label conversion: only fields it knows can select."""
+        """The field label conversion of an apiserver built on k8s.io/apiserver for a kind that
+        registers none (runtime.DefaultMetaV1FieldSelectorConversion): only the two metadata fields."""
         for requirement in self.fields.requirements:
             if requirement.field not in FIELDS:
-                raise SelectorError(f"field label not supported: {requirement.field}")
+                raise SelectorError(f"{go_quote(requirement.field)} is not a known field selector: "
+                                    f'only "metadata.name", "metadata.namespace"')
 
     def matches(self, obj: Obj) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}
