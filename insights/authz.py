@@ -64,13 +64,15 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
     name = path_name = rest[1] if len(rest) >= 2 else ""
     subresource = rest[2] if len(rest) >= 3 else ""
     selectors, selector_error = Selectors(), ""
-    if not name and verb == "get":
-        verb = "watch" if _query_bool(query.get("watch")) else "list"
+    if not name and verb in ("get", "watch"):  # a collection read: list, ?watch=1, or the /watch/ path
         try:
             selectors = parse_selectors(query.get("labelSelector", ""), query.get("fieldSelector", ""))
         except SelectorError as err:
             selector_error = str(err)
-        # As RequestInfoFactory: a query that does not decode as ListOptions pins no name.
+    if not name and verb == "get":
+        verb = "watch" if _query_bool(query.get("watch")) else "list"
+        # As RequestInfoFactory: only a list or watch by query (not the /watch/ path) pins a name, and
+        # only when the whole query decodes as ListOptions.
         if not selector_error and _int64_or_absent(query, "limit") and _int64_or_absent(query, "timeoutSeconds"):
             name = selectors.pinned_name()
     if not name and verb == "delete":

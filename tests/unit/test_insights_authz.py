@@ -219,3 +219,11 @@ def test_selectors_do_not_split_the_authorization_cache() -> None:
     plain = request_info("GET", f"{GV}/namespaces/ns/foohealths", {})
     selected = request_info("GET", f"{GV}/namespaces/ns/foohealths", {"labelSelector": "tier=web"})
     assert plain == selected and hash(plain) == hash(selected)
+
+
+def test_a_watch_by_path_is_filtered_by_its_selectors_but_pins_no_name_as_in_kube_apiserver() -> None:
+    info = request_info("GET", f"{GV}/watch/namespaces/ns/foohealths",
+                        {"labelSelector": "tier=web", "fieldSelector": "metadata.name=x"})
+    assert (info.verb, info.name) == ("watch", "")
+    assert info.selectors.matches({"metadata": {"name": "x", "namespace": "ns", "labels": {"tier": "web"}}})
+    assert not info.selectors.matches({"metadata": {"name": "x", "namespace": "ns", "labels": {"tier": "db"}}})
