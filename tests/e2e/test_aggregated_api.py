@@ -451,3 +451,36 @@ def test_hostile_selectors_are_refused_at_once_while_foo_writes_keep_succeeding(
     # parser refuses a request line over 8 KiB before any handler runs: a plain-text 400, not a Status.
     code, body, _ = answers["1 MiB"]
     assert code == 400 and "Got more than 8190 bytes" in body
+
+
+def test_a_user_allowed_one_name_lists_only_that_one_whatever_the_field_selector(available: Insights,
+                                                                                namespace: str) -> None:
+    """RBAC resourceNames on a list: kube-apiserver and insights must read `metadata.name` from the
+    same parse, or a selector one reads differently from the other lists objects the user may not see."""
+    for name in ("allowed", "secret"):
+        available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo(name))
+    _wait("both foohealths", lambda: bool(_health(available, namespace, "allowed"))
+          and bool(_health(available, namespace, "secret")))
+    available.kubectl("create", "role", "one-health", "-n", namespace, "--verb=list",
+                      f"--resource=foohealths.{GROUP}", "--resource-name=allowed")
+    available.kubectl("create", "rolebinding", "dana-one-health", "-n", namespace, "--role=one-health", "--user=dana")
+
+    def listed(field_selector: str) -> tuple[int, list[str], str]:
+        path = (f"/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths"
+                f"?fieldSelector={quote_plus(field_selector)}")
+        result = available.kubectl("get", "--raw", path, "--as=dana", check=False)
+        if result.returncode != 0:
+            return result.returncode, [], result.stderr.strip()
+        return 0, [i["metadata"]["name"] for i in json.loads(result.stdout)["items"]], ""
+
+    _wait("dana's list of the one name to be allowed (RBAC, then our 10 s denial cache)",
+          lambda: listed("metadata.name=allowed")[0] == 0, timeout=60)
+    assert listed("metadata.name=allowed")[1] == ["allowed"]
+    code, _, error = listed("")
+    assert code != 0 and "Forbidden" in error
+    # Both apiservers read this as two terms (no parentheses in field selectors): the name is pinned
+    # and applied. The regex filter read it as one namespace term and listed "secret" too.
+    assert listed("metadata.namespace!=(,metadata.name=allowed")[1] == ["allowed"]
+    # Does not parse ("y)" has no operator): no name pinned, so the whole list is asked about, and refused.
+    code, _, error = listed("metadata.namespace!=(x,metadata.name=allowed,y)")
+    assert code != 0 and "Forbidden" in error
