@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from . import naming
 from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
 from .errors import FieldError, invalid, required, too_long, type_invalid
 
-DNS1123_SUBDOMAIN_MAX = 253
-_DNS1123_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
-_DNS1123_SUBDOMAIN_MESSAGE = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-    f"validation is '{_DNS1123_SUBDOMAIN.pattern}')"
-)
+DNS1123_SUBDOMAIN_MAX = naming.DNS1123_SUBDOMAIN_MAX_LENGTH
 
 
 def dns1123_subdomain_errors(field: str, value: str) -> list[FieldError]:
     """What apimachinery's IsDNS1123Subdomain says about ``value``."""
-    errors: list[FieldError] = []
-    if len(value) > DNS1123_SUBDOMAIN_MAX:
-        errors.append(invalid(field, value, f"must be no more than {DNS1123_SUBDOMAIN_MAX} characters"))
-    if not _DNS1123_SUBDOMAIN.fullmatch(value):
-        errors.append(invalid(field, value, _DNS1123_SUBDOMAIN_MESSAGE))
-    return errors
+    return [invalid(field, value, message) for message in naming.dns1123_subdomain(value)]
 
 
 def replicas_errors(field: str, replicas: Any) -> list[FieldError]:

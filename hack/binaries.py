@@ -6,6 +6,7 @@ the build cache. Everything else only comes from the cache.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -131,3 +132,13 @@ def find_binaries(env: Mapping[str, str] | None = None) -> Binaries:
         k8s_version=v["K8S_VERSION"],
         user_supplied=frozenset(user),
     )
+
+
+SELECTOR_ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
+
+
+def selector_oracle(env: Mapping[str, str] | None = None) -> Path:
+    """hack/selector-oracle as `hack/build.sh` places it: under a hash of its sources."""
+    src = HACK_DIR / "selector-oracle"
+    digest = hashlib.sha256(b"".join((src / name).read_bytes() for name in SELECTOR_ORACLE_SOURCES)).hexdigest()
+    return cache_dir(env) / "bin" / f"selector-oracle-{digest[:12]}" / "selector-oracle"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules into a cache outside the repo:
 #   kube-apiserver, kubectl, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
-#   etcd, helm, kwok (+ its stage definitions); `sample-controller` on request.
+#   etcd, helm, kwok (+ its stage definitions), selector-oracle (hack/selector-oracle:
+#   apimachinery's selector parsers, for a differential test); `sample-controller` on request.
 #
 # Usage: hack/build.sh [--force] [sample-controller]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
@@ -314,6 +315,23 @@ build_sample_controller_in() {
   build_binary "$1" k8s.io/sample-controller "$2" -ldflags "-s -w"
 }
 
+# ---------------------------------------------------------------- selector-oracle
+# k8s.io/apimachinery's own label and field selector parsers behind a JSON-lines pipe, for the
+# differential test of insights' parser. Built from this repository (go.mod pins apimachinery to
+# the plane's version, go.sum is committed); the directory name carries a hash of the sources, so
+# an edit rebuilds it and hack/binaries.py finds the build that matches the checkout.
+build_selector_oracle() {
+  local src="$HACK_DIR/selector-oracle" hash out want
+  hash="$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)"
+  out="$BIN/selector-oracle-$hash/selector-oracle"
+  want="k8s.io/apimachinery v0.${K8S_VERSION#v1.}"
+  grep -q "^require $want\$" "$src/go.mod" \
+    || log "note: hack/selector-oracle/go.mod does not require $want (K8S_VERSION=$K8S_VERSION)"
+  if is_built "$out"; then log "selector-oracle: cached"; return; fi
+  log "building selector-oracle (seconds once apimachinery is in the Go module cache)"
+  timed "selector-oracle" build_binary "$src" . "$out" -ldflags "-s -w"
+}
+
 # ---------------------------------------------------------------- main
 total_start=$SECONDS
 log "cache: $CACHE"
@@ -321,5 +339,6 @@ build_etcd
 build_kubernetes
 build_kwok
 build_helm
+build_selector_oracle
 if $want_sample_controller; then build_sample_controller; fi
 log "ready in $((SECONDS - total_start))s; binaries under $BIN"

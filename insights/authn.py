@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -97,12 +97,20 @@ def _common_name(cert: x509.Certificate) -> str:
     return str(names[0].value) if names else ""
 
 
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
 class Authenticator:
     """Holds the current RequestHeaderConfig (swapped when the ConfigMap changes)."""
 
-    def __init__(self, config: RequestHeaderConfig | None = None) -> None:
+    def __init__(self, config: RequestHeaderConfig | None = None, *,
+                 clock: Callable[[], datetime.datetime] = _utc_now) -> None:
         self._config = config
-        self._verified: dict[bytes, str | None] = {}  # peer DER → why it is refused (None: trusted)
+        self._clock = clock
+        # peer DER → (why it is refused, None when trusted; until when that verdict holds). A kept-alive
+        # connection presents the same certificate for hours: trust must end at its notAfter.
+        self._verified: dict[bytes, tuple[str | None, datetime.datetime | None]] = {}
 
     @property
     def config(self) -> RequestHeaderConfig | None:
@@ -117,14 +125,17 @@ class Authenticator:
         return True
 
     def _certificate_problem(self, der: bytes, config: RequestHeaderConfig) -> str | None:
-        cached = self._verified.get(der, "")
-        if cached != "":
-            return cached
-        problem = _certificate_problem(der, config, datetime.datetime.now(datetime.timezone.utc))
+        now = self._clock()
+        cached = self._verified.get(der)
+        if cached is not None and (cached[1] is None or now <= cached[1]):
+            return cached[0]
+        problem, not_after = _certificate_problem(der, config, now)
         if len(self._verified) > 1024:
             self._verified.clear()
-        if problem is None or "expired" not in problem:  # validity changes with time; the rest does not
-            self._verified[der] = problem
+        if problem is None:
+            self._verified[der] = (None, not_after)
+        elif "expired" not in problem:  # a refusal for anything but time stands until the configuration changes
+            self._verified[der] = (problem, None)
         return problem
 
     def authenticate(self, peer_der: bytes | None, headers: CIMultiDictProxy[str]) -> UserInfo | Unauthenticated:
@@ -139,11 +150,17 @@ class Authenticator:
         return user_from_headers(headers, config)
 
 
-def _certificate_problem(der: bytes, config: RequestHeaderConfig, now: datetime.datetime) -> str | None:
+def _certificate_problem(der: bytes, config: RequestHeaderConfig,
+                         now: datetime.datetime) -> tuple[str | None, datetime.datetime | None]:
+    """Why the certificate is not the aggregator's (None if it is), and its notAfter."""
     try:
         cert = x509.load_der_x509_certificate(der)
     except ValueError:
-        return "client certificate does not parse"
+        return "client certificate does not parse", None
+    return _problem(cert, config, now), cert.not_valid_after_utc
+
+
+def _problem(cert: x509.Certificate, config: RequestHeaderConfig, now: datetime.datetime) -> str | None:
     if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
         return "client certificate has expired or is not yet valid"
     try:

@@ -12,15 +12,16 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kube.status import Status, failure
 
 from .authn import UserInfo
+from .labels import parse_int64
+from .selectors import SelectorError, Selectors, parse_selectors
 
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-_TRUE = ("1", "true", "True")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class RequestInfo:
     name: str = ""  # what authorization is asked about: the path's name, or one pinned by fieldSelector
     path_name: str = ""  # the name in the URL path ("" for a collection)
     extra_parts: tuple[str, ...] = ()
+    # A list's or watch's selectors, parsed once: the filter applies what authorization was asked
+    # about. Not part of the question itself (equality, the decision cache key).
+    selectors: Selectors = field(default_factory=Selectors, compare=False)
+    selector_error: str = field(default="", compare=False)  # why they do not parse: a 400 once authorized
 
 
 def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInfo:
@@ -58,25 +63,33 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
             rest = rest[2:]
     name = path_name = rest[1] if len(rest) >= 2 else ""
     subresource = rest[2] if len(rest) >= 3 else ""
+    selectors, selector_error = Selectors(), ""
+    if not name and verb in ("get", "watch"):  # a collection read: list, ?watch=1, or the /watch/ path
+        try:
+            selectors = parse_selectors(query.get("labelSelector", ""), query.get("fieldSelector", ""))
+        except SelectorError as err:
+            selector_error = str(err)
     if not name and verb == "get":
-        verb = "watch" if query.get("watch") in _TRUE else "list"
-        pinned = _pinned_name(query.get("fieldSelector", ""))
-        if pinned:
-            name = pinned
+        verb = "watch" if _query_bool(query.get("watch")) else "list"
+        # As RequestInfoFactory: only a list or watch by query (not the /watch/ path) pins a name, and
+        # only when the whole query decodes as ListOptions.
+        if not selector_error and _int64_or_absent(query, "limit") and _int64_or_absent(query, "timeoutSeconds"):
+            name = selectors.pinned_name()
     if not name and verb == "delete":
         verb = "deletecollection"
     return RequestInfo(path=path, verb=verb, resource_request=True, api_group=group, api_version=version,
                        namespace=namespace, resource=rest[0], subresource=subresource, name=name,
-                       path_name=path_name, extra_parts=tuple(rest[3:]))
+                       path_name=path_name, extra_parts=tuple(rest[3:]), selectors=selectors,
+                       selector_error=selector_error)
 
 
-def _pinned_name(selector: str) -> str:
-    """`metadata.name=x` in a field selector makes a list about one object (for authorization)."""
-    for term in selector.split(","):
-        field, _, value = term.replace("==", "=").partition("=")
-        if field.strip() == "metadata.name" and "!" not in field and value.strip():
-            return value.strip()
-    return ""
+def _query_bool(value: str | None) -> bool:
+    """runtime.Convert_Slice_string_To_bool: present and neither "0" nor "false" (any case) is true."""
+    return value is not None and value != "0" and value.lower() != "false"
+
+
+def _int64_or_absent(query: Mapping[str, str], key: str) -> bool:
+    return key not in query or parse_int64(query[key]) is not None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import orjson
@@ -95,20 +96,28 @@ def deployment(foo_obj: dict[str, Any], *, available: int | None = None) -> dict
 
 
 class FakeRbac:
-    """SubjectAccessReview stand-in: (user, verb, resource, namespace) tuples that are allowed."""
+    """SubjectAccessReview stand-in: (user, verb, resource, namespace, name) rules; name "" is any name.
+
+    As RBAC's `resourceNames`: a rule naming objects allows a request only about one of them, so a
+    list is allowed by it only when a field selector pins that name.
+    """
 
     def __init__(self) -> None:
-        self.allowed: set[tuple[str, str, str, str]] = set()
+        self.allowed: set[tuple[str, str, str, str, str]] = set()
         self.asked: list[tuple[UserInfo, RequestInfo]] = []
+        self.broken: Exception | None = None  # the SubjectAccessReview itself fails with this
 
-    def allow(self, user: str, verb: str, resource: str, namespace: str = "ns") -> None:
-        self.allowed.add((user, verb, resource, namespace))
+    def allow(self, user: str, verb: str, resource: str, namespace: str = "ns", name: str = "") -> None:
+        self.allowed.add((user, verb, resource, namespace, name))
 
     async def __call__(self, user: UserInfo, info: RequestInfo) -> Decision:
         self.asked.append((user, info))
+        if self.broken is not None:
+            raise self.broken
         if "system:masters" in user.groups:
             return Decision(True)
-        return Decision((user.name, info.verb, info.resource, info.namespace) in self.allowed)
+        rule = (user.name, info.verb, info.resource, info.namespace)
+        return Decision((*rule, "") in self.allowed or bool(info.name) and (*rule, info.name) in self.allowed)
 
 
 @dataclass
@@ -246,6 +255,48 @@ async def test_user_without_rbac_is_forbidden_in_kubernetes_words(insights: Insi
     assert (status, body["kind"]) == (200, "FooHealth")
 
 
+def names(body: dict[str, Any]) -> list[str]:
+    return [item["metadata"]["name"] for item in body["items"]]
+
+
+@pytest.mark.parametrize("field_selector, status, listed, asked_about", [
+    ("", 403, None, ""),
+    ("metadata.name=allowed", 200, ["allowed"], "allowed"),
+    ("metadata.name==allowed", 200, ["allowed"], "allowed"),
+    # Parses as apimachinery parses it (no parentheses in field selectors): two terms, the name pinned.
+    ("metadata.namespace!=(,metadata.name=allowed", 200, ["allowed"], "allowed"),
+    # Does not parse ("y)" has no operator): nothing pinned, so the SubjectAccessReview is about every name.
+    ("metadata.namespace!=(x,metadata.name=allowed,y)", 403, None, ""),
+    ("metadata.name=allowed,metadata.name=secret", 200, [], "allowed"),
+    ("metadata.name=allowed\\,x", 403, None, "allowed,x"),
+    ("metadata.name!=allowed", 403, None, ""),
+])
+async def test_a_user_allowed_one_name_lists_that_one_only_whatever_the_field_selector(
+        insights: Insights, view: HealthView, field_selector: str, status: int, listed: list[str] | None,
+        asked_about: str) -> None:
+    add(view, foo("allowed"), foo("secret"))
+    insights.rbac.allow("bob", "list", "foohealths", name="allowed")
+    got, body = await insights.json(f"{GV}/namespaces/ns/foohealths?fieldSelector={quote(field_selector, safe='')}",
+                                    user="bob")
+    assert got == status, body
+    if listed is not None:
+        assert names(body) == listed
+    else:
+        assert body["reason"] == "Forbidden"
+    assert insights.rbac.asked[-1][1].name == asked_about
+
+
+async def test_a_failed_subject_access_review_is_a_500_that_tells_the_caller_nothing_of_why(
+        insights: Insights, caplog: pytest.LogCaptureFixture) -> None:
+    insights.rbac.broken = RuntimeError("POST https://10.96.0.1:443/apis/authorization.k8s.io/v1/subjectaccessreviews: "
+                                        "503 etcdserver: leader changed, Audit-Id: 1f2e")
+    status, body = await insights.json(f"{GV}/namespaces/ns/foohealths", user="bob")
+    assert (status, body["kind"], body["reason"]) == (500, "Status", "InternalError")
+    assert body["message"] == "Internal error occurred: the request could not be authorized; see the server's log"
+    [logged] = [r for r in caplog.records if r.getMessage() == "authorization failed"]
+    assert "leader changed" in logged.error  # type: ignore[attr-defined]
+
+
 async def test_listing_across_namespaces_is_authorized_at_cluster_scope(insights: Insights) -> None:
     status, body = await insights.json(f"{GV}/foohealths", user="bob")
     assert status == 403
@@ -348,6 +399,22 @@ async def test_list_filters_by_namespace_and_label_selector(insights: Insights, 
     assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items["items"]] == [("ns", "a"), ("other", "c")]
     status, body = await insights.json(f"{GV}/foohealths?labelSelector=tier%20in%20web")
     assert (status, body["reason"]) == (400, "BadRequest")
+
+
+@pytest.mark.parametrize("query, message", [
+    ("labelSelector=a" + "%09" * 2000 + "b",
+     "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+    ("labelSelector=k+in+(" + "+" * 2000 + "x", "unable to parse requirement: found '', expected: ',' or ')'"),
+    ("labelSelector=a" + "+" * 4096, "labelSelector is 4097 characters long; at most 4096 are accepted"),
+    ("fieldSelector=status.health%3DHealthy",
+     '"status.health" is not a known field selector: only "metadata.name", "metadata.namespace"'),
+    ("fieldSelector=metadata.name%3Da%3Db", "invalid field selector: unescaped character in value: 61"),
+])
+async def test_selectors_that_do_not_parse_are_bad_requests_in_apimachinerys_words(insights: Insights, query: str,
+                                                                                    message: str) -> None:
+    insights.rbac.allow("alice", "list", "foohealths")
+    status, body = await insights.json(f"{GV}/namespaces/ns/foohealths?{query}")
+    assert (status, body["kind"], body["reason"], body["message"]) == (400, "Status", "BadRequest", message)
 
 
 async def test_list_pages_with_limit_and_continue(insights: Insights, view: HealthView) -> None:

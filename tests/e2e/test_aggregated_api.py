@@ -13,6 +13,7 @@ import os
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import pytest
 import yaml
@@ -384,3 +386,101 @@ def test_our_own_subject_access_review_guards_requests_that_skip_the_apiserver(a
     _wait("carol's SubjectAccessReview to allow (after the 10 s denial cache)", lambda: call("carol")[0] == 200,
           timeout=60)
     assert call("carol")[1]["kind"] == "FooHealthList"
+
+
+# ---- hostile selectors ----------------------------------------------------------------------------------------
+
+HOSTILE_SELECTORS = {
+    # The worst inputs for the regex parser this server had: 11-18 s of CPU each (cubic backtracking).
+    "a + 2,000 tabs + b": "a" + "\t" * 2000 + "b",
+    "k in ( + 2,000 blanks + x": "k in (" + " " * 2000 + "x",
+    # Longer than insights' 4,096-character cap, short enough for the request line to reach it.
+    "a + 6,000 blanks": "a" + " " * 6000,
+    "1 MiB": "a" * (1 << 20),
+}
+
+
+def _list_through_the_apiserver(plane: LocalControlPlane, namespace: str, selector: str) -> tuple[int, str, float]:
+    """A list with this label selector, sent by an admin through kube-apiserver; (code, body, seconds)."""
+    assert plane.pki is not None
+    context = ssl.create_default_context(cafile=str(plane.ca_file))
+    context.load_cert_chain(plane.pki.cert_file("admin"), plane.pki.key_file("admin"))
+    url = (f"{plane.server}/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths"
+           f"?labelSelector={quote_plus(selector)}")
+    began = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=30) as response:
+            return response.status, response.read().decode(), time.monotonic() - began
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace"), time.monotonic() - began
+
+
+def test_hostile_selectors_are_refused_at_once_while_foo_writes_keep_succeeding(available: Insights,
+                                                                                namespace: str) -> None:
+    answers: dict[str, tuple[int, str, float]] = {}
+
+    def hostile() -> None:
+        for _ in range(3):
+            for name, selector in HOSTILE_SELECTORS.items():
+                answers[name] = _list_through_the_apiserver(available.plane, namespace, selector)
+
+    attacker = threading.Thread(target=hostile)
+    attacker.start()
+    writes, failures = 0, []
+    deadline = time.monotonic() + 120
+    while (attacker.is_alive() or writes < 10) and time.monotonic() < deadline:
+        # Through the admission webhooks (dry-run still calls them), as every Foo write in the cluster.
+        result = available.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-", check=False,
+                                   input=_foo(f"write-{writes}"))
+        writes += 1
+        if result.returncode != 0:
+            failures.append(result.stderr.strip())
+    attacker.join(timeout=60)
+    print(f"{writes} Foo writes while hostile selectors were sent; answers: "
+          + ", ".join(f"{name}: {code} in {seconds:.2f}s" for name, (code, _, seconds) in answers.items()))
+    assert not attacker.is_alive() and failures == []
+    for name in ("a + 2,000 tabs + b", "k in ( + 2,000 blanks + x", "a + 6,000 blanks"):
+        code, body, _ = answers[name]
+        status = json.loads(body)
+        assert (code, status["kind"], status["reason"]) == (400, "Status", "BadRequest"), name
+    assert json.loads(answers["a + 2,000 tabs + b"][1])["message"] == (
+        "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt")
+    assert json.loads(answers["a + 6,000 blanks"][1])["message"] == (
+        "labelSelector is 6001 characters long; at most 4096 are accepted")
+    # kube-apiserver forwards a 1 MiB query (its header limit is 1 MiB plus slack); insights' HTTP
+    # parser refuses a request line over 8 KiB before any handler runs: a plain-text 400, not a Status.
+    code, body, _ = answers["1 MiB"]
+    assert code == 400 and "Got more than 8190 bytes" in body
+
+
+def test_a_user_allowed_one_name_lists_only_that_one_whatever_the_field_selector(available: Insights,
+                                                                                namespace: str) -> None:
+    """RBAC resourceNames on a list: kube-apiserver and insights must read `metadata.name` from the
+    same parse, or a selector one reads differently from the other lists objects the user may not see."""
+    for name in ("allowed", "secret"):
+        available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo(name))
+    _wait("both foohealths", lambda: bool(_health(available, namespace, "allowed"))
+          and bool(_health(available, namespace, "secret")))
+    available.kubectl("create", "role", "one-health", "-n", namespace, "--verb=list",
+                      f"--resource=foohealths.{GROUP}", "--resource-name=allowed")
+    available.kubectl("create", "rolebinding", "dana-one-health", "-n", namespace, "--role=one-health", "--user=dana")
+
+    def listed(field_selector: str) -> tuple[int, list[str], str]:
+        path = (f"/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths"
+                f"?fieldSelector={quote_plus(field_selector)}")
+        result = available.kubectl("get", "--raw", path, "--as=dana", check=False)
+        if result.returncode != 0:
+            return result.returncode, [], result.stderr.strip()
+        return 0, [i["metadata"]["name"] for i in json.loads(result.stdout)["items"]], ""
+
+    _wait("dana's list of the one name to be allowed (RBAC, then our 10 s denial cache)",
+          lambda: listed("metadata.name=allowed")[0] == 0, timeout=60)
+    assert listed("metadata.name=allowed")[1] == ["allowed"]
+    code, _, error = listed("")
+    assert code != 0 and "Forbidden" in error
+    # Both apiservers read this as two terms (no parentheses in field selectors): the name is pinned
+    # and applied. The regex filter read it as one namespace term and listed "secret" too.
+    assert listed("metadata.namespace!=(,metadata.name=allowed")[1] == ["allowed"]
+    # Does not parse ("y)" has no operator): no name pinned, so the whole list is asked about, and refused.
+    code, _, error = listed("metadata.namespace!=(x,metadata.name=allowed,y)")
+    assert code != 0 and "Forbidden" in error

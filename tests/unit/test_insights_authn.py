@@ -37,13 +37,19 @@ def test_the_aggregator_certificate_makes_the_header_user() -> None:
     assert user == UserInfo(name="alice", groups=("dev", "system:authenticated"), extra={})
 
 
-def _expired_client_cert() -> bytes:
+def _client_cert(not_before: datetime.timedelta, not_after: datetime.timedelta) -> bytes:
+    """The aggregator's certificate, valid from now + not_before to now + not_after."""
     now = datetime.datetime.now(datetime.timezone.utc)
     valid = issue_client(FRONT_PROXY_CA, common_name="front-proxy-client").certificate
     builder = (x509.CertificateBuilder().subject_name(valid.subject).issuer_name(FRONT_PROXY_CA.certificate.subject)
-               .public_key(valid.public_key()).serial_number(1)
-               .not_valid_before(now - datetime.timedelta(days=10)).not_valid_after(now - datetime.timedelta(days=1)))
+               .public_key(valid.public_key()).serial_number(x509.random_serial_number())
+               .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+               .not_valid_before(now + not_before).not_valid_after(now + not_after))
     return builder.sign(FRONT_PROXY_CA.private_key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
+
+
+def _expired_client_cert() -> bytes:
+    return _client_cert(datetime.timedelta(days=-10), datetime.timedelta(days=-1))
 
 
 @pytest.mark.parametrize("why, config, peer, sent, reason_part", [
@@ -133,3 +139,28 @@ def test_the_config_map_source_updates_the_authenticator_and_the_tls_ca_file(tmp
     assert authenticator.config == CONFIG  # a broken bundle never replaces a good one
     source._changed({"data": {**data, "requestheader-client-ca-file": OTHER_CA.cert_pem.decode()}})
     assert (tmp_path / "ca" / "requestheader-ca.crt").read_bytes() == OTHER_CA.cert_pem
+
+
+def test_a_trusted_certificates_verdict_ends_at_its_not_after_on_a_kept_alive_connection() -> None:
+    # A kept-alive connection presents the same certificate on every request, for as long as it
+    # lives: the cached "trusted" must not outlive the certificate.
+    now = datetime.datetime.now(datetime.timezone.utc)
+    peer = _client_cert(datetime.timedelta(minutes=-1), datetime.timedelta(seconds=30))
+    clock = [now]
+    authenticator = Authenticator(CONFIG, clock=lambda: clock[0])
+    assert isinstance(authenticator.authenticate(peer, ALICE), UserInfo)
+    clock[0] = now + datetime.timedelta(seconds=29)
+    assert isinstance(authenticator.authenticate(peer, ALICE), UserInfo)
+    clock[0] = now + datetime.timedelta(seconds=31)
+    refused = authenticator.authenticate(peer, ALICE)
+    assert isinstance(refused, Unauthenticated) and "expired" in refused.reason
+
+
+def test_a_certificate_not_yet_valid_is_trusted_once_it_is() -> None:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    peer = _client_cert(datetime.timedelta(seconds=10), datetime.timedelta(hours=1))
+    clock = [now]
+    authenticator = Authenticator(CONFIG, clock=lambda: clock[0])
+    assert isinstance(authenticator.authenticate(peer, ALICE), Unauthenticated)
+    clock[0] = now + datetime.timedelta(seconds=11)
+    assert isinstance(authenticator.authenticate(peer, ALICE), UserInfo)

@@ -177,3 +177,53 @@ async def test_the_real_authorizer_posts_a_subject_access_review() -> None:
     [(method, path, body)] = sent
     assert (method, path) == ("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews")
     assert body == subject_access_review(BOB, info)
+
+
+@pytest.mark.parametrize("query, verb, name", [
+    ({"fieldSelector": "metadata.name=x"}, "list", "x"),
+    ({"fieldSelector": "metadata.name==x", "watch": "yes"}, "watch", "x"),  # any value but 0/false is true
+    ({"fieldSelector": "metadata.name=x", "watch": "False"}, "list", "x"),
+    ({"fieldSelector": "metadata.name!=x"}, "list", ""),
+    ({"fieldSelector": "metadata.name=a/b"}, "list", ""),  # not a valid path segment
+    ({"fieldSelector": "metadata.name=x\\,y"}, "list", "x,y"),
+    # apimachinery splits on unescaped commas only, parentheses mean nothing: the name is pinned...
+    ({"fieldSelector": "metadata.namespace!=(,metadata.name=allowed"}, "list", "allowed"),
+    # ...and a term without an operator makes the selector fail, so nothing is pinned.
+    ({"fieldSelector": "metadata.namespace!=(x,metadata.name=allowed,y)"}, "list", ""),
+    # Anything that does not decode as ListOptions pins nothing, as in RequestInfoFactory.
+    ({"fieldSelector": "metadata.name=x", "labelSelector": "a in ("}, "list", ""),
+    ({"fieldSelector": "metadata.name=x", "limit": "ten"}, "list", ""),
+    ({"fieldSelector": "metadata.name=x", "timeoutSeconds": "1.5"}, "list", ""),
+])
+def test_a_list_is_about_the_name_its_field_selector_pins_as_kube_apiserver_reads_it(
+        query: dict[str, str], verb: str, name: str) -> None:
+    info = request_info("GET", f"{GV}/namespaces/ns/foohealths", query)
+    assert (info.verb, info.name, info.path_name) == (verb, name, "")
+
+
+def test_the_filter_applies_the_very_requirement_authorization_was_asked_about() -> None:
+    info = request_info("GET", f"{GV}/namespaces/ns/foohealths",
+                        {"fieldSelector": "metadata.namespace!=(,metadata.name=allowed"})
+    assert info.name == "allowed"
+    assert info.selectors.matches({"metadata": {"name": "allowed", "namespace": "ns"}})
+    assert not info.selectors.matches({"metadata": {"name": "secret", "namespace": "ns"}})
+
+
+def test_a_selector_that_does_not_parse_is_kept_as_the_400_it_earns_after_authorization() -> None:
+    info = request_info("GET", f"{GV}/namespaces/ns/foohealths", {"labelSelector": "a" + "\t" * 2000 + "b"})
+    assert (info.verb, info.name) == ("list", "")
+    assert info.selector_error == "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
+
+
+def test_selectors_do_not_split_the_authorization_cache() -> None:
+    plain = request_info("GET", f"{GV}/namespaces/ns/foohealths", {})
+    selected = request_info("GET", f"{GV}/namespaces/ns/foohealths", {"labelSelector": "tier=web"})
+    assert plain == selected and hash(plain) == hash(selected)
+
+
+def test_a_watch_by_path_is_filtered_by_its_selectors_but_pins_no_name_as_in_kube_apiserver() -> None:
+    info = request_info("GET", f"{GV}/watch/namespaces/ns/foohealths",
+                        {"labelSelector": "tier=web", "fieldSelector": "metadata.name=x"})
+    assert (info.verb, info.name) == ("watch", "")
+    assert info.selectors.matches({"metadata": {"name": "x", "namespace": "ns", "labels": {"tier": "web"}}})
+    assert not info.selectors.matches({"metadata": {"name": "x", "namespace": "ns", "labels": {"tier": "db"}}})
