@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from prometheus_client import CollectorRegistry
 
 from .http import StatusError, status_response
@@ -76,20 +76,24 @@ async def status_edge(request: web.Request, handler: Handler) -> web.StreamRespo
         return status_response(failure(500, "internal error; see the server's log"))
 
 
-@web.middleware
-async def close_while_draining(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Once shutting down, answer with `Connection: close`.
+async def close_while_draining(request: web.Request, response: web.StreamResponse) -> None:
+    """Once shutting down, every answer says `Connection: close` in its own headers.
 
     Clients keep HTTP/1.1 connections alive and reuse them without looking at endpoints again,
     so the apiserver keeps sending to a replica that is no longer in the EndpointSlice until
     the connection closes. Closed by the server at the end of the drain, one in use loses its
     request: Go does not retry a POST written onto a reused connection that then hits EOF. Told
     to close by a response, the client retires the connection itself and dials a ready replica.
+
+    An `on_response_prepare` hook, not a middleware: handlers that write their answer themselves
+    (the webhook writes while the body's bytes are still charged) send headers before any
+    middleware sees the response, and a close decided after the headers left is exactly the
+    race above — the client pools a connection we then close. The header is set by hand as
+    well: aiohttp computes its own Connection header before it runs this hook.
     """
-    response = await handler(request)
     if request.app[READINESS].draining:
         response.force_close()
-    return response
+        response.headers[hdrs.CONNECTION] = "close"
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:
@@ -103,7 +107,8 @@ async def readyz(request: web.Request) -> web.StreamResponse:
 
 def serving_app(readiness: Readiness, *, client_max_size: int = 1024 * 1024) -> web.Application:
     """An app with the shared edge (drain, Status errors) and the probes; callers add routes."""
-    app = web.Application(middlewares=[close_while_draining, status_edge], client_max_size=client_max_size)
+    app = web.Application(middlewares=[status_edge], client_max_size=client_max_size)
+    app.on_response_prepare.append(close_while_draining)
     app[READINESS] = readiness
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

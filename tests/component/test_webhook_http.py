@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestClient
 from tests.component.reviews import admission_review, conversion_review, decoded_patch
 from tests.unit.foos import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from kube.metricsserver import metrics_app
+from kube.serving import READINESS
 from webhook.app import METRICS, Settings, build_app
 
 Client = TestClient  # type: ignore[type-arg]
@@ -188,6 +189,29 @@ async def test_convert_without_uid_is_a_400(client: Client) -> None:
     status, answer = await post(client, "/convert", {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                                                      "request": {"objects": []}})
     assert status == 400 and "uid" in answer["message"]
+
+
+# --- draining ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path, body", [
+    ("/mutate-foo", admission_review(foo_v1())),
+    ("/validate-foo", admission_review(foo_v1())),
+    ("/convert", conversion_review([foo_v1alpha1()], V1)),
+    ("/healthz", None),
+])
+async def test_a_draining_server_tells_the_client_to_close_in_the_answer_itself(
+        client: Client, path: str, body: Any) -> None:
+    # The headers must say it: a connection the client believes is kept alive, closed by us
+    # afterwards, is one Go reuses for its next POST and loses ("server closed idle connection").
+    client.app[READINESS].draining = True
+    response = await (client.post(path, json=body) if body is not None else client.get(path))
+    assert response.status == 200
+    assert response.headers.get("Connection", "").lower() == "close"
+
+
+async def test_a_serving_server_keeps_connections_alive(client: Client) -> None:
+    response = await client.post("/validate-foo", json=admission_review(foo_v1()))
+    assert response.status == 200 and response.headers.get("Connection", "").lower() != "close"
 
 
 # --- health and metrics ----------------------------------------------------------------------
