@@ -13,6 +13,7 @@ from typing import Any
 
 import fooapi
 from fooapi.defaults import DEFAULT_IMAGE
+from fooapi.errors import aggregate_message
 from kube.client import DEPLOYMENTS, ApiError, KubeClient, Resource
 from kube.events import EventRecorder, wire_time
 from kube.informer import Store, split_key
@@ -91,6 +92,12 @@ class FooReconciler:
         name = deployment_name(foo)
         if name is None:
             return await self._refuse(key, foo, Problem(INVALID_SPEC, MESSAGE_NO_DEPLOYMENT_NAME))
+        # What the webhook and the CRD schema refuse never becomes a Deployment, even when both
+        # were skipped (an excluded namespace, a Foo stored before the bounds, failurePolicy
+        # Ignore): a Foo asking for 100,000 replicas is reported, and its Deployment left as it is.
+        errors = fooapi.validate({**foo, "apiVersion": fooapi.HUB_API_VERSION})
+        if errors:
+            return await self._refuse(key, foo, Problem(INVALID_SPEC, aggregate_message(errors)))
 
         deployment_key = f"{namespace}/{name}"
         deployment = self.recent_deployments.resolve(deployment_key, self.deployments.get(deployment_key))
@@ -147,6 +154,12 @@ class FooReconciler:
 
     async def _fix_drift(self, key: str, deployment_key: str, deployment: Object, patch: Object) -> Object:
         namespace, name = split_key(deployment_key)
+        uid = deployment["metadata"].get("uid")
+        if uid:
+            # A precondition: if the Deployment we judged was replaced meanwhile (deleted and
+            # re-created by someone else under the same name), the apiserver answers 409 and the
+            # retry sees the newcomer, which is not ours to touch.
+            patch = {"metadata": {"uid": uid}, **patch}
         patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
         self.recent_deployments.remember(deployment_key, deployment, patched, cached=self.deployments.get(deployment_key))
         log.info("%s: reverted drift of Deployment %s: %s", key, deployment_key, patch["spec"], extra={"key": key})

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .names import GROUP, HUB_VERSION, KIND, LEGACY_API_VERSION, LEGACY_VERSION, PLURAL, SHORT_NAMES, SINGULAR
+from .defaults import DEFAULT_IMAGE
 from .models import FooV1, FooV1alpha1
 from .validation import deprecation_warnings
 
@@ -19,8 +20,9 @@ API_APPROVAL = (
     "trying to develop a CRD in the *.k8s.io or *.kubernetes.io groups"
 )
 
-# Keys of a JSON schema that a structural CRD schema keeps.
-_KEPT = {"type", "description", "format", "enum", "items", "properties", "required"}
+# Keys of a JSON schema that a structural CRD schema keeps: shape, bounds, defaults, CEL rules.
+_KEPT = {"type", "description", "format", "enum", "items", "properties", "required",
+         "minimum", "maximum", "maxLength", "pattern", "default", "x-kubernetes-validations"}
 
 
 def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
@@ -37,6 +39,8 @@ def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"cannot express union {schema['anyOf']} in a structural schema")
         schema = {**_structural(branches[0], defs), **{k: v for k, v in schema.items() if k != "anyOf"}}
     out = {k: v for k, v in schema.items() if k in _KEPT}
+    if out.get("default", 0) is None:
+        del out["default"]  # pydantic's "absent" is no default at all, not a null one
     if "const" in schema:
         out["type"] = "string"
     if "properties" in out:
@@ -47,14 +51,17 @@ def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The CRD openAPIV3Schema of a Foo model."""
+def openapi_schema(model: type[BaseModel], *, default_image: str = DEFAULT_IMAGE) -> dict[str, Any]:
+    """The CRD openAPIV3Schema of a Foo model; in v1 the image defaults to ``default_image``."""
     raw = model.model_json_schema(by_alias=True)
     schema = _structural(raw, raw.get("$defs", {}))
     schema["properties"]["metadata"] = {"type": "object"}
     schema["properties"]["apiVersion"] = {"type": "string", "description": "The versioned schema of this object."}
     schema["properties"]["kind"] = {"type": "string", "description": "The REST resource this object represents."}
     schema.pop("required", None)
+    image = schema["properties"]["spec"]["properties"].get("deployment", {}).get("properties", {}).get("image")
+    if image is not None:
+        image["default"] = default_image  # the chart's value, not the model's: it is a knob
     conditions = schema["properties"].get("status", {}).get("properties", {}).get("conditions")
     if conditions is not None:
         conditions["x-kubernetes-list-type"] = "map"
@@ -74,7 +81,7 @@ def _column(name: str, path: str, type_: str = "string", description: str = "", 
 _AGE = _column("Age", ".metadata.creationTimestamp", "date")
 
 
-def _version(name: str, model: type[BaseModel], *, storage: bool) -> dict[str, Any]:
+def _version(name: str, model: type[BaseModel], *, storage: bool, default_image: str) -> dict[str, Any]:
     if name == HUB_VERSION:
         deployment_path = ".spec.deployment.name"
         status_replicas = ".status.replicas"
@@ -99,7 +106,7 @@ def _version(name: str, model: type[BaseModel], *, storage: bool) -> dict[str, A
         "name": name,
         "served": True,
         "storage": storage,
-        "schema": {"openAPIV3Schema": openapi_schema(model)},
+        "schema": {"openAPIV3Schema": openapi_schema(model, default_image=default_image)},
         "subresources": {
             "status": {},
             "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": status_replicas},
@@ -113,9 +120,13 @@ def _version(name: str, model: type[BaseModel], *, storage: bool) -> dict[str, A
 
 
 def crd_manifest(
-    *, conversion_client_config: dict[str, Any] | None = None, labels: dict[str, str] | None = None
+    *, conversion_client_config: dict[str, Any] | None = None, labels: dict[str, str] | None = None,
+    default_image: str = DEFAULT_IMAGE,
 ) -> dict[str, Any]:
     """The Foo CRD; with ``conversion_client_config`` ({url|service, caBundle}) it converts by webhook.
+
+    ``default_image`` is the schema's default for ``spec.deployment.image``: the same value the
+    mutating webhook fills, so a Foo reads the same whether the webhook or the schema defaulted it.
 
     Without a client config the CRD uses conversion strategy None, which only suits tests that
     never read v1alpha1.
@@ -148,8 +159,8 @@ def crd_manifest(
             },
             "scope": "Namespaced",
             "versions": [
-                _version(HUB_VERSION, FooV1, storage=True),
-                _version(LEGACY_VERSION, FooV1alpha1, storage=False),
+                _version(HUB_VERSION, FooV1, storage=True, default_image=default_image),
+                _version(LEGACY_VERSION, FooV1alpha1, storage=False, default_image=default_image),
             ],
             "conversion": conversion,
         },

@@ -1,10 +1,11 @@
 """pydantic models of both Foo versions: typed access for code, and the CRD schema's source.
 
 Models allow unknown fields (``extra="allow"``) so nothing a newer client sent is dropped when
-an object passes through them. Constraints that the webhook enforces (replicas 1–10, DNS names)
-are deliberately *not* in the models: the CRD schema would otherwise reject first with the
-apiserver's generic message instead of ours, and ``kubectl scale`` bypasses nothing either way
-because the validating webhook also covers ``foos/scale``.
+an object passes through them. The bounds (replicas 1–10, a DNS-1123 deployment name that never
+changes) are in the models and so in the CRD schema: a webhook that is skipped (an excluded
+namespace, ``failurePolicy: Ignore``) leaves them standing. Users still read our messages first:
+the mutating webhook runs before the apiserver checks the schema, and denies with every cause at
+once what validation would deny (kube.foo_admission).
 """
 
 from __future__ import annotations
@@ -12,6 +13,24 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .defaults import DEFAULT_REPLICAS
+from .names import MAX_REPLICAS, MIN_REPLICAS
+from .naming import DNS1123_SUBDOMAIN_FMT, DNS1123_SUBDOMAIN_MAX_LENGTH
+
+# A CEL transition rule: runs only when the object had the field before, so setting it is free
+# and changing it is refused in the words our webhook uses.
+IMMUTABLE: dict[str, Any] = {"x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "field is immutable"}]}
+
+
+def _deployment_name(description: str) -> Any:
+    return Field(None, description=description, max_length=DNS1123_SUBDOMAIN_MAX_LENGTH,
+                 pattern=f"^{DNS1123_SUBDOMAIN_FMT}$", json_schema_extra=IMMUTABLE)
+
+
+def _replicas(description: str) -> Any:
+    return Field(None, description=description, ge=MIN_REPLICAS, le=MAX_REPLICAS,
+                 json_schema_extra={"default": DEFAULT_REPLICAS})
 
 
 class _Model(BaseModel):
@@ -50,17 +69,16 @@ class Condition(_Model):
 class DeploymentTemplate(_Model):
     """What the Deployment owned by the Foo looks like."""
 
-    name: str | None = Field(
-        None, description="Name of the Deployment the Foo owns. Required; a DNS-1123 subdomain; immutable."
-    )
-    image: str | None = Field(None, description="Container image of the nginx container. Defaults to nginx:latest.")
+    name: str | None = _deployment_name("Name of the Deployment the Foo owns. Required; a DNS-1123 subdomain; immutable.")
+    image: str | None = Field(None, description="Container image of the nginx container. Defaults to the operator's "
+                                                "default image (nginx:latest unless configured).")
 
 
 class FooSpecV1(_Model):
     """The desired state of a Foo."""
 
     deployment: DeploymentTemplate | None = Field(None, description="The Deployment this Foo owns.")
-    replicas: int | None = Field(None, description="Number of replicas, 1 to 10. Defaults to 1.")
+    replicas: int | None = _replicas("Number of replicas, 1 to 10. Defaults to 1.")
 
 
 class FooStatusV1(_Model):
@@ -90,8 +108,10 @@ class FooV1(_Model):
 class FooSpecV1alpha1(_Model):
     """The desired state of a Foo (sample-controller's schema)."""
 
-    deployment_name: str | None = Field(None, alias="deploymentName", description="Name of the Deployment the Foo owns.")
-    replicas: int | None = Field(None, description="Number of replicas, 1 to 10.")
+    deployment_name: str | None = Field(
+        None, alias="deploymentName", description="Name of the Deployment the Foo owns. A DNS-1123 subdomain; immutable.",
+        max_length=DNS1123_SUBDOMAIN_MAX_LENGTH, pattern=f"^{DNS1123_SUBDOMAIN_FMT}$", json_schema_extra=IMMUTABLE)
+    replicas: int | None = _replicas("Number of replicas, 1 to 10. Defaults to 1.")
 
 
 class FooStatusV1alpha1(_Model):

@@ -32,6 +32,7 @@ _PORT = 44344  # an int in the dump, replaced with the chart's Service port
 _CA_BUNDLE = "__CA_BUNDLE__"
 _LABELS = "__LABELS__"
 _EXTRA_ANNOTATIONS = "__EXTRA_ANNOTATIONS__"
+_DEFAULT_IMAGE = "__DEFAULT_IMAGE__"
 
 HEADER = """\
 {{- /*
@@ -52,7 +53,7 @@ def _manifest_with_placeholders() -> dict[str, Any]:
         "service": {"namespace": _NAMESPACE, "name": _SERVICE, "path": CONVERSION_PATH, "port": _PORT},
         "caBundle": _CA_BUNDLE,
     }
-    crd = crd_manifest(conversion_client_config=client_config, labels={_LABELS: ""})
+    crd = crd_manifest(conversion_client_config=client_config, labels={_LABELS: ""}, default_image=_DEFAULT_IMAGE)
     crd["metadata"]["annotations"][_EXTRA_ANNOTATIONS] = ""
     return crd
 
@@ -78,6 +79,7 @@ def _template_line(line: str) -> list[str]:
             f"{indent}caBundle: {{{{ . }}}}",
             f"{indent}{{{{- end }}}}",
         ]
+    line = line.replace(f"default: {_DEFAULT_IMAGE}", "default: {{ .Values.defaultImage | quote }}")
     line = line.replace(_NAMESPACE, "{{ .Release.Namespace }}")
     line = line.replace(_SERVICE, '{{ include "foo-operator.webhookServiceName" . }}')
     return [line.replace(f"port: {_PORT}", "port: {{ .Values.webhook.service.port }}")]
@@ -92,7 +94,7 @@ def render() -> str:
     for line in dumped.splitlines():
         lines.extend(_template_line(line))
     body = "\n".join(lines) + "\n"
-    for placeholder in (_NAMESPACE, _SERVICE, str(_PORT), _CA_BUNDLE, _LABELS, _EXTRA_ANNOTATIONS):
+    for placeholder in (_NAMESPACE, _SERVICE, str(_PORT), _CA_BUNDLE, _LABELS, _EXTRA_ANNOTATIONS, _DEFAULT_IMAGE):
         if placeholder in body:
             raise ValueError(f"placeholder {placeholder} survived: the dump's layout changed, update hack/gen_crd.py")
     return HEADER + body + FOOTER

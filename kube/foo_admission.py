@@ -34,15 +34,28 @@ def _name(request: AdmissionRequest, obj: dict[str, Any]) -> str:
 
 
 def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
-    """Fill defaults (replicas, image) with the smallest patch; nothing to fill, no patch."""
-    if request.resource != FOOS or request.sub_resource:
+    """Fill defaults (replicas, image) with the smallest patch; nothing to fill, no patch.
+
+    A Foo that validation would refuse is refused here already, with the same Status: mutating
+    webhooks run before the apiserver checks the CRD schema, whose bounds would otherwise answer
+    first, one generic message per field instead of ours. foos/scale likewise.
+    """
+    if request.resource != FOOS:
+        return misrouted(request, FOOS)
+    if request.sub_resource == "scale":
+        return _validate_scale(request)
+    if request.sub_resource:
         return misrouted(request, FOOS)
     if request.operation not in _WRITES:
         return allowed()
     problem = _foo_or_denial(request, request.object)
     if problem is not None:
         return problem
-    return patched(json_patch(request.object, default(request.object, image=image)))
+    defaulted = default(request.object, image=image)
+    denial = _invalid_or_none(request, defaulted)
+    if denial is not None:
+        return denial
+    return patched(json_patch(request.object, defaulted))
 
 
 def _in_requested_version(request: AdmissionRequest, obj: dict[str, Any]) -> dict[str, Any]:
@@ -66,19 +79,29 @@ def validate_foo(request: AdmissionRequest) -> Outcome:
         return misrouted(request, FOOS)
     if request.operation not in _WRITES:
         return allowed()
-    new = request.object
-    problem = _foo_or_denial(request, new)
-    if problem is None and request.operation == "UPDATE":
-        problem = _foo_or_denial(request, request.old_object, "oldObject")
+    problem = _foo_or_denial(request, request.object)
     if problem is not None:
         return problem
-    new = _in_requested_version(request, new)
-    old = _in_requested_version(request, request.old_object) if request.operation == "UPDATE" else None
-    warnings = deprecation_warnings({"apiVersion": f"{GROUP}/{request.request_version}"})
+    denial = _invalid_or_none(request, request.object)
+    if denial is not None:
+        return denial
+    return allowed(deprecation_warnings({"apiVersion": f"{GROUP}/{request.request_version}"}))
+
+
+def _invalid_or_none(request: AdmissionRequest, obj: dict[str, Any]) -> Outcome | None:
+    """Every field error of ``obj`` (and of the change from oldObject) as one 422, or None."""
+    old = None
+    if request.operation == "UPDATE":
+        problem = _foo_or_denial(request, request.old_object, "oldObject")
+        if problem is not None:
+            return problem
+        old = _in_requested_version(request, request.old_object)
+    new = _in_requested_version(request, obj)
     errors = validate(new, old)
-    if errors:
-        return denied(invalid(_name(request, new), errors, kind=KIND, group=GROUP), warnings)
-    return allowed(warnings)
+    if not errors:
+        return None
+    warnings = deprecation_warnings({"apiVersion": f"{GROUP}/{request.request_version}"})
+    return denied(invalid(_name(request, new), errors, kind=KIND, group=GROUP), warnings)
 
 
 def _validate_scale(request: AdmissionRequest) -> Outcome:

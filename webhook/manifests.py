@@ -61,7 +61,8 @@ def mutating_configuration(client_config: dict[str, Any], *, exclude_namespace: 
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": CONFIGURATION_NAME},
-        "webhooks": [{**_webhook(MUTATING_WEBHOOK, client_config, [PLURAL], exclude_namespace),
+        # foos/scale too: it refuses out-of-bounds replicas before the CRD schema can, in our words.
+        "webhooks": [{**_webhook(MUTATING_WEBHOOK, client_config, [PLURAL, f"{PLURAL}/scale"], exclude_namespace),
                       "reinvocationPolicy": "IfNeeded"}],
     }
 

@@ -55,6 +55,32 @@ async def test_mutate_allows_delete_without_looking(client: Client) -> None:
     assert review["response"]["allowed"] is True
 
 
+# The CRD schema holds the bounds too, and the apiserver checks it after mutating webhooks but
+# before validating ones: the mutating webhook refuses first, so users read our words.
+@pytest.mark.parametrize("body", [
+    admission_review(foo_v1(replicas=11)),
+    admission_review(foo_v1(deployment="b"), operation="UPDATE", old=foo_v1(deployment="a")),
+    admission_review(foo_v1(deployment=None, replicas=0), request_version="v1alpha1"),
+])
+async def test_mutate_refuses_what_validate_refuses_with_the_same_status(client: Client, body: Any) -> None:
+    _, mutated = await post(client, "/mutate-foo", body)
+    _, validated = await post(client, "/validate-foo", body)
+    assert mutated["response"]["allowed"] is False and mutated["response"]["status"]["code"] == 422
+    assert mutated["response"] == validated["response"]
+
+
+async def test_mutate_refuses_an_out_of_bounds_scale_and_patches_none(client: Client) -> None:
+    scale = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "example"}, "spec": {"replicas": 30}}
+    body = admission_review(scale, operation="UPDATE", old=scale, sub_resource="scale", kind="Scale")
+    _, review = await post(client, "/mutate-foo", body)
+    assert review["response"]["allowed"] is False and "patch" not in review["response"]
+    assert review["response"]["status"]["details"]["causes"][0]["field"] == "spec.replicas"
+    within = {**scale, "spec": {"replicas": 3}}
+    _, review = await post(client, "/mutate-foo", admission_review(within, operation="UPDATE", old=scale,
+                                                                     sub_resource="scale", kind="Scale"))
+    assert review["response"] == {"uid": "uid-1", "allowed": True}
+
+
 # --- /validate-foo ----------------------------------------------------------------------------
 
 async def test_replicas_above_ten_is_denied_with_field_cause(client: Client) -> None:

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from hack.cluster import LocalControlPlane
-from hack.product import LocalProduct
+from hack.product import OWN_NAMESPACE, LocalProduct
 
 
 def foo_yaml(name: str, *, replicas: int | None = 2, deployment: str | None = "web", image: str | None = None,
@@ -106,3 +106,30 @@ def test_kubectl_get_shows_the_printer_columns(foo_operator: LocalProduct, names
 def test_kubectl_explain_describes_the_spec(foo_operator: LocalProduct) -> None:
     out = foo_operator.plane.kubectl("explain", "foo.spec").stdout
     assert "deployment" in out and "Number of replicas, 1 to 10" in out
+
+
+def test_where_no_webhook_is_asked_the_crd_schema_still_holds_every_bound(foo_operator: LocalProduct) -> None:
+    # The webhooks skip the operator's own namespace; a Foo there meets the schema alone.
+    plane = foo_operator.plane
+    plane.kubectl("create", "namespace", OWN_NAMESPACE, check=False)
+    try:
+        huge = plane.kubectl("apply", "-n", OWN_NAMESPACE, "-f", "-", check=False,
+                             input=foo_yaml("huge", replicas=100000, deployment="Not_A_Name"))
+        assert huge.returncode != 0
+        assert "spec.replicas: Invalid value: 100000: spec.replicas in body should be less than or equal to 10" \
+            in huge.stderr
+        assert "spec.deployment.name: Invalid value: \"Not_A_Name\": spec.deployment.name in body should match" \
+            in huge.stderr
+        legacy = plane.kubectl("apply", "-n", OWN_NAMESPACE, "-f", "-", check=False,
+                               input=foo_yaml("legacy-huge", replicas=100000, version="v1alpha1"))
+        assert legacy.returncode != 0 and "should be less than or equal to 10" in legacy.stderr
+
+        plane.kubectl("apply", "-n", OWN_NAMESPACE, "-f", "-", input=foo_yaml("schema-defaulted", replicas=None))
+        assert get_foo(plane, OWN_NAMESPACE, "schema-defaulted")["spec"] == {
+            "deployment": {"name": "web", "image": "nginx:latest"}, "replicas": 1}
+        renamed = plane.kubectl("patch", "foo", "schema-defaulted", "-n", OWN_NAMESPACE, "--type=merge",
+                                "-p", '{"spec":{"deployment":{"name":"other"}}}', check=False)
+        assert renamed.returncode != 0
+        assert 'spec.deployment.name: Invalid value: "string": field is immutable' in renamed.stderr
+    finally:
+        plane.kubectl("delete", "namespace", OWN_NAMESPACE, "--wait=false", check=False)

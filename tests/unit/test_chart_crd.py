@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hack import gen_crd
 
 from fooapi.crd import API_APPROVAL, CRD_NAME, crd_manifest
@@ -44,3 +46,30 @@ def test_crd_carries_the_release_labels() -> None:
     labels = find(render(), "CustomResourceDefinition")["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "Helm"
     assert labels["app.kubernetes.io/instance"] == "foo-operator"
+
+
+def _spec_schema(crd: dict[str, Any], version: str) -> dict[str, Any]:
+    served = {v["name"]: v for v in crd["spec"]["versions"]}
+    return served[version]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]  # type: ignore[no-any-return]
+
+
+IMMUTABLE = [{"rule": "self == oldSelf", "message": "field is immutable"}]
+
+
+def test_the_schema_of_both_versions_holds_the_bounds_when_no_webhook_is_asked() -> None:
+    crd = crd_manifest()
+    for version, name_path in (("v1", ("deployment", "name")), ("v1alpha1", ("deploymentName",))):
+        spec = _spec_schema(crd, version)
+        assert {k: spec["replicas"][k] for k in ("minimum", "maximum", "default")} == {
+            "minimum": 1, "maximum": 10, "default": 1}, version
+        name = spec[name_path[0]]
+        for part in name_path[1:]:
+            name = name["properties"][part]
+        assert name["maxLength"] == 253 and name["pattern"] == r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+        assert name["x-kubernetes-validations"] == IMMUTABLE, version
+
+
+def test_the_image_default_of_the_schema_is_the_charts_default_image() -> None:
+    crd = find(render({"defaultImage": "registry.example/nginx:1.27"}), "CustomResourceDefinition")
+    assert _spec_schema(crd, "v1")["deployment"]["properties"]["image"]["default"] == "registry.example/nginx:1.27"
+    assert _spec_schema(crd_manifest(), "v1")["deployment"]["properties"]["image"]["default"] == "nginx:latest"

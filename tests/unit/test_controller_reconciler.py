@@ -18,6 +18,7 @@ from kube.metrics import metrics_for
 from kube.workqueue import WorkQueue
 
 UID = "uid-foo"
+DEPLOYMENT_UID = "uid-deployment"
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
@@ -91,7 +92,7 @@ def world(the_foo: dict[str, Any] | None, deployment: dict[str, Any] | None = No
 
 def live_deployment(replicas: int = 2, image: str = "nginx:latest", owner_uid: str | None = UID,
                     available: int = 2, owner_version: str = "v1") -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "web", "namespace": "ns", "resourceVersion": "50"}
+    meta: dict[str, Any] = {"name": "web", "namespace": "ns", "uid": DEPLOYMENT_UID, "resourceVersion": "50"}
     if owner_uid:
         meta["ownerReferences"] = [{"apiVersion": f"samplecontroller.k8s.io/{owner_version}", "kind": "Foo",
                                     "name": "f", "uid": owner_uid, "controller": True, "blockOwnerDeletion": True}]
@@ -160,13 +161,14 @@ async def test_a_converged_foo_costs_zero_writes_and_zero_events() -> None:
 @pytest.mark.parametrize(
     ("deployment", "patch"),
     [
-        (live_deployment(replicas=5), {"spec": {"replicas": 2}}),
+        (live_deployment(replicas=5), {"metadata": {"uid": DEPLOYMENT_UID}, "spec": {"replicas": 2}}),
         (live_deployment(image="nginx:1.0"),
-         {"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}),
+         {"metadata": {"uid": DEPLOYMENT_UID},
+          "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}),
     ],
     ids=["replicas", "image"],
 )
-async def test_drift_is_reverted_with_a_patch_of_only_that_field(deployment: dict[str, Any], patch: dict[str, Any]) -> None:
+async def test_drift_is_reverted_with_a_patch_of_only_that_field_on_the_deployment_judged(deployment: dict[str, Any], patch: dict[str, Any]) -> None:
     reconciler, api, events = world(foo(status=synced_status()), deployment)
     assert isinstance(await reconciler.reconcile("ns/f"), Done)
     assert api.writes[0] == ("patch", "deployments", patch)
@@ -193,6 +195,26 @@ async def test_a_deployment_owned_by_a_previous_foo_of_the_same_name_is_foreign(
     reconciler, api, _ = world(foo(), live_deployment(owner_uid="uid-of-a-deleted-foo"))
     assert isinstance(await reconciler.reconcile("ns/f"), PermanentFailure)
     assert all(w[0] == "patch-status" for w in api.writes)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"replicas": 100000}, "spec.replicas: Invalid value: 100000: must be less than or equal to 10"),
+    ({"replicas": 0}, "spec.replicas: Invalid value: 0: must be greater than or equal to 1"),
+    ({"deployment": {"name": "Web_1", "image": "nginx:latest"}},
+     'spec.deployment.name: Invalid value: "Web_1": a lowercase RFC 1123 subdomain'),
+])
+async def test_a_foo_the_schema_would_refuse_gets_no_deployment_write_and_says_why(
+        spec: dict[str, Any], message: str) -> None:
+    # As if stored where no webhook looked (an excluded namespace, before the CRD had bounds).
+    the_foo = foo()
+    the_foo["spec"].update(spec)
+    reconciler, api, _ = world(the_foo, live_deployment())
+    outcome = await reconciler.reconcile("ns/f")
+    assert isinstance(outcome, PermanentFailure) and outcome.reason == "InvalidSpec"
+    assert outcome.message.startswith(message)
+    assert [w[0] for w in api.writes] == ["patch-status"]  # the Deployment keeps its 2 replicas
+    ready = api.writes[0][2]["status"]["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
 
 
 async def test_a_foo_without_deployment_name_fails_for_good() -> None:
