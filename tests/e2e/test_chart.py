@@ -208,14 +208,16 @@ def _endpoint_ready(plane: LocalControlPlane, service: str, ip: str) -> bool:
 
 
 def _take_back_crd(plane: LocalControlPlane, before: dict[str, Any] | None) -> None:
-    """Leave the CRD as the module found it: someone else's (conversion restored) or absent."""
+    """Leave the CRD as the module found it: someone else's (conversion and schemas restored) or absent."""
     if before is None:
         plane.kubectl("delete", "crd", CRD_NAME, "--ignore-not-found", "--wait=false", check=False)
         return
     metadata = {"annotations": {k: None for k in (*HELM_OWNERSHIP, "helm.sh/resource-policy")},
                 "labels": {k: None for k in get_json(plane, "crd", CRD_NAME)["metadata"].get("labels", {})
                            if k not in before["metadata"].get("labels", {})}}
-    patch = [{"op": "replace", "path": "/spec/conversion", "value": before["spec"]["conversion"]}]
+    # The versions too: their schema defaults the image to the chart's defaultImage.
+    patch = [{"op": "replace", "path": "/spec/conversion", "value": before["spec"]["conversion"]},
+             {"op": "replace", "path": "/spec/versions", "value": before["spec"]["versions"]}]
     plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(patch), check=False)
     plane.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps({"metadata": metadata}), check=False)
 
@@ -352,13 +354,14 @@ def test_every_ca_bundle_holds_the_ca_of_the_generated_secret(release: Release) 
 
 
 def test_an_invalid_foo_is_rejected_by_the_charts_webhook(release: Release) -> None:
-    before = release.webhook_requests("/validate-foo")
+    # The mutating webhook refuses it (it runs before the CRD schema would), so no validate call.
+    before = release.webhook_requests("/mutate-foo")
     result = release.plane.kubectl("apply", "-n", FOOS_NAMESPACE, "-f", "-", check=False,
                                    input=foo_yaml("too-many", replicas=11))
     assert result.returncode != 0
     assert result.stderr.strip() == (
         'The Foo "too-many" is invalid: spec.replicas: Invalid value: 11: must be less than or equal to 10')
-    assert release.webhook_requests("/validate-foo") > before, "the apiserver did not call the chart's Service"
+    assert release.webhook_requests("/mutate-foo") > before, "the apiserver did not call the chart's Service"
 
 
 def test_a_valid_foo_comes_back_defaulted_with_the_charts_default_image(release: Release) -> None:
