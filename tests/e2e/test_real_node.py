@@ -1,0 +1,200 @@
+"""The chart as a user runs it: the image built here, real pods on a real kubelet, nothing played.
+
+`helm install` with the locally built image (`image.pullPolicy: Never`, loaded into the node's
+containerd; nothing is ever pulled) and the real node's taint tolerated through values: the
+webhook, insights and controller pods run on the real node, the apiserver reaches them through
+their Services, the controller and the metrics authorizers reach the apiserver through
+`kubernetes.default` (kube-proxy). The Deployments Foos ask for land on the kwok node.
+
+The node is machine-wide state (bridge, node name, iptables), so this module has a plane of its
+own, serving on the node's bridge; hack/node.py puts the machine back afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from fooapi.crd import CRD_NAME
+from hack.cluster import LocalControlPlane
+from hack.node import NodeBridge, RealNode
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "foo-operator"
+RELEASE = "real-foo-operator"
+NAMESPACE = "foo-real"
+FOOS = "foo-real-foos"
+APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
+# Not nginx:latest: a Foo defaulted to this went through the chart's webhook pod.
+DEFAULT_IMAGE = "registry.example/real-node-e2e/nginx:1.27"
+COMPONENTS = ("webhook", "insights", "controller")
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Cluster:
+    plane: LocalControlPlane
+    node: RealNode
+    image: str
+    values: Path
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.plane.kubectl("get", *args, "-o", "json").stdout)
+
+    def installed(self) -> bool:
+        return self.plane.helm("status", RELEASE, "-n", NAMESPACE, check=False).returncode == 0
+
+    def install(self) -> None:
+        began = time.monotonic()
+        self.plane.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
+                        "-f", str(self.values), "--wait", "--timeout=180s", timeout=240)
+        print(f"helm install --wait: {time.monotonic() - began:.1f}s")
+
+    def pods(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.get("pods", "-n", NAMESPACE, "-l",
+                                               f"app.kubernetes.io/instance={RELEASE}")["items"]
+        return items
+
+
+def chart_values(node: RealNode, image: str) -> dict[str, Any]:
+    repository, tag = image.rsplit(":", 1)
+    placement = {
+        "tolerations": [{"key": node.taint["key"], "operator": "Exists", "effect": node.taint["effect"]}],
+        "nodeSelector": {"kubernetes.io/hostname": node.name},
+    }
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "defaultImage": DEFAULT_IMAGE,
+        "webhook": {"replicas": 1, **placement},
+        "insights": {"replicas": 1, **placement},
+        "controller": placement,
+        "tests": {"enabled": False},  # its curl image would have to be pulled
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster(node_image: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    workdir = tmp_path_factory.mktemp("real-node")
+    began = time.monotonic()
+    with NodeBridge() as bridge, LocalControlPlane(workdir, address=bridge.address) as plane, \
+            RealNode(plane, bridge) as node:
+        print(f"plane and real node up in {time.monotonic() - began:.1f}s")
+        node.load_image(node_image["archive"])
+        values = workdir / "values.yaml"
+        values.write_text(yaml.safe_dump(chart_values(node, node_image["ref"])))
+        cluster = Cluster(plane, node, node_image["ref"], values)
+        try:
+            cluster.install()
+            plane.kubectl("create", "namespace", FOOS)
+            yield cluster
+        finally:
+            plane.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=60s", check=False)
+
+
+@pytest.fixture
+def release(cluster: Cluster) -> Cluster:
+    """The release, installed again if a test before this one uninstalled it."""
+    if not cluster.installed():
+        cluster.install()
+    return cluster
+
+
+def foo_yaml(name: str, *, replicas: int | None = None) -> str:
+    spec: dict[str, Any] = {"deployment": {"name": f"{name}-web"}}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return yaml.safe_dump({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
+                           "metadata": {"name": name}, "spec": spec})
+
+
+def test_every_chart_pod_runs_the_local_image_ready_on_the_real_node(release: Cluster) -> None:
+    pods = release.pods()
+    assert sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods) == sorted(COMPONENTS)
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["spec"]["nodeName"] == release.node.name, name
+        assert pod["spec"]["containers"][0]["image"] == release.image, name
+        assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"]), name
+        # The kubelet ran it: an IP on the node's bridge, a container ID from containerd.
+        assert pod["status"]["podIP"].startswith("10.88."), name
+        assert pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://"), name
+
+
+def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
+    result = release.plane.kubectl("apply", "-n", FOOS, "-f", "-", check=False,
+                                   input=foo_yaml("too-many", replicas=11))
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        'The Foo "too-many" is invalid: spec.replicas: Invalid value: 11: must be less than or equal to 10')
+
+
+def test_a_valid_foo_is_defaulted_converted_and_reconciled_by_the_controller_pod(release: Cluster) -> None:
+    plane = release.plane
+    plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("plain"))
+    foo = release.get("foos.v1.samplecontroller.k8s.io", "plain", "-n", FOOS)
+    assert foo["spec"] == {"deployment": {"name": "plain-web", "image": DEFAULT_IMAGE}, "replicas": 1}
+    old = release.get("foos.v1alpha1.samplecontroller.k8s.io", "plain", "-n", FOOS)
+    assert old["apiVersion"] == "samplecontroller.k8s.io/v1alpha1"
+    assert old["spec"]["deploymentName"] == "plain-web"
+    assert old["spec"]["replicas"] == 1
+
+    def reconciled() -> dict[str, Any] | None:
+        status: dict[str, Any] = release.get("foos.v1.samplecontroller.k8s.io", "plain", "-n", FOOS).get("status", {})
+        return status if status.get("availableReplicas") == 1 else None
+
+    wait_for("the controller pod to report the Foo available", reconciled)
+    deployment = release.get("deployment", "plain-web", "-n", FOOS)
+    assert deployment["metadata"]["ownerReferences"][0]["name"] == "plain"
+    (pod,) = release.get("pods", "-n", FOOS, "-l", "controller=plain")["items"]
+    assert pod["spec"]["nodeName"].startswith("kwok-node-"), "a Foo's Deployment must keep to the kwok nodes"
+
+
+def test_the_aggregated_api_is_served_by_the_insights_pod(release: Cluster) -> None:
+    def available() -> bool:
+        conditions = release.get("apiservice", APISERVICE)["status"].get("conditions", [])
+        return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+
+    wait_for(f"APIService {APISERVICE} Available", available)
+    out = release.plane.kubectl("get", "--raw", "/apis/insights.samplecontroller.k8s.io/v1alpha1").stdout
+    assert {r["name"] for r in json.loads(out)["resources"]} >= {"foohealths", "fooreviews"}
+
+
+def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
+    (webhook,) = [p for p in release.pods() if p["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"]
+    logs = release.plane.kubectl("logs", "-n", NAMESPACE, webhook["metadata"]["name"]).stdout
+    assert logs.strip(), "kubectl logs gave nothing"
+
+
+def test_helm_uninstall_leaves_only_the_crd(release: Cluster) -> None:
+    plane = release.plane
+    plane.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=90s", timeout=120)
+    selector = f"app.kubernetes.io/instance={RELEASE}"
+    namespaced = "deployments,services,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets"
+    for namespace in (NAMESPACE, "kube-system"):
+        left = plane.kubectl("get", namespaced, "-n", namespace, "-l", selector, "-o", "name").stdout.split()
+        assert left == [], f"left in {namespace}: {left}"
+    cluster_wide = ("clusterroles,clusterrolebindings,mutatingwebhookconfigurations,"
+                    "validatingwebhookconfigurations,apiservices")
+    assert plane.kubectl("get", cluster_wide, "-l", selector, "-o", "name").stdout.split() == []
+    crd = release.get("crd", CRD_NAME)
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    wait_for("the chart's pods to be gone from the real node", lambda: not release.pods())
