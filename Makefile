@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e run build-plane lint clean bench
+.PHONY: venv test unit e2e run build-plane build-node image lint clean bench
 
 venv: $(STAMP)
 
@@ -31,6 +31,17 @@ e2e: venv build-plane
 # Builds etcd, kube-apiserver, kubectl, helm, ... once into a cache outside the repo.
 build-plane:
 	bash hack/build.sh
+
+# The product image without Docker or a registry (docs/real-node.md): root, Debian.
+image: venv
+	PYTHON=$(PY) hack/image.sh
+
+# What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
+# when missing), kubelet, kube-proxy, the pause image, the product image. Not root: one line and
+# nothing done; the real-node e2e tier then skips (under CI=true it fails).
+build-node: venv
+	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \
+	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
 
 # The one run command: a local real control plane with the webhook and controller registered.
 run: venv build-plane
