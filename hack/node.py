@@ -18,6 +18,7 @@ missing. One real node per machine at a time: the bridge, the node name and ipta
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -62,6 +63,7 @@ NETNS_DIR = Path("/run/netns")
 IPTABLES = ("iptables", "ip6tables")
 TABLES = ("filter", "nat", "mangle", "raw")
 OUR_RULE_MARKS = ("KUBE-", "CNI-", BRIDGE, "foo-operator-node")
+LOCK_FILE = Path("/run/foo-operator-node.lock")  # held while a node's bridge exists
 STATE_FILE = Path("/run/foo-operator-node.json")  # the last node's work dir, for a crashed run
 # The kubelet's and containerd's sockets live under it: a unix socket path has at most 104 bytes,
 # less than a pytest tmp_path leaves. One node per machine, so one fixed, short directory.
@@ -157,24 +159,47 @@ def _our_processes() -> list[str]:
 
 @dataclass
 class NodeBridge:
-    """The node's own bridge: the pods' gateway and the address kube-apiserver serves on."""
+    """The node's own bridge: the pods' gateway and the address kube-apiserver serves on.
+
+    Held under an exclusive lock on LOCK_FILE for its whole life, so a second test session on
+    the same machine waits for the first one's node instead of tearing its bridge away.
+    """
 
     name: str = BRIDGE
     address: str = BRIDGE_ADDRESS
     subnet: str = POD_SUBNET
     created: bool = False
+    _lock: int = -1
 
     def __enter__(self) -> NodeBridge:
+        self._lock = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("another real node runs on this machine; waiting for it (%s)", LOCK_FILE)
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
+        try:
+            self._create()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _create(self) -> None:
         self.remove()  # a crashed earlier run's
         _run("ip", "link", "add", self.name, "type", "bridge")
         self.created = True
         prefix = self.subnet.split("/")[1]
         _run("ip", "addr", "add", f"{self.address}/{prefix}", "dev", self.name)
         _run("ip", "link", "set", self.name, "up")
-        return self
 
     def __exit__(self, *exc: object) -> None:
-        self.remove()
+        try:
+            self.remove()
+        finally:
+            if self._lock >= 0:
+                os.close(self._lock)  # releases the flock
+                self._lock = -1
 
     def remove(self) -> None:
         if _run("ip", "link", "show", self.name, check=False).returncode == 0:

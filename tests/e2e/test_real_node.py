@@ -87,7 +87,7 @@ def chart_values(node: RealNode, image: str) -> dict[str, Any]:
         "webhook": {"replicas": 1, **placement},
         "insights": {"replicas": 1, **placement},
         "controller": placement,
-        "tests": {"enabled": False},  # its curl image would have to be pulled
+        "tests": placement,
     }
 
 
@@ -176,6 +176,13 @@ def test_the_aggregated_api_is_served_by_the_insights_pod(release: Cluster) -> N
     wait_for(f"APIService {APISERVICE} Available", available)
     out = release.plane.kubectl("get", "--raw", "/apis/insights.samplecontroller.k8s.io/v1alpha1").stdout
     assert {r["name"] for r in json.loads(out)["resources"]} >= {"foohealths", "fooreviews"}
+
+
+def test_helm_test_passes_with_the_products_own_image(release: Cluster) -> None:
+    # No --logs: the hook's delete policy removes a pod that succeeded before helm could read them.
+    result = release.plane.helm("test", RELEASE, "-n", NAMESPACE, "--timeout=120s", timeout=180)
+    assert f"TEST SUITE:     {RELEASE}-test-readyz" in result.stdout, result.stdout
+    assert "Phase:          Succeeded" in result.stdout, result.stdout
 
 
 def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
