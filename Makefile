@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 test:
 	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
+	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, image)" $(MAKE) --no-print-directory build-node
 	@hack/timed.sh "lint (layers, types)" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "tests (unit, component, e2e)" $(PY) -m pytest -q tests
 
@@ -44,8 +45,10 @@ build-node: venv
 	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
 
 # The one run command: a local real control plane with the webhook and controller registered.
-run: venv build-plane
-	$(PY) -m hack.demo
+# REAL_NODE=1 (root): the chart from the image built here, on a real kubelet (docs/real-node.md).
+REAL_NODE ?=
+run: venv build-plane $(if $(REAL_NODE),build-node)
+	$(PY) -m hack.demo $(if $(REAL_NODE),--real-node)
 
 # Benchmarks against peers, side by side (bench/README.md): numbers and ratios; a slow machine fails nothing.
 bench: venv build-plane

@@ -522,6 +522,31 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def chart_values(node: RealNode, image: str) -> dict[str, Any]:
+    """Helm values that run the chart on `node` from the locally loaded `image` (never pulled)."""
+    repository, tag = image.rsplit(":", 1)
+    placement = {
+        "tolerations": [{"key": node.taint["key"], "operator": "Exists", "effect": node.taint["effect"]}],
+        "nodeSelector": {"kubernetes.io/hostname": node.name},
+    }
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "webhook": {"replicas": 1, **placement},
+        "insights": {"replicas": 1, **placement},
+        "controller": dict(placement),
+        "tests": dict(placement),
+    }
+
+
+def image_metadata() -> dict[str, Any]:
+    """hack/image.sh's image.json: the product image's `ref` and OCI `archive`."""
+    path = cache_dir() / "share" / "image" / "image.json"
+    if not path.exists():
+        raise ComponentError(f"{path} is missing: run `make image`")
+    meta: dict[str, Any] = json.loads(path.read_text())
+    return meta
+
+
 # ---------------------------------------------------------------------- helpers
 def _offset(address: str, n: int) -> str:
     a, b, c, d = (int(x) for x in address.split("."))

@@ -6,12 +6,12 @@ without Go); otherwise the first session builds the binaries (~11 min cold, seco
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -87,11 +87,11 @@ def namespace(control_plane: LocalControlPlane, request: pytest.FixtureRequest) 
 
 # --- a real node (hack/node.py) ------------------------------------------------------------------
 
-from hack.node import cannot_host_node  # noqa: E402
+from hack.node import cannot_host_node, image_metadata  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def node_image() -> dict[str, str]:
+def node_image() -> dict[str, Any]:
     """The parts a real node runs, built here: kubelet, kube-proxy, pause, the product image.
 
     Where no node can run (not root, no containerd) the tier is skipped with the reason, except
@@ -104,7 +104,4 @@ def node_image() -> dict[str, str]:
         pytest.skip(f"no real node here: {reason}")
     _build("bash", str(BUILD_SCRIPT), "node")
     _build("bash", str(REPO_ROOT / "hack" / "image.sh"), env={**os.environ, "PYTHON": sys.executable})
-    from hack.binaries import cache_dir
-
-    meta: dict[str, str] = json.loads((cache_dir() / "share" / "image" / "image.json").read_text())
-    return meta
+    return image_metadata()

@@ -24,7 +24,7 @@ import yaml
 
 from fooapi.crd import CRD_NAME
 from hack.cluster import LocalControlPlane
-from hack.node import NodeBridge, RealNode
+from hack.node import NodeBridge, RealNode, chart_values
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"
@@ -75,24 +75,8 @@ class Cluster:
         return items
 
 
-def chart_values(node: RealNode, image: str) -> dict[str, Any]:
-    repository, tag = image.rsplit(":", 1)
-    placement = {
-        "tolerations": [{"key": node.taint["key"], "operator": "Exists", "effect": node.taint["effect"]}],
-        "nodeSelector": {"kubernetes.io/hostname": node.name},
-    }
-    return {
-        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
-        "defaultImage": DEFAULT_IMAGE,
-        "webhook": {"replicas": 1, **placement},
-        "insights": {"replicas": 1, **placement},
-        "controller": placement,
-        "tests": placement,
-    }
-
-
 @pytest.fixture(scope="module")
-def cluster(node_image: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("real-node")
     began = time.monotonic()
     with NodeBridge() as bridge, LocalControlPlane(workdir, address=bridge.address) as plane, \
@@ -100,7 +84,7 @@ def cluster(node_image: dict[str, str], tmp_path_factory: pytest.TempPathFactory
         print(f"plane and real node up in {time.monotonic() - began:.1f}s")
         node.load_image(node_image["archive"])
         values = workdir / "values.yaml"
-        values.write_text(yaml.safe_dump(chart_values(node, node_image["ref"])))
+        values.write_text(yaml.safe_dump({**chart_values(node, node_image["ref"]), "defaultImage": DEFAULT_IMAGE}))
         cluster = Cluster(plane, node, node_image["ref"], values)
         try:
             cluster.install()

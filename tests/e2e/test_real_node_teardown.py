@@ -34,7 +34,7 @@ def _pod(node: RealNode) -> dict[str, Any]:
     }
 
 
-def test_teardown_after_a_failed_test_restores_the_machine(node_image: dict[str, str], tmp_path: Path) -> None:
+def test_teardown_after_a_failed_test_restores_the_machine(node_image: dict[str, Any], tmp_path: Path) -> None:
     before = machine_state()
     with pytest.raises(SimulatedTestFailure):
         with NodeBridge() as bridge, LocalControlPlane(tmp_path, address=bridge.address) as plane, \
