@@ -118,6 +118,10 @@ for script in "$site/bin"/*; do
   chmod 0755 "$rootfs/usr/local/bin/$(basename "$script")"
 done
 rm -rf "$site/bin"
+# pip records where each wheel came from (this build's temp dir) in direct_url.json, and its
+# hash in RECORD: the one thing that made two builds of the same inputs differ.
+find "$site" -name direct_url.json -path '*.dist-info/*' -delete
+find "$site" -name RECORD -path '*.dist-info/*' -exec sed -i '/direct_url\.json,/d' {} +
 
 # ------------------------------------------------------------------ strip
 log "strip: shells, package tools, docs, the parts of the stdlib nobody imports"
@@ -129,6 +133,8 @@ rm -rf "$rootfs"/usr/share/{doc,man,info,locale,lintian,bash-completion,perl5,de
   "$rootfs"/usr/lib/python3.11/{test,idlelib,tkinter,turtledemo,ensurepip,lib2to3,pydoc_data} \
   "$rootfs"/var/cache/* "$rootfs"/var/lib/apt "$rootfs"/var/log/* "$rootfs"/etc/apt \
   "$rootfs"/usr/lib/apt "$rootfs"/usr/lib/dpkg "$rootfs"/var/lib/dpkg
+# Device nodes mmdebstrap made: the runtime mounts /dev of its own.
+rm -rf "$rootfs"/dev/*
 find "$rootfs" -name __pycache__ -prune -exec rm -rf {} +
 # Wheels' extension modules keep their symbols (uvloop's alone: 13.6 MB, 1.6 MB stripped), and
 # Cython/C sources and stubs ride along; none of it runs.
