@@ -361,7 +361,8 @@ buildah_storage() {
 
 build_pause() {
   local out="$SHARE/pause-$PAUSE_VERSION/pause.oci.tar"
-  if is_built "$out"; then log "pause image $PAUSE_VERSION: cached"; return; fi
+  # Not is_built: an archive is no executable.
+  if ! $FORCE && [[ -f "$out" ]]; then log "pause image $PAUSE_VERSION: cached"; return; fi
   command -v gcc >/dev/null || die "gcc is missing: run hack/install-node-deps.sh"
   command -v buildah >/dev/null || die "buildah is missing: run hack/install-node-deps.sh"
   log "building the pause image $PAUSE_VERSION (gcc -static, buildah; seconds)"
