@@ -13,7 +13,9 @@ own, serving on the node's bridge; hack/node.py puts the machine back afterwards
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,9 +172,64 @@ def test_helm_test_passes_with_the_products_own_image(release: Cluster) -> None:
 
 
 def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
-    (webhook,) = [p for p in release.pods() if p["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"]
+    (webhook,) = _webhook_pods(release)
     logs = release.plane.kubectl("logs", "-n", NAMESPACE, webhook["metadata"]["name"]).stdout
     assert logs.strip(), "kubectl logs gave nothing"
+
+
+def _webhook_pods(release: Cluster) -> list[dict[str, Any]]:
+    return [p for p in release.pods() if p["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"]
+
+
+def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Cluster) -> None:
+    """Readiness, the Service's endpoints and the old pod's drain, all real: a steady stream of
+    dry-run Foo creates through kube-apiserver sees no error while the webhook pod is replaced."""
+    plane = release.plane
+    (old,) = _webhook_pods(release)
+    secret = f"{RELEASE}-webhook-tls"
+    data_before = release.get("secret", secret, "-n", NAMESPACE)["data"]
+    stop = threading.Event()
+    outcomes: Counter[int] = Counter()
+    failures: list[str] = []
+
+    def write() -> None:
+        path = f"/apis/samplecontroller.k8s.io/v1/namespaces/{FOOS}/foos?dryRun=All"
+        n = 0
+        while not stop.is_set():
+            n += 1
+            foo = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": f"load-{n}"},
+                   "spec": {"deployment": {"name": f"load-{n}"}}}
+            try:
+                status, body = plane.request("POST", path, foo)
+            except OSError as err:
+                status, body = 0, str(err).encode()
+            outcomes[status] += 1
+            if status != 201:
+                failures.append(f"{status}: {body[:300]!r}")
+
+    writer = threading.Thread(target=write, name="foo-writer")
+    writer.start()
+    try:
+        time.sleep(2)
+        plane.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
+                   "--set", "webhook.logLevel=debug", "--wait", "--timeout=180s", timeout=240)
+
+        def replaced() -> bool:
+            pods = _webhook_pods(release)
+            return len(pods) == 1 and pods[0]["metadata"]["name"] != old["metadata"]["name"]
+
+        wait_for("the old webhook pod to drain and go", replaced)
+        time.sleep(2)
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    print(f"writes during the rollout: {dict(outcomes)}")
+    assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
+    assert outcomes[201] >= 20, dict(outcomes)
+    assert release.get("secret", secret, "-n", NAMESPACE)["data"] == data_before, "the upgrade changed the TLS Secret"
+    (new,) = _webhook_pods(release)
+    assert new["spec"]["nodeName"] == release.node.name
+    assert "--log-level=debug" in new["spec"]["containers"][0]["args"]
 
 
 def test_helm_uninstall_leaves_only_the_crd(release: Cluster) -> None:
