@@ -86,7 +86,9 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
         print(f"plane and real node up in {time.monotonic() - began:.1f}s")
         node.load_image(node_image["archive"])
         values = workdir / "values.yaml"
-        values.write_text(yaml.safe_dump({**chart_values(node, node_image["ref"]), "defaultImage": DEFAULT_IMAGE}))
+        values_ = chart_values(node, node_image["ref"])
+        values_["webhook"]["logLevel"] = "debug"  # one log line per admission decision
+        values.write_text(yaml.safe_dump({**values_, "defaultImage": DEFAULT_IMAGE}))
         cluster = Cluster(plane, node, node_image["ref"], values)
         try:
             cluster.install()
@@ -131,6 +133,15 @@ def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
     assert result.returncode != 0
     assert result.stderr.strip() == (
         'The Foo "too-many" is invalid: spec.replicas: Invalid value: 11: must be less than or equal to 10')
+    # The pod's own word for it, read back through the real kubelet.
+    (webhook,) = _webhook_pods(release)
+
+    def decisions() -> list[dict[str, Any]]:
+        logs = release.plane.kubectl("logs", "-n", NAMESPACE, webhook["metadata"]["name"]).stdout
+        lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+        return [d for d in lines if d.get("object") == f"{FOOS}/too-many" and d.get("allowed") is False]
+
+    wait_for("the webhook pod to log its denial", decisions, timeout=20)
 
 
 def test_a_valid_foo_is_defaulted_converted_and_reconciled_by_the_controller_pod(release: Cluster) -> None:
@@ -212,7 +223,8 @@ def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Clus
     try:
         time.sleep(2)
         plane.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
-                   "--set", "webhook.logLevel=debug", "--wait", "--timeout=180s", timeout=240)
+                   "--set-string", f"webhook.podAnnotations.rolled={time.time_ns()}", "--wait", "--timeout=180s",
+                   timeout=240)
 
         def replaced() -> bool:
             pods = _webhook_pods(release)
@@ -229,7 +241,7 @@ def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Clus
     assert release.get("secret", secret, "-n", NAMESPACE)["data"] == data_before, "the upgrade changed the TLS Secret"
     (new,) = _webhook_pods(release)
     assert new["spec"]["nodeName"] == release.node.name
-    assert "--log-level=debug" in new["spec"]["containers"][0]["args"]
+    assert "rolled" in new["metadata"]["annotations"], "the upgrade did not apply"
 
 
 def test_helm_uninstall_leaves_only_the_crd(release: Cluster) -> None:
