@@ -1,15 +1,15 @@
 """A real node beside the kwok ones: containerd + runc + CNI bridge, kubelet and kube-proxy.
 
     with NodeBridge() as bridge, LocalControlPlane(dir, address=bridge.address) as plane, \\
-            RealNode(plane, bridge, dir / "node") as node:
+            RealNode(plane, bridge) as node:
         node.load_image(archive)           # nothing is ever pulled
         plane.kubectl("apply", ...)         # pods tolerating node.taint land on node.name
 
 Everything it touches on the machine is recorded first and put back by `stop()`, which always
 runs (also after a failed start) and does not stop at the first error: processes, mounts under
 the work dir, the kubelet's cgroups, iptables rules and chains, the bridge and its routes,
-sysctls, and the files the kubelet writes outside its root dir. `machine_state()` is what a
-test compares before and after. docs/real-node.md has the facts and traps behind each choice.
+sysctls, and the files the kubelet writes outside its root dir (the bookkeeping is in
+hack/machine.py, whose `machine_state()` a test compares before and after). docs/real-node.md has the facts and traps behind each choice.
 
 Needs root, Debian's containerd/runc/CNI plugins (hack/install-node-deps.sh) and
 `hack/build.sh node` (kubelet, kube-proxy, the pause image); `cannot_host_node()` says which is
@@ -23,10 +23,7 @@ import json
 import logging
 import os
 import shutil
-import signal
-import subprocess
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -36,13 +33,14 @@ import yaml
 
 from hack.binaries import cache_dir, versions
 from hack.cluster import LocalControlPlane, free_port
+from hack.machine import (BRIDGE, BRIDGE_ADDRESS, CGROUP_ROOT, FIXED_PATHS, IPTABLES, NETNS_DIR, TABLES,
+                          iptables_rules, kill_shims, machine_state, read_sysctls, remove_kubepods_cgroups,
+                          restore_iptables, run, sysctl_path, unmount_under)
 from hack.pki import SERVICE_CLUSTER_IP_RANGE, issue_user
 from hack.procs import Component, ComponentError, wait_until
 
 log = logging.getLogger("hack.node")
 
-BRIDGE = "foo-br0"
-BRIDGE_ADDRESS = "10.88.0.1"
 POD_SUBNET = "10.88.0.0/16"
 NODE_NAME = "foo-real-node"
 # Only pods that say they accept a real node land there; Foos' Deployments keep to kwok.
@@ -50,19 +48,6 @@ TAINT = {"key": "foo-operator.dev/real-node", "value": "true", "effect": "NoSche
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"  # hack/build.sh PAUSE_VERSION
 # Any pull goes here and fails at once: nothing listens on port 1 of loopback.
 NO_REGISTRY = "http://127.0.0.1:1"
-# What the kubelet (protectKernelDefaults: false), the CNI bridge and kube-proxy may change.
-SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
-           "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes", "net.ipv4.ip_forward",
-           "net.ipv4.conf.all.route_localnet", "net.bridge.bridge-nf-call-iptables")
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-# Written by the kubelet and containerd's CNI outside any directory they let us choose.
-FIXED_PATHS = (Path("/var/lib/kubelet"), Path("/var/log/containers"), Path("/var/lib/cni"),
-               Path("/run/containerd"), Path("/usr/libexec/kubernetes"), Path("/var/log/pods"),
-               Path("/var/lib/foo-operator-node"))
-NETNS_DIR = Path("/run/netns")
-IPTABLES = ("iptables", "ip6tables")
-TABLES = ("filter", "nat", "mangle", "raw")
-OUR_RULE_MARKS = ("KUBE-", "CNI-", BRIDGE, "foo-operator-node")
 LOCK_FILE = Path("/run/foo-operator-node.lock")  # held while a node's bridge exists
 STATE_FILE = Path("/run/foo-operator-node.json")  # the last node's work dir, for a crashed run
 # The kubelet's and containerd's sockets live under it: a unix socket path has at most 104 bytes,
@@ -82,79 +67,6 @@ def cannot_host_node() -> str | None:
     if not (CGROUP_ROOT / "memory").is_dir() and not (CGROUP_ROOT / "cgroup.controllers").exists():
         return "no cgroup filesystem at /sys/fs/cgroup"
     return None
-
-
-def _run(*argv: str | os.PathLike[str], check: bool = True, timeout: float = 60,
-         input: str | None = None) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout,
-                            input=input)
-    if check and result.returncode != 0:
-        raise ComponentError(f"{' '.join(map(str, argv))}: {result.stderr.strip() or result.returncode}")
-    return result
-
-
-def _sysctl_path(name: str) -> Path:
-    return Path("/proc/sys") / name.replace(".", "/")
-
-
-def read_sysctls() -> dict[str, str]:
-    values = {}
-    for name in SYSCTLS:
-        try:
-            values[name] = _sysctl_path(name).read_text().strip()
-        except OSError:
-            values[name] = "<absent>"
-    return values
-
-
-def _iptables_rules(binary: str, table: str) -> list[str]:
-    result = _run(binary, "-w", "-t", table, "-S", check=False)
-    return result.stdout.splitlines() if result.returncode == 0 else []
-
-
-def _cgroup_dirs() -> list[Path]:
-    """Every kubepods cgroup the kubelet may have made, in every hierarchy (v1 and unified)."""
-    found = []
-    for hierarchy in [CGROUP_ROOT, *sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir())]:
-        for name in ("kubepods", "kubepods.slice"):
-            if (hierarchy / name).is_dir():
-                found.append(hierarchy / name)
-    return found
-
-
-def machine_state() -> dict[str, Any]:
-    """What a real node changes on this machine, as plain data to compare before and after."""
-    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    return {
-        "sysctls": read_sysctls(),
-        "iptables": {f"{b} {t}": sorted(r for r in _iptables_rules(b, t) if any(m in r for m in OUR_RULE_MARKS))
-                     for b in IPTABLES for t in TABLES},
-        # Only what could be ours: other tests on this machine make veth pairs and routes too.
-        "routes": sorted(r for r in _run("ip", "-4", "route", "show", "table", "all", check=False).stdout.splitlines()
-                         if BRIDGE in r or BRIDGE_ADDRESS.rsplit(".", 2)[0] + "." in r),
-        "links": sorted(name for name in (line.split(":")[1].strip().split("@")[0] for line in
-                                          _run("ip", "-o", "link", "show", check=False).stdout.splitlines())
-                        if name == BRIDGE or name.startswith("veth")),
-        "mounts": sorted(m for m in mounts if "kubelet" in m or "containerd" in m or "foo-operator-node" in m
-                         or m.startswith("/run/netns/cni-")),
-        "cgroups": [str(p) for p in _cgroup_dirs()],
-        "paths": {str(p): p.exists() for p in FIXED_PATHS},
-        "netns": sorted(p.name for p in NETNS_DIR.glob("cni-*")) if NETNS_DIR.is_dir() else [],
-        "processes": sorted(_our_processes()),
-    }
-
-
-def _our_processes() -> list[str]:
-    """kubelet, kube-proxy, containerd and shims started with a foo-operator node's paths."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "foo-operator-node" in cmdline or "foo-real-node" in cmdline:
-            found.append(cmdline.split(" ", 1)[0])
-    return found
 
 
 @dataclass
@@ -187,11 +99,11 @@ class NodeBridge:
 
     def _create(self) -> None:
         self.remove()  # a crashed earlier run's
-        _run("ip", "link", "add", self.name, "type", "bridge")
+        run("ip", "link", "add", self.name, "type", "bridge")
         self.created = True
         prefix = self.subnet.split("/")[1]
-        _run("ip", "addr", "add", f"{self.address}/{prefix}", "dev", self.name)
-        _run("ip", "link", "set", self.name, "up")
+        run("ip", "addr", "add", f"{self.address}/{prefix}", "dev", self.name)
+        run("ip", "link", "set", self.name, "up")
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -202,8 +114,8 @@ class NodeBridge:
                 self._lock = -1
 
     def remove(self) -> None:
-        if _run("ip", "link", "show", self.name, check=False).returncode == 0:
-            _run("ip", "link", "del", self.name, check=False)
+        if run("ip", "link", "show", self.name, check=False).returncode == 0:
+            run("ip", "link", "del", self.name, check=False)
         self.created = False
 
 
@@ -255,7 +167,7 @@ class RealNode:
         began = time.monotonic()
         self.before = machine_state()
         self._sysctls = read_sysctls()
-        self._iptables = {(b, t): _iptables_rules(b, t) for b in IPTABLES for t in TABLES}
+        self._iptables = {(b, t): iptables_rules(b, t) for b in IPTABLES for t in TABLES}
         self._pre_existing_paths = {p: p.exists() for p in FIXED_PATHS}
         self._netns_before = {p.name for p in NETNS_DIR.glob("*")} if NETNS_DIR.is_dir() else set()
         STATE_FILE.write_text(json.dumps({"workdir": str(self.workdir), "socket": str(self.socket),
@@ -294,10 +206,10 @@ class RealNode:
 
     def load_image(self, archive: str | os.PathLike[str]) -> None:
         """Import an OCI archive into the node's containerd (namespace k8s.io, where the CRI looks)."""
-        _run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "import", archive, timeout=300)
+        run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "import", archive, timeout=300)
 
     def images(self) -> list[str]:
-        out = _run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "ls", "-q").stdout
+        out = run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "ls", "-q").stdout
         return out.split()
 
     # ------------------------------------------------------------------ start steps
@@ -310,7 +222,7 @@ class RealNode:
 
     def _guard_forwarding(self) -> None:
         """Nothing from a pod is forwarded off the bridge (the CNI plugin turns ip_forward on)."""
-        _run("iptables", "-w", "-t", "mangle", "-I", "FORWARD", "-i", self.bridge.name, "!", "-o",
+        run("iptables", "-w", "-t", "mangle", "-I", "FORWARD", "-i", self.bridge.name, "!", "-o",
              self.bridge.name, "-m", "comment", "--comment", "foo-operator-node: pods stay on this host",
              "-j", "DROP")
 
@@ -371,7 +283,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         env = {**os.environ, "HTTP_PROXY": NO_REGISTRY, "HTTPS_PROXY": NO_REGISTRY, "NO_PROXY": "",
                "http_proxy": NO_REGISTRY, "https_proxy": NO_REGISTRY, "no_proxy": ""}
         containerd = self._launch("containerd", ["containerd", "--config", root / "config.toml"], env=env)
-        wait_until("containerd's socket", lambda: _run("ctr", "--address", self.socket, "version",
+        wait_until("containerd's socket", lambda: run("ctr", "--address", self.socket, "version",
                                                       check=False).returncode == 0,
                    timeout=self.timeout, watch=[containerd])
 
@@ -452,7 +364,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                            "--grace-period=0", "--force", "--wait=false", check=False, timeout=30)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            tasks = _run("ctr", "--address", self.socket, "-n", "k8s.io", "tasks", "ls", "-q",
+            tasks = run("ctr", "--address", self.socket, "-n", "k8s.io", "tasks", "ls", "-q",
                          check=False).stdout.split()
             if not tasks:
                 break
@@ -464,7 +376,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         if component is not None:
             component.stop()
         if self.kube_proxy_bin.exists():
-            _run(self.kube_proxy_bin, "--cleanup", check=False)
+            run(self.kube_proxy_bin, "--cleanup", check=False)
 
     def _stop_kubelet(self) -> None:
         component = self._components.pop("kubelet", None)
@@ -476,46 +388,46 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         if not self.socket.exists():
             return
         ctr = ("ctr", "--address", str(self.socket), "-n", "k8s.io")
-        for task in _run(*ctr, "tasks", "ls", "-q", check=False).stdout.split():
-            _run(*ctr, "tasks", "kill", "-a", "-s", "SIGKILL", task, check=False)
+        for task in run(*ctr, "tasks", "ls", "-q", check=False).stdout.split():
+            run(*ctr, "tasks", "kill", "-a", "-s", "SIGKILL", task, check=False)
         time.sleep(0.5)
-        for task in _run(*ctr, "tasks", "ls", "-q", check=False).stdout.split():
-            _run(*ctr, "tasks", "delete", "-f", task, check=False)
-        for container in _run(*ctr, "containers", "ls", "-q", check=False).stdout.split():
-            _run(*ctr, "containers", "delete", container, check=False)
+        for task in run(*ctr, "tasks", "ls", "-q", check=False).stdout.split():
+            run(*ctr, "tasks", "delete", "-f", task, check=False)
+        for container in run(*ctr, "containers", "ls", "-q", check=False).stdout.split():
+            run(*ctr, "containers", "delete", container, check=False)
 
     def _stop_containerd(self) -> None:
         component = self._components.pop("containerd", None)
         if component is not None:
             component.stop()
-        _kill_shims(self.socket)
+        kill_shims(self.socket)
 
     def _unmount(self) -> None:
-        _unmount_under(self.workdir)
+        unmount_under(self.workdir)
 
     def _remove_netns(self) -> None:
         if not NETNS_DIR.is_dir():
             return
         for path in NETNS_DIR.glob("cni-*"):
             if path.name not in self._netns_before:
-                _run("umount", path, check=False)
+                run("umount", path, check=False)
                 path.unlink(missing_ok=True)
 
     def _remove_cgroups(self) -> None:
-        _remove_kubepods_cgroups()
+        remove_kubepods_cgroups()
 
     def _restore_iptables(self) -> None:
-        _restore_iptables(self._iptables)
+        restore_iptables(self._iptables)
 
     def _restore_sysctls(self) -> None:
         for name, value in self._sysctls.items():
             if value != "<absent>" and read_sysctls().get(name) != value:
-                _sysctl_path(name).write_text(value)
+                sysctl_path(name).write_text(value)
 
     def _remove_fixed_paths(self) -> None:
         for path, existed in self._pre_existing_paths.items():
             if not existed and path.exists():
-                _unmount_under(path)
+                unmount_under(path)
                 shutil.rmtree(path, ignore_errors=True)
 
     def _remove_workdir(self) -> None:
@@ -554,78 +466,6 @@ def _offset(address: str, n: int) -> str:
     return ".".join(str((value >> s) & 255) for s in (24, 16, 8, 0))
 
 
-def _kill_shims(socket: Path) -> None:
-    """containerd-shim-runc-v2 processes started for this containerd (its -address), by pid."""
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and str(socket).encode() in argv:
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-def _unmount_under(path: Path) -> None:
-    """Every mount at or below `path`, deepest first (the kubelet bind-mounts its root dir on itself)."""
-    prefix = str(path.resolve()) if path.exists() else str(path)
-    for _ in range(5):
-        points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-        ours = sorted({p for p in points if p == prefix or p.startswith(prefix + "/")},
-                      key=lambda p: p.count("/"), reverse=True)
-        if not ours:
-            return
-        for point in ours:
-            if _run("umount", point, check=False).returncode != 0:
-                _run("umount", "-l", point, check=False)
-
-
-def _remove_kubepods_cgroups() -> None:
-    for top in _cgroup_dirs():
-        for directory in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
-                                reverse=True) + [top]:
-            procs = directory / "cgroup.procs"
-            if procs.exists():
-                for pid in procs.read_text().split():
-                    try:
-                        os.kill(int(pid), signal.SIGKILL)  # a container's process; ours to end
-                    except ProcessLookupError:
-                        pass
-            for _ in range(20):
-                try:
-                    directory.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.1)
-
-
-def _restore_iptables(before: dict[tuple[str, str], list[str]]) -> None:
-    """Remove the rules and chains that appeared since `before` (kubelet's, CNI's, ours)."""
-    for (binary, table), old in before.items():
-        now = _iptables_rules(binary, table)
-        added = Counter(now) - Counter(old)
-        new_chains = [line.split()[1] for line in added if line.startswith("-N ")]
-        for rule, count in added.items():
-            if rule.startswith("-A ") and any(mark in rule for mark in OUR_RULE_MARKS):
-                for _ in range(count):
-                    _run(binary, "-w", "-t", table, "-D", *_split_rule(rule[3:]), check=False)
-        for chain in new_chains:
-            if any(chain.startswith(mark) for mark in OUR_RULE_MARKS):
-                _run(binary, "-w", "-t", table, "-F", chain, check=False)
-        for chain in new_chains:
-            if any(chain.startswith(mark) for mark in OUR_RULE_MARKS):
-                _run(binary, "-w", "-t", table, "-X", chain, check=False)
-
-
-def _split_rule(rule: str) -> list[str]:
-    import shlex
-    return shlex.split(rule)
-
-
 def _clean_after_crash() -> None:
     """A run that died without its teardown left its record: undo what can be undone."""
     if not STATE_FILE.exists():
@@ -640,8 +480,8 @@ def _clean_after_crash() -> None:
                              "one per machine")
     log.warning("cleaning up after a real node that was not torn down (%s)", state["workdir"])
     workdir, socket = Path(state["workdir"]), Path(state["socket"])
-    _kill_shims(socket)
-    _unmount_under(workdir)
-    _remove_kubepods_cgroups()
+    kill_shims(socket)
+    unmount_under(workdir)
+    remove_kubepods_cgroups()
     shutil.rmtree(workdir, ignore_errors=True)
     STATE_FILE.unlink(missing_ok=True)

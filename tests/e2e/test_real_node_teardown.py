@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from hack.cluster import LocalControlPlane
-from hack.node import PAUSE_IMAGE, NodeBridge, RealNode, machine_state
+from hack.machine import machine_state
+from hack.node import PAUSE_IMAGE, NodeBridge, RealNode
 
 
 class SimulatedTestFailure(Exception):
