@@ -46,7 +46,10 @@ def test_teardown_after_a_failed_test_restores_the_machine(node_image: dict[str,
                 assert time.monotonic() < deadline, "the pod never ran"
                 time.sleep(0.5)
             during = machine_state()
-            assert during["cgroups"] and during["netns"] and during["processes"], during
+            # The node did change the machine: there is something to put back.
+            assert during["cgroups"] and during["netns"] and during["processes"] and during["mounts"], during
+            assert during["sysctls"] != before["sysctls"], "the kubelet set no sysctl"
+            assert any(during["iptables"].values()), "no KUBE-/CNI- rules while the node ran"
             raise SimulatedTestFailure
     after = machine_state()
     assert {k: v for k, v in after.items() if v != before[k]} == {}, f"before: {before}"
