@@ -12,7 +12,11 @@ own, serving on the node's bridge; hack/node.py puts the machine back afterwards
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
+import socket
+import ssl
 import threading
 import time
 from collections import Counter
@@ -23,7 +27,10 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
+from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME
 from hack.cluster import LocalControlPlane
 from hack.node import NodeBridge, RealNode, chart_values
@@ -188,17 +195,9 @@ def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
     assert logs.strip(), "kubectl logs gave nothing"
 
 
-def _webhook_pods(release: Cluster) -> list[dict[str, Any]]:
-    return [p for p in release.pods() if p["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"]
-
-
-def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Cluster) -> None:
-    """Readiness, the Service's endpoints and the old pod's drain, all real: a steady stream of
-    dry-run Foo creates through kube-apiserver sees no error while the webhook pod is replaced."""
-    plane = release.plane
-    (old,) = _webhook_pods(release)
-    secret = f"{RELEASE}-webhook-tls"
-    data_before = release.get("secret", secret, "-n", NAMESPACE)["data"]
+@contextlib.contextmanager
+def _steady_writes(plane: LocalControlPlane) -> Iterator[tuple[Counter[int], list[str]]]:
+    """Dry-run Foo creates through kube-apiserver, one after another, until the block ends."""
     stop = threading.Event()
     outcomes: Counter[int] = Counter()
     failures: list[str] = []
@@ -221,6 +220,24 @@ def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Clus
     writer = threading.Thread(target=write, name="foo-writer")
     writer.start()
     try:
+        yield outcomes, failures
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+
+
+def _webhook_pods(release: Cluster) -> list[dict[str, Any]]:
+    return [p for p in release.pods() if p["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"]
+
+
+def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Cluster) -> None:
+    """Readiness, the Service's endpoints and the old pod's drain, all real: a steady stream of
+    dry-run Foo creates through kube-apiserver sees no error while the webhook pod is replaced."""
+    plane = release.plane
+    (old,) = _webhook_pods(release)
+    secret = f"{RELEASE}-webhook-tls"
+    data_before = release.get("secret", secret, "-n", NAMESPACE)["data"]
+    with _steady_writes(plane) as (outcomes, failures):
         time.sleep(2)
         plane.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
                    "--set-string", f"webhook.podAnnotations.rolled={time.time_ns()}", "--wait", "--timeout=180s",
@@ -232,9 +249,6 @@ def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Clus
 
         wait_for("the old webhook pod to drain and go", replaced)
         time.sleep(2)
-    finally:
-        stop.set()
-        writer.join(timeout=30)
     print(f"writes during the rollout: {dict(outcomes)}")
     assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
     assert outcomes[201] >= 20, dict(outcomes)
@@ -242,6 +256,57 @@ def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Clus
     (new,) = _webhook_pods(release)
     assert new["spec"]["nodeName"] == release.node.name
     assert "rolled" in new["metadata"]["annotations"], "the upgrade did not apply"
+
+
+def _serving_issuer(ip: str, port: int) -> str:
+    """The issuer CN of the certificate a pod serves right now."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with context.wrap_socket(socket.create_connection((ip, port), timeout=5)) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    names = x509.load_der_x509_certificate(der).issuer.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value)
+
+
+def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or_failed_write(
+        release: Cluster) -> None:
+    """A new CA and serving certificate written into the Secret (the caBundles trusting old and new
+    first): the kubelet updates the pod's Secret volume, the webhook reloads it from disk, and no
+    Foo write fails on the way; the pod is not restarted."""
+    plane = release.plane
+    (pod,) = _webhook_pods(release)
+    ip, name = pod["status"]["podIP"], pod["metadata"]["name"]
+    secret = f"{RELEASE}-webhook-tls"
+    old_ca = base64.b64decode(release.get("secret", secret, "-n", NAMESPACE)["data"]["ca.crt"])
+    ca = new_ca("rotated-by-e2e")
+    names = [n for svc in (f"{RELEASE}-webhook", f"{RELEASE}-insights") for n in service_dns_names(svc, NAMESPACE)]
+    serving = issue_serving(ca, common_name=f"{RELEASE}-webhook", dns_names=names)
+    both = base64.b64encode(old_ca + ca.cert_pem).decode()
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        plane.kubectl("patch", kind, RELEASE, "--type=json", "-p", json.dumps(
+            [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": both}]))
+    plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": both}]))
+    plane.kubectl("patch", "apiservice", APISERVICE, "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/caBundle", "value": both}]))
+    with _steady_writes(plane) as (outcomes, failures):
+        time.sleep(1)
+        data = {"ca.crt": ca.cert_pem, "tls.crt": serving.cert_pem, "tls.key": serving.key_pem}
+        plane.kubectl("patch", "secret", secret, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(
+            {"data": {k: base64.b64encode(v).decode() for k, v in data.items()}}))
+        began = time.monotonic()
+        wait_for("the pod to serve the new certificate", lambda: _serving_issuer(ip, 9443) == "rotated-by-e2e",
+                 timeout=120)
+        print(f"the pod served the rotated certificate {time.monotonic() - began:.1f}s after the Secret changed")
+        time.sleep(2)
+    print(f"writes during the rotation: {dict(outcomes)}")
+    assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
+    assert outcomes[201] >= 10, dict(outcomes)
+    (after,) = _webhook_pods(release)
+    assert after["metadata"]["name"] == name
+    assert after["status"]["containerStatuses"][0]["restartCount"] == 0
 
 
 def test_helm_uninstall_leaves_only_the_crd(release: Cluster) -> None:
