@@ -188,6 +188,8 @@ buildah "${storage[@]}" commit --quiet --timestamp "$SOURCE_DATE_EPOCH" --rm "$c
 ctr=""
 mv -f "$archive.tmp" "$archive"
 write_meta "$rootfs_bytes"
+# Older builds (130 MB each) are never read again: image.json now names this one.
+find "$OUT_DIR" -maxdepth 1 -name 'foo-operator-*.oci.tar' ! -name "$(basename "$archive")" -delete
 took=$((SECONDS - began))
 size_mb="$(( $(stat -c %s "$archive") / 1000000 ))"
 log "image $ref: ${size_mb} MB archive (uncompressed layer), $((rootfs_bytes / 1000000)) MB unpacked, in ${took}s"
