@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e run build-plane lint clean bench
+.PHONY: venv test unit e2e run build-plane build-node image lint clean bench
 
 venv: $(STAMP)
 
@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 test:
 	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
+	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, image)" $(MAKE) --no-print-directory build-node
 	@hack/timed.sh "lint (layers, types)" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "tests (unit, component, e2e)" $(PY) -m pytest -q tests
 
@@ -32,9 +33,22 @@ e2e: venv build-plane
 build-plane:
 	bash hack/build.sh
 
+# The product image without Docker or a registry (docs/real-node.md): root, Debian.
+image: venv
+	PYTHON=$(PY) hack/image.sh
+
+# What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
+# when missing), kubelet, kube-proxy, the pause image, the product image. Not root: one line and
+# nothing done; the real-node e2e tier then skips (under CI=true it fails).
+build-node: venv
+	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \
+	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
+
 # The one run command: a local real control plane with the webhook and controller registered.
-run: venv build-plane
-	$(PY) -m hack.demo
+# REAL_NODE=1 (root): the chart from the image built here, on a real kubelet (docs/real-node.md).
+REAL_NODE ?=
+run: venv build-plane $(if $(REAL_NODE),build-node)
+	$(PY) -m hack.demo $(if $(REAL_NODE),--real-node)
 
 # Benchmarks against peers, side by side (bench/README.md): numbers and ratios; a slow machine fails nothing.
 bench: venv build-plane

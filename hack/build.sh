@@ -2,10 +2,14 @@
 # Builds the local control plane from Go modules into a cache outside the repo:
 #   kube-apiserver, kubectl, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
 #   etcd, helm, kwok (+ its stage definitions), selector-oracle (hack/selector-oracle:
-#   apimachinery's selector parsers, for a differential test); `sample-controller` on request.
+#   apimachinery's selector parsers, for a differential test); `sample-controller` and the
+#   real node's parts on request.
 #
-# Usage: hack/build.sh [--force] [sample-controller]
+# Usage: hack/build.sh [--force] [sample-controller] [node]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
+#   node               also build kubelet and kube-proxy (same wrapper module as the apiserver)
+#                      and the pause image (pause.c from the module, gcc -static, buildah):
+#                      what hack/node.py needs besides Debian's packages
 #   --force            rebuild binaries that are already cached (after changing build flags)
 #
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
@@ -39,12 +43,14 @@ die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
 FORCE=false  # --force: rebuild cached binaries (after changing build flags); only relinks,
              # since the Go build cache still holds every compiled package.
 want_sample_controller=false
+want_node=false
 for arg in "$@"; do
   case "$arg" in
     sample-controller) want_sample_controller=true ;;
+    node) want_node=true ;;
     --force) FORCE=true ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown target '$arg' (known: sample-controller)" ;;
+    *) die "unknown target '$arg' (known: sample-controller, node)" ;;
   esac
 done
 
@@ -91,7 +97,10 @@ timed() {
 # $1 = wrapper dir, $2 = module@version, $3... = packages to blank-import for `go mod tidy`.
 init_wrapper() {
   local dir="$1" modver="$2"; shift 2
-  if [[ -f "$dir/.tidy-done" ]]; then return; fi
+  # The stamp holds the blank imports it was tidied for: a command added later (kubelet
+  # beside kube-apiserver) re-tidies the same module rather than keeping a stale go.mod.
+  local want="$modver $*"
+  if [[ -f "$dir/.tidy-done" && "$(cat "$dir/.tidy-done")" == "$want" ]]; then return; fi
   rm -rf "$dir" && mkdir -p "$dir"
   (
     cd "$dir"
@@ -110,7 +119,7 @@ init_wrapper() {
     if [[ -n "${WRAPPER_EDIT:-}" ]]; then eval "$WRAPPER_EDIT"; fi
     go mod tidy
   )
-  touch "$dir/.tidy-done"
+  printf '%s' "$want" > "$dir/.tidy-done"
 }
 
 # go build into a temp name, then rename: an interrupted build never leaves a
@@ -181,11 +190,16 @@ k8s_ldflags() {
 }
 
 K8S_BINARIES=(kube-apiserver kubectl kube-controller-manager kube-scheduler)
+# Blank-imported by the wrapper whatever is asked for, so one go.mod serves every build and
+# `hack/build.sh node` after a plain build re-tidies nothing (~9 more modules, seconds).
+K8S_COMMANDS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
 
+# $@: the commands to build (default K8S_BINARIES).
 build_kubernetes() {
-  local dir out todo=() name
+  local dir out todo=() name names=("$@")
+  [[ $# -gt 0 ]] || names=("${K8S_BINARIES[@]}")
   dir="$(k8s_wrapper_dir)"
-  for name in "${K8S_BINARIES[@]}"; do
+  for name in "${names[@]}"; do
     out="$BIN/kubernetes-$K8S_VERSION/$name"
     case "$name" in
       kube-apiserver) if [[ -n "$(user_asset kube-apiserver TEST_ASSET_KUBE_APISERVER)" ]]; then
@@ -198,10 +212,10 @@ build_kubernetes() {
   done
   [[ ${#todo[@]} -gt 0 ]] || return 0
 
-  if [[ ! -f "$dir/.tidy-done" ]]; then
+  local pkgs=()
+  for name in "${K8S_COMMANDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
+  if [[ "$(cat "$dir/.tidy-done" 2>/dev/null)" != "k8s.io/kubernetes@$K8S_VERSION ${pkgs[*]}" ]]; then
     log "preparing k8s.io/kubernetes $K8S_VERSION wrapper module (downloads ~1 min)"
-    local pkgs=()
-    for name in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
     WRAPPER_EDIT=k8s_replace_staging \
       timed "kubernetes $K8S_VERSION module download" \
       init_wrapper "$dir" "k8s.io/kubernetes@$K8S_VERSION" "${pkgs[@]}"
@@ -211,6 +225,7 @@ build_kubernetes() {
   for name in "${todo[@]}"; do
     case "$name" in
       kube-apiserver) log "building kube-apiserver $K8S_VERSION (~5 min with a cold Go cache)" ;;
+      kubelet) log "building kubelet $K8S_VERSION (~70 s after kube-apiserver)" ;;
       *) log "building $name $K8S_VERSION (~1 min after kube-apiserver)" ;;
     esac
     timed "$name $K8S_VERSION" build_binary "$dir" "k8s.io/kubernetes/cmd/$name" \
@@ -332,6 +347,61 @@ build_selector_oracle() {
   timed "selector-oracle" build_binary "$src" . "$out" -ldflags "-s -w"
 }
 
+# ---------------------------------------------------------------- pause image
+# The sandbox image every pod starts from, made here because nothing may be pulled:
+# build/pause/linux/pause.c ships in the k8s.io/kubernetes module; compiled static (as its
+# Makefile does) and packaged from scratch with buildah into an OCI archive that hack/node.py
+# imports into containerd under the name the kubelet and containerd expect.
+PAUSE_VERSION=3.10.1  # build/pause/Makefile's TAG for v1.34; kubeadm's PauseVersion
+
+buildah_storage() {
+  # Storage of our own in the cache, not the machine's /var/lib/containers.
+  printf '%s' "--root=$CACHE/containers/storage --runroot=$CACHE/containers/run --storage-driver=vfs"
+}
+
+build_pause() {
+  local out="$SHARE/pause-$PAUSE_VERSION/pause.oci.tar"
+  # Not is_built: an archive is no executable.
+  if ! $FORCE && [[ -f "$out" ]]; then log "pause image $PAUSE_VERSION: cached"; return; fi
+  command -v gcc >/dev/null || die "gcc is missing: run hack/install-node-deps.sh"
+  command -v buildah >/dev/null || die "buildah is missing: run hack/install-node-deps.sh"
+  log "building the pause image $PAUSE_VERSION (gcc -static, buildah; seconds)"
+  timed "pause image $PAUSE_VERSION" build_pause_in "$out"
+}
+
+build_pause_in() {
+  local out="$1" moddir work ctr epoch
+  moddir="$(cd "$(k8s_wrapper_dir)" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
+  work="$(mktemp -d "$CACHE/pause.XXXXXX")"
+  gcc -Os -Wall -Werror -static "-DVERSION=v$PAUSE_VERSION-foo-operator" \
+    -o "$work/pause" "$moddir/build/pause/linux/pause.c"
+  strip "$work/pause"
+  # The module's release time: the same inputs give the same image digest.
+  epoch="$(date -d "$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(open(json.load(sys.stdin)["Info"]))["Time"])')" +%s)"
+  # shellcheck disable=SC2046
+  ctr="$(buildah $(buildah_storage) from scratch)"
+  # shellcheck disable=SC2046
+  {
+    buildah $(buildah_storage) copy --chmod 0755 "$ctr" "$work/pause" /pause >/dev/null
+    buildah $(buildah_storage) config --entrypoint '["/pause"]' --user 65535:65535 \
+      --label "org.opencontainers.image.version=$PAUSE_VERSION" \
+      --label "org.opencontainers.image.source=https://github.com/kubernetes/kubernetes/tree/$K8S_VERSION/build/pause" \
+      "$ctr"
+    mkdir -p "$(dirname "$out")"
+    rm -f "$out.tmp"
+    buildah $(buildah_storage) commit --quiet --timestamp "$epoch" --rm "$ctr" \
+      "oci-archive:$out.tmp:registry.k8s.io/pause:$PAUSE_VERSION" >/dev/null
+  } || { buildah $(buildah_storage) rm "$ctr" >/dev/null 2>&1; rm -rf "$work"; return 1; }
+  rm -rf "$work"
+  mv -f "$out.tmp" "$out"
+}
+
+build_node() {
+  build_kubernetes kubelet kube-proxy
+  build_pause
+}
+
 # ---------------------------------------------------------------- main
 total_start=$SECONDS
 log "cache: $CACHE"
@@ -341,4 +411,5 @@ build_kwok
 build_helm
 build_selector_oracle
 if $want_sample_controller; then build_sample_controller; fi
+if $want_node; then build_node; fi
 log "ready in $((SECONDS - total_start))s; binaries under $BIN"

@@ -49,7 +49,8 @@ __all__ = ["ComponentError", "KubectlError", "LocalControlPlane", "find_binaries
 
 
 # Everything a plane writes into its workdir except logs/, which outlive it for post-mortems.
-DATA_ENTRIES = ("etcd", "pki", "kubeconfig", "kubeconfigs", "pids", "kube-cache", "helm")
+DATA_ENTRIES = ("etcd", "pki", "kubeconfig", "kubeconfigs", "pids", "kube-cache", "helm",
+                "flex-volume-plugins")
 
 
 def remove_data_in(workdir: Path) -> None:
@@ -83,8 +84,13 @@ class LocalControlPlane:
     """
 
     def __init__(self, workdir: str | os.PathLike[str], *, nodes: int = 1, minimal: bool = False,
-                 apiserver_args: Sequence[str] = (), timeout: float = 120.0) -> None:
+                 apiserver_args: Sequence[str] = (), timeout: float = 120.0,
+                 address: str = "127.0.0.1") -> None:
+        """`address`: where kube-apiserver binds and what it advertises. Loopback (the default)
+        keeps the plane invisible off this host; a real node's bridge address (hack/node.py)
+        lets pods reach it, as `kubernetes.default`, through kube-proxy."""
         self.workdir = Path(workdir).resolve()
+        self.address = address
         self.minimal = minimal
         self.node_names = [] if minimal else [f"kwok-node-{i}" for i in range(nodes)]
         self.apiserver_args = list(apiserver_args)
@@ -146,8 +152,8 @@ class LocalControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.etcd_port = free_port()
         self.apiserver_port = free_port()
-        self.server = f"https://127.0.0.1:{self.apiserver_port}"
-        self.pki = write_pki(self.pki_dir)
+        self.server = f"https://{self.address}:{self.apiserver_port}"
+        self.pki = write_pki(self.pki_dir, address=self.address)
         write_kubeconfig(self.kubeconfig, server=self.server, pki=self.pki, user="admin")
         self._ssl = None
         try:
@@ -244,14 +250,21 @@ class LocalControlPlane:
         pki = self.pki
         argv: list[str | os.PathLike[str]] = [
             self.bin.kube_apiserver,
-            # Loopback only: otherwise it picks and advertises the machine's address.
-            "--advertise-address=127.0.0.1",
-            "--bind-address=127.0.0.1",
+            # Loopback by default: otherwise it picks and advertises the machine's address.
+            f"--advertise-address={self.address}",
+            f"--bind-address={self.address}",
             f"--secure-port={self.apiserver_port}",
+        ]
+        if self.address == "127.0.0.1":
             # The `kubernetes` Service's endpoints would be that loopback address, which
             # kube-apiserver >= 1.37 refuses at start ("may not be in the loopback range").
             # Nothing here dials the Service (no kube-proxy), so no endpoints are kept.
-            "--endpoint-reconciler-type=none",
+            argv.append("--endpoint-reconciler-type=none")
+        else:
+            # A real kubelet (logs, exec, port-forward) by its InternalIP: its hostname would be
+            # looked up in the machine's DNS, off this host.
+            argv.append("--kubelet-preferred-address-types=InternalIP")
+        argv += [
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
             f"--tls-cert-file={pki.cert_file('apiserver')}",
             f"--tls-private-key-file={pki.key_file('apiserver')}",
@@ -271,6 +284,9 @@ class LocalControlPlane:
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={pki.cert_file('front-proxy-client')}",
             f"--proxy-client-key-file={pki.key_file('front-proxy-client')}",
+            # Its identity towards a real kubelet (hack/node.py), which authorizes by webhook.
+            f"--kubelet-client-certificate={pki.cert_file('apiserver-kubelet-client')}",
+            f"--kubelet-client-key={pki.key_file('apiserver-kubelet-client')}",
             # Dial Service endpoints directly: there is no kube-proxy to make ClusterIPs work.
             "--enable-aggregator-routing=true",
         ]
@@ -288,6 +304,10 @@ class LocalControlPlane:
 
         wait_until("kube-apiserver /readyz", ready, timeout=self.timeout,
                    watch=[self._components["etcd"], apiserver])
+
+    def component_kubeconfig(self, user: str) -> Path:
+        """A kubeconfig for one identity of hack.pki (COMPONENT_USERS, or one made by issue_user)."""
+        return self._component_kubeconfig(user)
 
     def _component_kubeconfig(self, user: str) -> Path:
         assert self.pki is not None
@@ -315,6 +335,8 @@ class LocalControlPlane:
             f"--root-ca-file={pki.ca_file}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--cluster-name=foo-operator-local",
+            # Its default, /usr/libexec/kubernetes/..., is created on the machine at start.
+            f"--flex-volume-plugin-dir={self.workdir / 'flex-volume-plugins'}",
             # kwok's status heartbeat comes every 20-45 s; the default 50 s grace leaves too
             # little slack on a busy 2-core machine, and a node going NotReady evicts pods
             # mid-test.
@@ -402,7 +424,7 @@ class LocalControlPlane:
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
         """One raw admin request to kube-apiserver (JSON body); returns (status, body)."""
-        return _http_request("127.0.0.1", self.apiserver_port, method, path, self._ssl_context(), body)
+        return _http_request(self.address, self.apiserver_port, method, path, self._ssl_context(), body)
 
     def get(self, path: str) -> tuple[int, bytes]:
         return self.request("GET", path)

@@ -3,16 +3,25 @@
 Builds nothing itself (``make run`` runs hack/build.sh first); starts etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler and a kwok node, then the webhook and the controller,
 applies examples/foo.yaml and prints what to try.
+
+`make run REAL_NODE=1` (``--real-node``, root): the product as it runs in a cluster instead — a
+real node (hack/node.py) beside the kwok one, the image built here loaded into it, and
+`helm install` of the chart; the machine is put back on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import logging
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import yaml
 
 from .cluster import LocalControlPlane
 from .procs import ComponentError
@@ -24,7 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO / ".local" / "demo",
                         help="where the plane keeps its data, logs and kubeconfig")
     parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--real-node", action="store_true",
+                        help="run the chart from the locally built image on a real node (root)")
     args = parser.parse_args(argv)
+    if args.real_node:
+        return _run_on_a_real_node(args.workdir, args.nodes)
 
     stop = False
 
@@ -53,6 +66,67 @@ foo-operator is running on a local Kubernetes {plane.version} (ready in {time.mo
 
 Logs: {plane.logs_dir}   Webhook: {product.url}
 Press Ctrl-C to stop and remove everything.""", flush=True)
+            while not stop:
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    except ComponentError as err:
+        print(f"make run: {err}", file=sys.stderr)
+        return 1
+    print("stopped; everything removed.")
+    return 0
+
+
+@contextlib.contextmanager
+def _real_node_release(workdir: Path, nodes: int) -> Iterator[LocalControlPlane]:
+    from .node import NodeBridge, RealNode, cannot_host_node, chart_values, image_metadata
+
+    reason = cannot_host_node()
+    if reason:
+        raise ComponentError(reason)
+    image = image_metadata()
+    with NodeBridge() as bridge, LocalControlPlane(workdir, nodes=nodes, address=bridge.address) as plane, \
+            RealNode(plane, bridge) as node:
+        logging.getLogger("hack.demo").info("loading %s into the node's containerd", image["ref"])
+        node.load_image(image["archive"])
+        values = workdir / "values.yaml"
+        values.write_text(yaml.safe_dump(chart_values(node, image["ref"])))
+        logging.getLogger("hack.demo").info("helm install foo-operator (waits for the pods to be Ready)")
+        plane.helm("install", "foo-operator", str(REPO / "charts" / "foo-operator"), "-n", "foo-system",
+                   "--create-namespace", "-f", str(values), "--wait", "--timeout=180s", timeout=240)
+        try:
+            yield plane
+        finally:
+            plane.helm("uninstall", "foo-operator", "-n", "foo-system", "--wait", "--timeout=60s", check=False)
+
+
+def _run_on_a_real_node(workdir: Path, nodes: int) -> int:
+    logging.basicConfig(level=logging.INFO, format="==> %(message)s", stream=sys.stderr)
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    began = time.monotonic()
+    try:
+        with _real_node_release(workdir, nodes) as plane:
+            plane.kubectl("apply", "-f", str(REPO / "examples" / "foo.yaml"))
+            print(f"""
+foo-operator runs from its image on a real node of a local Kubernetes {plane.version} (ready in {time.monotonic() - began:.0f}s).
+
+  export KUBECONFIG={plane.kubeconfig}
+  export PATH={plane.bin.kubectl.parent}:{plane.bin.helm.parent}:$PATH
+  kubectl get pods -n foo-system -o wide            # webhook, insights, controller on foo-real-node
+  kubectl logs -n foo-system deploy/foo-operator-controller
+  kubectl get foos; kubectl get deployments         # the example and its Deployment (on the kwok node)
+  kubectl apply -f examples/foo-invalid.yaml        # denied by the webhook pod
+  kubectl get foohealths                            # the aggregated API, from the insights pod
+  helm test foo-operator -n foo-system
+
+Logs: {plane.logs_dir}
+Press Ctrl-C to stop; the node is torn down and the machine put back as it was.""", flush=True)
             while not stop:
                 time.sleep(0.5)
     except KeyboardInterrupt:

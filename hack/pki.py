@@ -30,6 +30,8 @@ COMPONENT_USERS: dict[str, tuple[str, tuple[str, ...]]] = {
     # kwok plays every kubelet at once (node and pod status for all fake nodes); the Node
     # authorizer would only let a kubelet touch its own node, so it gets cluster-admin.
     "kwok": ("kwok-controller", ("system:masters",)),
+    # What kube-apiserver shows a real kubelet for logs, exec and port-forward (as in kubeadm).
+    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
 }
 
 
@@ -82,8 +84,12 @@ def _write_pair(pki_dir: Path, name: str, pair: KeyPair) -> None:
     _write(pki_dir / f"{name}.key", pair.key_pem, private=True)
 
 
-def write_pki(pki_dir: Path) -> ClusterPKI:
-    """Generate all certificates and keys of the plane into `pki_dir` (fresh every start)."""
+def write_pki(pki_dir: Path, *, address: str = "127.0.0.1") -> ClusterPKI:
+    """Generate all certificates and keys of the plane into `pki_dir` (fresh every start).
+
+    `address`: where kube-apiserver serves (loopback, or a bridge pods reach); its certificate
+    names it beside loopback and the `kubernetes` Service IP.
+    """
     pki_dir.mkdir(parents=True, exist_ok=True)
     ca = new_ca("foo-operator-local-ca")
     front_proxy_ca = new_ca("foo-operator-local-front-proxy-ca")
@@ -97,7 +103,7 @@ def write_pki(pki_dir: Path) -> ClusterPKI:
             "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
         ],
-        ips=["127.0.0.1", KUBERNETES_SERVICE_IP],
+        ips=list(dict.fromkeys(["127.0.0.1", address, KUBERNETES_SERVICE_IP])),
     ))
     # The aggregator presents this to extension apiservers; they check the CN against
     # --requestheader-allowed-names.
@@ -112,6 +118,11 @@ def write_pki(pki_dir: Path) -> ClusterPKI:
     _write(pki_dir / "sa.pub", public.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return ClusterPKI(pki_dir, ca, front_proxy_ca)
+
+
+def issue_user(pki: ClusterPKI, name: str, user: str, groups: tuple[str, ...] = ()) -> None:
+    """One more client identity (a kubelet's system:node:<name>, kube-proxy) as <name>.crt/.key."""
+    _write_pair(pki.dir, name, issue_client(pki.ca, common_name=user, organizations=groups))
 
 
 def write_kubeconfig(path: Path, *, server: str, pki: ClusterPKI, user: str,

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -36,14 +37,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(skip)
 
 
-def _build() -> None:
-    """hack/build.sh: a no-op in seconds when the cache is warm."""
+def _build(*argv: str, env: dict[str, str] | None = None) -> None:
+    """hack/build.sh (or another build script): a no-op in seconds when the cache is warm."""
+    command = list(argv) or ["bash", str(BUILD_SCRIPT)]
     began = time.monotonic()
-    result = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True)
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
-        pytest.fail(f"hack/build.sh failed (exit {result.returncode}):\n{tail}", pytrace=False)
-    print(f"hack/build.sh took {time.monotonic() - began:.1f}s")
+        pytest.fail(f"{' '.join(command)} failed (exit {result.returncode}):\n{tail}", pytrace=False)
+    print(f"{' '.join(command)} took {time.monotonic() - began:.1f}s")
 
 
 @pytest.fixture(scope="session")
@@ -81,3 +83,25 @@ def namespace(control_plane: LocalControlPlane, request: pytest.FixtureRequest) 
     control_plane.kubectl("create", "namespace", name)
     yield name
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+# --- a real node (hack/node.py) ------------------------------------------------------------------
+
+from hack.node import cannot_host_node, image_metadata  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def node_image() -> dict[str, Any]:
+    """The parts a real node runs, built here: kubelet, kube-proxy, pause, the product image.
+
+    Where no node can run (not root, no containerd) the tier is skipped with the reason, except
+    under CI=true, where it must run: there that is a failure.
+    """
+    reason = cannot_host_node()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the real-node tier cannot run: {reason}", pytrace=False)
+        pytest.skip(f"no real node here: {reason}")
+    _build("bash", str(BUILD_SCRIPT), "node")
+    _build("bash", str(REPO_ROOT / "hack" / "image.sh"), env={**os.environ, "PYTHON": sys.executable})
+    return image_metadata()

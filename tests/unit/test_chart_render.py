@@ -246,8 +246,28 @@ def test_helm_test_pod_checks_readyz_through_the_service_name_with_the_ca() -> N
     pod = find(render(), "Pod")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     script = pod["spec"]["containers"][0]["args"][0]
-    assert f"--cacert /tmp/ca.crt https://{SERVICE}.{NAMESPACE}.svc:443/readyz" in script
+    assert f'name = "{SERVICE}.{NAMESPACE}.svc"' in script
+    assert "server_hostname=name" in script and "GET /readyz" in script
+    assert 'open("/etc/foo-operator/tls/ca.crt")' in script
+    env = SERVICE.upper().replace("-", "_")
+    assert f'os.environ["{env}_SERVICE_HOST"]' in script, "no cluster DNS needed"
     assert not [o for o in render({"tests": {"enabled": False}}) if o["kind"] == "Pod"]
+
+
+def test_helm_test_pod_runs_the_charts_own_image_where_the_values_place_it() -> None:
+    toleration = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
+    pod = find(render({"image": {"repository": "registry.example/foo", "tag": "1.2.3", "pullPolicy": "Never"},
+                       "imagePullSecrets": [{"name": "pull"}],
+                       "tests": {"nodeSelector": {"pool": "ops"}, "tolerations": [toleration]}}), "Pod")
+    spec = pod["spec"]
+    assert spec["containers"][0]["image"] == "registry.example/foo:1.2.3"
+    assert spec["containers"][0]["imagePullPolicy"] == "Never"
+    assert spec["containers"][0]["command"] == ["python3", "-c"]
+    assert spec["imagePullSecrets"] == [{"name": "pull"}]
+    assert spec["nodeSelector"] == {"pool": "ops"}
+    assert spec["tolerations"] == [toleration]
+    other = find(render({"tests": {"image": "registry.example/probe:1"}}), "Pod")
+    assert other["spec"]["containers"][0]["image"] == "registry.example/probe:1"
 
 
 # ----------------------------------------------------------------------------- TLS

@@ -1,0 +1,487 @@
+"""A real node beside the kwok ones: containerd + runc + CNI bridge, kubelet and kube-proxy.
+
+    with NodeBridge() as bridge, LocalControlPlane(dir, address=bridge.address) as plane, \\
+            RealNode(plane, bridge) as node:
+        node.load_image(archive)           # nothing is ever pulled
+        plane.kubectl("apply", ...)         # pods tolerating node.taint land on node.name
+
+Everything it touches on the machine is recorded first and put back by `stop()`, which always
+runs (also after a failed start) and does not stop at the first error: processes, mounts under
+the work dir, the kubelet's cgroups, iptables rules and chains, the bridge and its routes,
+sysctls, and the files the kubelet writes outside its root dir (the bookkeeping is in
+hack/machine.py, whose `machine_state()` a test compares before and after). docs/real-node.md has the facts and traps behind each choice.
+
+Needs root, Debian's containerd/runc/CNI plugins (hack/install-node-deps.sh) and
+`hack/build.sh node` (kubelet, kube-proxy, the pause image); `cannot_host_node()` says which is
+missing. One real node per machine at a time: the bridge, the node name and iptables are global.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from hack.binaries import cache_dir, versions
+from hack.cluster import LocalControlPlane, free_port
+from hack.machine import (BRIDGE, BRIDGE_ADDRESS, CGROUP_ROOT, FIXED_PATHS, IPTABLES, NETNS_DIR, TABLES,
+                          iptables_rules, kill_shims, machine_state, read_sysctls, remove_kubepods_cgroups,
+                          restore_iptables, run, sysctl_path, unmount_under)
+from hack.pki import SERVICE_CLUSTER_IP_RANGE, issue_user
+from hack.procs import Component, ComponentError, wait_until
+
+log = logging.getLogger("hack.node")
+
+POD_SUBNET = "10.88.0.0/16"
+NODE_NAME = "foo-real-node"
+# Only pods that say they accept a real node land there; Foos' Deployments keep to kwok.
+TAINT = {"key": "foo-operator.dev/real-node", "value": "true", "effect": "NoSchedule"}
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"  # hack/build.sh PAUSE_VERSION
+# Any pull goes here and fails at once: nothing listens on port 1 of loopback.
+NO_REGISTRY = "http://127.0.0.1:1"
+LOCK_FILE = Path("/run/foo-operator-node.lock")  # held while a node's bridge exists
+STATE_FILE = Path("/run/foo-operator-node.json")  # the last node's work dir, for a crashed run
+# The kubelet's and containerd's sockets live under it: a unix socket path has at most 104 bytes,
+# less than a pytest tmp_path leaves. One node per machine, so one fixed, short directory.
+DEFAULT_WORKDIR = Path("/var/lib/foo-operator-node")
+
+
+def cannot_host_node() -> str | None:
+    """Why this machine cannot run a real node (one line), or None when it can."""
+    if os.geteuid() != 0:
+        return "a real node needs root (containerd, kubelet, a bridge, iptables)"
+    for tool in ("containerd", "runc", "ctr", "iptables", "ip"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (hack/install-node-deps.sh installs the node's packages)"
+    if not Path("/usr/lib/cni/bridge").exists():
+        return "the CNI plugins are not installed (hack/install-node-deps.sh)"
+    if not (CGROUP_ROOT / "memory").is_dir() and not (CGROUP_ROOT / "cgroup.controllers").exists():
+        return "no cgroup filesystem at /sys/fs/cgroup"
+    return None
+
+
+@dataclass
+class NodeBridge:
+    """The node's own bridge: the pods' gateway and the address kube-apiserver serves on.
+
+    Held under an exclusive lock on LOCK_FILE for its whole life, so a second test session on
+    the same machine waits for the first one's node instead of tearing its bridge away.
+    """
+
+    name: str = BRIDGE
+    address: str = BRIDGE_ADDRESS
+    subnet: str = POD_SUBNET
+    created: bool = False
+    _lock: int = -1
+
+    def __enter__(self) -> NodeBridge:
+        self._lock = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("another real node runs on this machine; waiting for it (%s)", LOCK_FILE)
+            fcntl.flock(self._lock, fcntl.LOCK_EX)
+        try:
+            self._create()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _create(self) -> None:
+        self.remove()  # a crashed earlier run's
+        run("ip", "link", "add", self.name, "type", "bridge")
+        self.created = True
+        prefix = self.subnet.split("/")[1]
+        run("ip", "addr", "add", f"{self.address}/{prefix}", "dev", self.name)
+        run("ip", "link", "set", self.name, "up")
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.remove()
+        finally:
+            if self._lock >= 0:
+                os.close(self._lock)  # releases the flock
+                self._lock = -1
+
+    def remove(self) -> None:
+        if run("ip", "link", "show", self.name, check=False).returncode == 0:
+            run("ip", "link", "del", self.name, check=False)
+        self.created = False
+
+
+class RealNode:
+    """containerd, kubelet and kube-proxy for one node named `name`, state under `workdir`."""
+
+    def __init__(self, plane: LocalControlPlane, bridge: NodeBridge,
+                 workdir: str | os.PathLike[str] = DEFAULT_WORKDIR, *, name: str = NODE_NAME,
+                 timeout: float = 120.0) -> None:
+        self.plane = plane
+        self.bridge = bridge
+        # "foo-operator-node" in every path: how leftovers of a crashed run are told apart.
+        self.workdir = Path(workdir).resolve()
+        if "foo-operator-node" not in str(self.workdir):
+            self.workdir /= "foo-operator-node"
+        self.name = name
+        self.timeout = timeout
+        self.taint = dict(TAINT)
+        version = versions()["K8S_VERSION"]
+        cache = cache_dir()
+        self.kubelet_bin = cache / "bin" / f"kubernetes-{version}" / "kubelet"
+        self.kube_proxy_bin = cache / "bin" / f"kubernetes-{version}" / "kube-proxy"
+        self.pause_archive = cache / "share" / "pause-3.10.1" / "pause.oci.tar"
+        self.socket = self.workdir / "containerd.sock"
+        self.before: dict[str, Any] = {}
+        self._sysctls: dict[str, str] = {}
+        self._iptables: dict[tuple[str, str], list[str]] = {}
+        self._components: dict[str, Component] = {}
+        self._pre_existing_paths: dict[Path, bool] = {}
+        self._netns_before: set[str] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> RealNode:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        reason = cannot_host_node()
+        if reason:
+            raise ComponentError(reason)
+        for path in (self.kubelet_bin, self.kube_proxy_bin, self.pause_archive):
+            if not path.exists():
+                raise ComponentError(f"{path} is missing: run `bash hack/build.sh node`")
+        _clean_after_crash()
+        began = time.monotonic()
+        self.before = machine_state()
+        self._sysctls = read_sysctls()
+        self._iptables = {(b, t): iptables_rules(b, t) for b in IPTABLES for t in TABLES}
+        self._pre_existing_paths = {p: p.exists() for p in FIXED_PATHS}
+        self._netns_before = {p.name for p in NETNS_DIR.glob("*")} if NETNS_DIR.is_dir() else set()
+        STATE_FILE.write_text(json.dumps({"workdir": str(self.workdir), "socket": str(self.socket),
+                                          "before": self.before, "pid": os.getpid()}))
+        try:
+            self._guard_forwarding()
+            self._start_containerd()
+            self.load_image(self.pause_archive)
+            self._start_kubelet()
+            self._start_kube_proxy()
+            wait_until(f"node {self.name} Ready", self._ready, timeout=self.timeout,
+                       watch=list(self._components.values()))
+        except BaseException:
+            self.stop()
+            raise
+        log.info("real node %s ready in %.1fs", self.name, time.monotonic() - began)
+
+    def stop(self) -> None:
+        """Put the machine back as it was; every step runs even if an earlier one failed."""
+        began = time.monotonic()
+        steps = [self._drain, self._stop_kube_proxy, self._stop_kubelet, self._kill_containers,
+                 self._stop_containerd, self._unmount, self._remove_netns, self._remove_cgroups,
+                 self._restore_iptables, self._restore_sysctls, self._remove_fixed_paths,
+                 self._remove_workdir]
+        errors = []
+        for step in steps:
+            try:
+                step()
+            except Exception as err:  # noqa: BLE001 - the other steps must still run
+                errors.append(f"{step.__name__}: {err}")
+                log.warning("teardown step %s failed: %s", step.__name__, err)
+        STATE_FILE.unlink(missing_ok=True)
+        log.info("real node %s torn down in %.1fs", self.name, time.monotonic() - began)
+        if errors:
+            raise ComponentError("teardown incomplete: " + "; ".join(errors))
+
+    def load_image(self, archive: str | os.PathLike[str]) -> None:
+        """Import an OCI archive into the node's containerd (namespace k8s.io, where the CRI looks)."""
+        run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "import", archive, timeout=300)
+
+    def images(self) -> list[str]:
+        out = run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "ls", "-q").stdout
+        return out.split()
+
+    # ------------------------------------------------------------------ start steps
+    def _launch(self, name: str, argv: list[str | os.PathLike[str]], env: dict[str, str] | None = None) -> Component:
+        component = Component(name, argv, self.plane.logs_dir / f"node-{name}.log", env=env)
+        component.start()
+        self._components[name] = component
+        log.info("started %s (pid %s), log: %s", name, component.pid, component.log_file)
+        return component
+
+    def _guard_forwarding(self) -> None:
+        """Nothing from a pod is forwarded off the bridge (the CNI plugin turns ip_forward on)."""
+        run("iptables", "-w", "-t", "mangle", "-I", "FORWARD", "-i", self.bridge.name, "!", "-o",
+             self.bridge.name, "-m", "comment", "--comment", "foo-operator-node: pods stay on this host",
+             "-j", "DROP")
+
+    def _start_containerd(self) -> None:
+        root = self.workdir / "containerd"
+        certs = root / "certs.d"
+        for host in ("_default", "docker.io", "registry.k8s.io", "ghcr.io", "localhost"):
+            (certs / host).mkdir(parents=True, exist_ok=True)
+            (certs / host / "hosts.toml").write_text(
+                f'server = "{NO_REGISTRY}"\n[host."{NO_REGISTRY}"]\n  capabilities = ["pull", "resolve"]\n')
+        cni_conf = self.workdir / "cni" / "net.d"
+        cni_conf.mkdir(parents=True, exist_ok=True)
+        (cni_conf / "10-foo-operator-node.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0", "name": "foo-operator-node",
+            "plugins": [{
+                "type": "bridge", "bridge": self.bridge.name, "isGateway": True,
+                # No masquerade and no default route: a pod reaches this host, other pods and
+                # Services, and nothing else.
+                "ipMasq": False, "hairpinMode": True,
+                "ipam": {"type": "host-local", "dataDir": str(self.workdir / "cni" / "ipam"),
+                         "ranges": [[{"subnet": self.bridge.subnet, "gateway": self.bridge.address,
+                                      "rangeStart": _offset(self.bridge.address, 255)}]],
+                         "routes": [{"dst": SERVICE_CLUSTER_IP_RANGE}]},
+            }, {"type": "loopback"}],
+        }, indent=1))
+        config = f"""version = 2
+root = "{root / 'root'}"
+state = "{root / 'state'}"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = "{self.socket}"
+[ttrpc]
+  address = "{self.workdir / 'containerd.sock.ttrpc'}"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / 'opt'}"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  # This VM lacks CAP_SYS_RESOURCE: lowering oom_score_adj (-998 for pause) fails every sandbox.
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "{root / 'runc'}"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{cni_conf}"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{certs}"
+"""
+        (root / "config.toml").write_text(config)
+        env = {**os.environ, "HTTP_PROXY": NO_REGISTRY, "HTTPS_PROXY": NO_REGISTRY, "NO_PROXY": "",
+               "http_proxy": NO_REGISTRY, "https_proxy": NO_REGISTRY, "no_proxy": ""}
+        containerd = self._launch("containerd", ["containerd", "--config", root / "config.toml"], env=env)
+        wait_until("containerd's socket", lambda: run("ctr", "--address", self.socket, "version",
+                                                      check=False).returncode == 0,
+                   timeout=self.timeout, watch=[containerd])
+
+    def _start_kubelet(self) -> None:
+        assert self.plane.pki is not None
+        issue_user(self.plane.pki, "kubelet", f"system:node:{self.name}", ("system:nodes",))
+        kubeconfig = self.plane.component_kubeconfig("kubelet")
+        kubelet_dir = self.workdir / "kubelet"
+        kubelet_dir.mkdir(parents=True, exist_ok=True)
+        resolv = self.workdir / "resolv.conf"
+        resolv.write_text("# no cluster DNS and no way off this host\noptions ndots:1\n")
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "address": self.bridge.address, "port": 10250, "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": 0,
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(self.plane.ca_file)}},
+            "authorization": {"mode": "Webhook"},
+            "cgroupDriver": "cgroupfs",  # PID 1 is not systemd; hybrid cgroup v1
+            "failCgroupV1": False, "failSwapOn": False,
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "podLogsDir": str(self.workdir / "pod-logs"),
+            "volumePluginDir": str(self.workdir / "volume-plugins"),
+            "resolvConf": str(resolv), "clusterDomain": "cluster.local",
+            "registerWithTaints": [self.taint],
+            "maxPods": 30, "serializeImagePulls": False,
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
+                             "imagefs.available": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "syncFrequency": "10s", "fileCheckFrequency": "5s",
+        }
+        config_file = self.workdir / "kubelet-config.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        self._launch("kubelet", [
+            self.kubelet_bin, f"--config={config_file}", f"--kubeconfig={kubeconfig}",
+            f"--root-dir={kubelet_dir}", f"--cert-dir={kubelet_dir / 'pki'}",
+            f"--node-ip={self.bridge.address}", f"--hostname-override={self.name}",
+            "--node-labels=foo-operator.dev/real-node=true", "--v=1",
+        ])
+
+    def _start_kube_proxy(self) -> None:
+        assert self.plane.pki is not None
+        issue_user(self.plane.pki, "kube-proxy", "system:kube-proxy")
+        kubeconfig = self.plane.component_kubeconfig("kube-proxy")
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+            "mode": "iptables", "clusterCIDR": self.bridge.subnet, "hostnameOverride": self.name,
+            "bindAddress": self.bridge.address,
+            "healthzBindAddress": f"127.0.0.1:{free_port()}", "metricsBindAddress": f"127.0.0.1:{free_port()}",
+            # NodePorts on the bridge only; no route_localnet; the kernel's conntrack and OOM
+            # settings left alone.
+            "nodePortAddresses": [f"{self.bridge.address}/32"],
+            "iptables": {"localhostNodePorts": False},
+            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
+                          "tcpCloseWaitTimeout": "0s"},
+            "oomScoreAdj": 0,
+        }
+        config_file = self.workdir / "kube-proxy-config.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        self._launch("kube-proxy", [self.kube_proxy_bin, f"--config={config_file}", "--v=1"])
+
+    def _ready(self) -> bool:
+        status, body = self.plane.get(f"/api/v1/nodes/{self.name}")
+        if status != 200:
+            return False
+        conditions = json.loads(body).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    # ------------------------------------------------------------------ teardown steps
+    def _drain(self) -> None:
+        """Delete this node's pods while the kubelet runs, so it stops them the proper way
+        (CNI DEL, netns, mounts); then the Node object."""
+        if "kubelet" not in self._components or not self._components["kubelet"].running():
+            return
+        selector = f"spec.nodeName={self.name}"
+        self.plane.kubectl("delete", "pods", "--all-namespaces", f"--field-selector={selector}",
+                           "--grace-period=0", "--force", "--wait=false", check=False, timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            tasks = run("ctr", "--address", self.socket, "-n", "k8s.io", "tasks", "ls", "-q",
+                         check=False).stdout.split()
+            if not tasks:
+                break
+            time.sleep(0.5)
+        self.plane.kubectl("delete", "node", self.name, "--wait=false", check=False, timeout=30)
+
+    def _stop_kube_proxy(self) -> None:
+        component = self._components.pop("kube-proxy", None)
+        if component is not None:
+            component.stop()
+        if self.kube_proxy_bin.exists():
+            run(self.kube_proxy_bin, "--cleanup", check=False)
+
+    def _stop_kubelet(self) -> None:
+        component = self._components.pop("kubelet", None)
+        if component is not None:
+            component.stop()
+
+    def _kill_containers(self) -> None:
+        """Whatever the kubelet left running: every task killed, every container removed."""
+        if not self.socket.exists():
+            return
+        ctr = ("ctr", "--address", str(self.socket), "-n", "k8s.io")
+        for task in run(*ctr, "tasks", "ls", "-q", check=False).stdout.split():
+            run(*ctr, "tasks", "kill", "-a", "-s", "SIGKILL", task, check=False)
+        time.sleep(0.5)
+        for task in run(*ctr, "tasks", "ls", "-q", check=False).stdout.split():
+            run(*ctr, "tasks", "delete", "-f", task, check=False)
+        for container in run(*ctr, "containers", "ls", "-q", check=False).stdout.split():
+            run(*ctr, "containers", "delete", container, check=False)
+
+    def _stop_containerd(self) -> None:
+        component = self._components.pop("containerd", None)
+        if component is not None:
+            component.stop()
+        kill_shims(self.socket)
+
+    def _unmount(self) -> None:
+        unmount_under(self.workdir)
+
+    def _remove_netns(self) -> None:
+        if not NETNS_DIR.is_dir():
+            return
+        for path in NETNS_DIR.glob("cni-*"):
+            if path.name not in self._netns_before:
+                run("umount", path, check=False)
+                path.unlink(missing_ok=True)
+
+    def _remove_cgroups(self) -> None:
+        remove_kubepods_cgroups()
+
+    def _restore_iptables(self) -> None:
+        restore_iptables(self._iptables)
+
+    def _restore_sysctls(self) -> None:
+        for name, value in self._sysctls.items():
+            if value != "<absent>" and read_sysctls().get(name) != value:
+                sysctl_path(name).write_text(value)
+
+    def _remove_fixed_paths(self) -> None:
+        for path, existed in self._pre_existing_paths.items():
+            if not existed and path.exists():
+                unmount_under(path)
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _remove_workdir(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def chart_values(node: RealNode, image: str) -> dict[str, Any]:
+    """Helm values that run the chart on `node` from the locally loaded `image` (never pulled)."""
+    repository, tag = image.rsplit(":", 1)
+    placement = {
+        "tolerations": [{"key": node.taint["key"], "operator": "Exists", "effect": node.taint["effect"]}],
+        "nodeSelector": {"kubernetes.io/hostname": node.name},
+    }
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "webhook": {"replicas": 1, **placement},
+        "insights": {"replicas": 1, **placement},
+        "controller": dict(placement),
+        "tests": dict(placement),
+    }
+
+
+def image_metadata() -> dict[str, Any]:
+    """hack/image.sh's image.json: the product image's `ref` and OCI `archive`."""
+    path = cache_dir() / "share" / "image" / "image.json"
+    if not path.exists():
+        raise ComponentError(f"{path} is missing: run `make image`")
+    meta: dict[str, Any] = json.loads(path.read_text())
+    return meta
+
+
+# ---------------------------------------------------------------------- helpers
+def _offset(address: str, n: int) -> str:
+    a, b, c, d = (int(x) for x in address.split("."))
+    value = ((a << 24) | (b << 16) | (c << 8) | d) + n
+    return ".".join(str((value >> s) & 255) for s in (24, 16, 8, 0))
+
+
+def _clean_after_crash() -> None:
+    """A run that died without its teardown left its record: undo what can be undone."""
+    if not STATE_FILE.exists():
+        return
+    try:
+        state = json.loads(STATE_FILE.read_text())
+    except ValueError:
+        STATE_FILE.unlink(missing_ok=True)
+        return
+    if state.get("pid") and Path(f"/proc/{state['pid']}").exists() and state["pid"] != os.getpid():
+        raise ComponentError(f"another real node is running (pid {state['pid']}, {state['workdir']}); "
+                             "one per machine")
+    log.warning("cleaning up after a real node that was not torn down (%s)", state["workdir"])
+    workdir, socket = Path(state["workdir"]), Path(state["socket"])
+    kill_shims(socket)
+    unmount_under(workdir)
+    remove_kubepods_cgroups()
+    shutil.rmtree(workdir, ignore_errors=True)
+    STATE_FILE.unlink(missing_ok=True)
