@@ -108,7 +108,17 @@ init_wrapper() {
     } > tools.go
     go mod edit -require="$modver"
     if [[ -n "${WRAPPER_EDIT:-}" ]]; then eval "$WRAPPER_EDIT"; fi
-    go mod tidy
+    if [[ -n "${WRAPPER_TAGS:-}" ]]; then
+      # `go mod tidy` acts as if every build tag were set, so it also wants the modules the
+      # tags leave out (which may not be published): let it finish, then check that the
+      # build with the tags has every package it needs.
+      go mod tidy -e
+      local broken
+      broken="$(go list -tags "$WRAPPER_TAGS" -e -deps -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}' "$@")"
+      [[ -z "$broken" ]] || die "with tags $WRAPPER_TAGS, packages are still missing: $broken"
+    else
+      go mod tidy
+    fi
   )
   touch "$dir/.tidy-done"
 }
@@ -198,23 +208,30 @@ build_kubernetes() {
   done
   [[ ${#todo[@]} -gt 0 ]] || return 0
 
+  # Per-version Go build tags, with the reason for each: hack/kube_versions.py.
+  local tags
+  tags="$(cd "$HACK_DIR/.." && python3 -m hack.kube_versions go-tags "$K8S_VERSION")"
   if [[ ! -f "$dir/.tidy-done" ]]; then
     log "preparing k8s.io/kubernetes $K8S_VERSION wrapper module (downloads ~1 min)"
     local pkgs=()
     for name in "${K8S_BINARIES[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
-    WRAPPER_EDIT=k8s_replace_staging \
+    WRAPPER_EDIT=k8s_replace_staging WRAPPER_TAGS="$tags" \
       timed "kubernetes $K8S_VERSION module download" \
       init_wrapper "$dir" "k8s.io/kubernetes@$K8S_VERSION" "${pkgs[@]}"
   fi
-  local ldflags
+  local ldflags tag_args=()
   ldflags="$(k8s_ldflags)"
+  if [[ -n "$tags" ]]; then
+    log "kubernetes $K8S_VERSION: build tags $tags (hack/kube_versions.py says why)"
+    tag_args=(-tags "$tags")
+  fi
   for name in "${todo[@]}"; do
     case "$name" in
       kube-apiserver) log "building kube-apiserver $K8S_VERSION (~5 min with a cold Go cache)" ;;
       *) log "building $name $K8S_VERSION (~1 min after kube-apiserver)" ;;
     esac
     timed "$name $K8S_VERSION" build_binary "$dir" "k8s.io/kubernetes/cmd/$name" \
-      "$BIN/kubernetes-$K8S_VERSION/$name" -ldflags "$ldflags"
+      "$BIN/kubernetes-$K8S_VERSION/$name" "${tag_args[@]}" -ldflags "$ldflags"
   done
 }
 

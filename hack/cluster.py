@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from hack.binaries import Binaries, MissingBinaryError, find_binaries
+from hack.kube_versions import plane_flags
 from hack.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPKI, write_kubeconfig, write_pki
 from hack.procs import Component, ComponentError, wait_until
 
@@ -248,10 +249,6 @@ class LocalControlPlane:
             "--advertise-address=127.0.0.1",
             "--bind-address=127.0.0.1",
             f"--secure-port={self.apiserver_port}",
-            # The `kubernetes` Service's endpoints would be that loopback address, which
-            # kube-apiserver >= 1.37 refuses at start ("may not be in the loopback range").
-            # Nothing here dials the Service (no kube-proxy), so no endpoints are kept.
-            "--endpoint-reconciler-type=none",
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
             f"--tls-cert-file={pki.cert_file('apiserver')}",
             f"--tls-private-key-file={pki.key_file('apiserver')}",
@@ -278,7 +275,8 @@ class LocalControlPlane:
             # Without kube-controller-manager no namespace ever gets its `default`
             # ServiceAccount, and the ServiceAccount admission plugin would refuse every Pod.
             argv.append("--disable-admission-plugins=ServiceAccount")
-        return argv + self.apiserver_args
+        # What this Kubernetes version needs (e.g. no endpoint reconciler): hack/kube_versions.py.
+        return argv + plane_flags("kube-apiserver", self.version) + self.apiserver_args
 
     def _start_apiserver(self) -> None:
         apiserver = self._launch("kube-apiserver", self._apiserver_argv())
@@ -319,6 +317,7 @@ class LocalControlPlane:
             # little slack on a busy 2-core machine, and a node going NotReady evicts pods
             # mid-test.
             "--node-monitor-grace-period=2m",
+            *plane_flags("kube-controller-manager", self.version),
         ])
         scheduler_kubeconfig = self._component_kubeconfig("kube-scheduler")
         scheduler_port = free_port()
@@ -330,6 +329,7 @@ class LocalControlPlane:
             "--bind-address=127.0.0.1",
             f"--secure-port={scheduler_port}",
             "--leader-elect=false",
+            *plane_flags("kube-scheduler", self.version),
         ])
         kwok = self._launch("kwok", [
             self.bin.kwok,
