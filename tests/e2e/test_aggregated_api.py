@@ -200,6 +200,7 @@ def _health(insights: Insights, namespace: str, name: str) -> dict[str, Any]:
 # ---- registration -----------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_apiservice_becomes_available_and_kubectl_lists_both_resources(available: Insights) -> None:
     result = available.kubectl("api-resources", f"--api-group={GROUP}", "-o", "wide")
     lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
@@ -222,6 +223,7 @@ def test_kubectl_explain_reads_our_openapi(available: Insights) -> None:
 # ---- foohealths ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_kubectl_get_foohealths_shows_the_on_call_table(available: Insights, namespace: str) -> None:
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("web", replicas=2, labels={"tier": "front"}))
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("lonely", replicas=1))
@@ -282,6 +284,7 @@ def _review(foo: dict[str, Any]) -> str:
                            "spec": {"object": foo}})
 
 
+@pytest.mark.smoke
 def test_kubectl_create_fooreview_returns_the_verdict(available: Insights, namespace: str) -> None:
     good = {"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "good"},
             "spec": {"deploymentName": "good-nginx"}}

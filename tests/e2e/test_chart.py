@@ -134,7 +134,8 @@ def restricted_namespace(control_plane: LocalControlPlane) -> Iterator[str]:
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.mark.parametrize("mode", ["generated", "certManager", "existingSecret", "rotator"])
+@pytest.mark.parametrize("mode", [pytest.param("generated", marks=pytest.mark.smoke), "certManager", "existingSecret",
+                                  "rotator"])
 def test_rendered_chart_passes_server_side_dry_run_in_every_tls_mode(
         control_plane: LocalControlPlane, restricted_namespace: str, mode: str) -> None:
     args = ["--namespace", restricted_namespace, "--set", f"tls.mode={mode}"]
@@ -334,6 +335,7 @@ def release(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathF
         _take_back_crd(plane, crd_before)
 
 
+@pytest.mark.smoke
 def test_install_over_a_crd_helm_does_not_own_needs_take_ownership(release: Release) -> None:
     assert "exists and cannot be imported into the current release" in release.refusal
     assert "invalid ownership metadata" in release.refusal
@@ -348,11 +350,13 @@ def test_install_prints_notes_that_say_what_to_try(release: Release) -> None:
     assert f"helm test {RELEASE} -n {NAMESPACE}" in release.notes
 
 
+@pytest.mark.smoke
 def test_every_ca_bundle_holds_the_ca_of_the_generated_secret(release: Release) -> None:
     ca = get_json(release.plane, "secret", TLS_SECRET, "-n", NAMESPACE)["data"]["ca.crt"]
     assert set(ca_bundles(release.plane).values()) == {ca}
 
 
+@pytest.mark.smoke
 def test_an_invalid_foo_is_rejected_by_the_charts_webhook(release: Release) -> None:
     # The mutating webhook already refuses it (before the CRD schema's bounds would answer in
     # their own words), so the validating one is never asked.
@@ -365,12 +369,14 @@ def test_an_invalid_foo_is_rejected_by_the_charts_webhook(release: Release) -> N
     assert release.webhook_requests("/mutate-foo") > before, "the apiserver did not call the chart's Service"
 
 
+@pytest.mark.smoke
 def test_a_valid_foo_comes_back_defaulted_with_the_charts_default_image(release: Release) -> None:
     release.plane.kubectl("apply", "-n", FOOS_NAMESPACE, "-f", "-", input=foo_yaml("plain", replicas=None))
     foo = get_json(release.plane, "foos.v1.samplecontroller.k8s.io", "plain", "-n", FOOS_NAMESPACE)
     assert foo["spec"] == {"deployment": {"name": "plain-web", "image": DEFAULT_IMAGE}, "replicas": 1}
 
 
+@pytest.mark.smoke
 def test_conversion_goes_through_the_crds_service_reference(release: Release) -> None:
     crd = get_json(release.plane, "crd", CRD_NAME)
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] == {
@@ -383,6 +389,7 @@ def test_conversion_goes_through_the_crds_service_reference(release: Release) ->
     assert release.webhook_requests("/convert") > before
 
 
+@pytest.mark.smoke
 def test_the_aggregated_api_becomes_available_and_serves_foohealths(release: Release) -> None:
     def available() -> bool:
         conditions = get_json(release.plane, "apiservice", APISERVICE)["status"].get("conditions", [])
@@ -396,6 +403,7 @@ def test_the_aggregated_api_becomes_available_and_serves_foohealths(release: Rel
     assert {n.rsplit("/", 1)[1] for n in names} >= {"plain", "old-style"}
 
 
+@pytest.mark.smoke
 def test_helm_upgrade_keeps_the_ca_and_certificate(release: Release) -> None:
     plane = release.plane
     secret_before = get_json(plane, "secret", TLS_SECRET, "-n", NAMESPACE)["data"]
@@ -447,6 +455,7 @@ def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Rele
         plane.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
 
 
+@pytest.mark.smoke
 def test_helm_uninstall_removes_everything_but_the_kept_crd_and_its_foos(release: Release) -> None:
     plane = release.plane
     said = release.helm("uninstall", RELEASE, "--wait", "--timeout=60s").stdout
