@@ -4,7 +4,11 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e run build-plane lint clean bench
+.PHONY: venv test unit e2e smoke run build-plane lint clean bench
+
+# The Kubernetes matrix beyond the default (hack/versions.env): `make test` builds each and runs
+# the e2e smoke set on it once the default version's full suite has passed.
+K8S_SMOKE_VERSIONS ?= $(shell sed -n 's/^K8S_SMOKE_VERSIONS=//p' hack/versions.env)
 
 venv: $(STAMP)
 
@@ -21,12 +25,21 @@ test:
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
 	@hack/timed.sh "lint (layers, types)" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "tests (unit, component, e2e)" $(PY) -m pytest -q tests
+	@for version in $(K8S_SMOKE_VERSIONS); do \
+	  hack/timed.sh "build (Kubernetes $$version)" env K8S_VERSION=$$version bash hack/build.sh || exit 1; \
+	  hack/timed.sh "e2e smoke set (Kubernetes $$version)" env K8S_VERSION=$$version $(PY) -m pytest -q -m smoke tests/e2e \
+	    || exit 1; \
+	done
 
 unit: venv
 	$(PY) -m pytest -q tests/unit tests/component
 
 e2e: venv build-plane
 	$(PY) -m pytest -q tests/e2e
+
+# The e2e smoke set on one Kubernetes version, e.g. `make smoke K8S_VERSION=v1.27.16`.
+smoke: venv build-plane
+	$(PY) -m pytest -q -m smoke tests/e2e
 
 # Builds etcd, kube-apiserver, kubectl, helm, ... once into a cache outside the repo.
 build-plane:
