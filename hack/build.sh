@@ -112,7 +112,9 @@ init_wrapper() {
       # `go mod tidy` acts as if every build tag were set, so it also wants the modules the
       # tags leave out (which may not be published): let it finish, then check that the
       # build with the tags has every package it needs.
-      go mod tidy -e
+      go mod tidy -e 2> tidy-errors.log || true
+      log "$(basename "$dir"): tidy could not resolve $(grep -c ': reading\|: verifying' tidy-errors.log || true)" \
+        "imports that tags $WRAPPER_TAGS leave out (listed in $dir/tidy-errors.log)"
       local broken
       broken="$(go list -tags "$WRAPPER_TAGS" -e -deps -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}' "$@")"
       [[ -z "$broken" ]] || die "with tags $WRAPPER_TAGS, packages are still missing: $broken"
@@ -338,12 +340,14 @@ build_sample_controller_in() {
 # the plane's version, go.sum is committed); the directory name carries a hash of the sources, so
 # an edit rebuilds it and hack/binaries.py finds the build that matches the checkout.
 build_selector_oracle() {
-  local src="$HACK_DIR/selector-oracle" hash out want
+  local src="$HACK_DIR/selector-oracle" hash out want default_version
   hash="$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)"
   out="$BIN/selector-oracle-$hash/selector-oracle"
-  want="k8s.io/apimachinery v0.${K8S_VERSION#v1.}"
+  # Pinned to the default version's apimachinery; the matrix's other versions do not move it.
+  default_version="$(sed -n 's/^K8S_VERSION=//p' "$HACK_DIR/versions.env")"
+  want="k8s.io/apimachinery v0.${default_version#v1.}"
   grep -q "^require $want\$" "$src/go.mod" \
-    || log "note: hack/selector-oracle/go.mod does not require $want (K8S_VERSION=$K8S_VERSION)"
+    || log "note: hack/selector-oracle/go.mod does not require $want (K8S_VERSION=$default_version in versions.env)"
   if is_built "$out"; then log "selector-oracle: cached"; return; fi
   log "building selector-oracle (seconds once apimachinery is in the Go module cache)"
   timed "selector-oracle" build_binary "$src" . "$out" -ldflags "-s -w"
