@@ -209,6 +209,35 @@ def test_apiservice_becomes_available_and_kubectl_lists_both_resources(available
     assert "create" in lines["fooreviews"]
 
 
+# kube-apiserver's own aggregated discovery (one document for every group, APIServices' too):
+# beta as v2beta1 and on by default from v1.27, GA as v2 from v1.30.
+AGGREGATED_DISCOVERY = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList")
+
+
+def _aggregated_discovery(plane: LocalControlPlane) -> dict[str, Any]:
+    assert plane.pki is not None
+    context = ssl.create_default_context(cafile=str(plane.ca_file))
+    context.load_cert_chain(plane.pki.cert_file("admin"), plane.pki.key_file("admin"))
+    request = urllib.request.Request(f"{plane.server}/apis", headers={"Accept": AGGREGATED_DISCOVERY})
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        document: dict[str, Any] = json.loads(response.read())
+        return document
+
+
+@pytest.mark.smoke
+def test_kube_apiservers_aggregated_discovery_lists_our_group_and_resources(available: Insights) -> None:
+    def our_resources() -> set[str]:
+        document = _aggregated_discovery(available.plane)
+        assert document["kind"] == "APIGroupDiscoveryList", document["kind"]
+        return {r["resource"] for group in document["items"] if group["metadata"]["name"] == GROUP
+                for version in group["versions"] if version["version"] == "v1alpha1"
+                for r in version.get("resources") or []}
+
+    _wait(f"{GROUP} in kube-apiserver's aggregated discovery", lambda: bool(our_resources()), timeout=60)
+    assert our_resources() == {"foohealths", "fooreviews"}
+
+
 def test_kubectl_explain_reads_our_openapi(available: Insights) -> None:
     def explained() -> bool:
         return available.kubectl("explain", "foohealth.status.rollout", check=False).returncode == 0
