@@ -211,14 +211,16 @@ def _endpoint_ready(plane: LocalControlPlane, service: str, ip: str) -> bool:
 
 
 def _take_back_crd(plane: LocalControlPlane, before: dict[str, Any] | None) -> None:
-    """Leave the CRD as the module found it: someone else's (conversion restored) or absent."""
+    """Leave the CRD as the module found it: someone else's (conversion and schemas restored) or absent."""
     if before is None:
         plane.kubectl("delete", "crd", CRD_NAME, "--ignore-not-found", "--wait=false", check=False)
         return
     metadata = {"annotations": {k: None for k in (*HELM_OWNERSHIP, "helm.sh/resource-policy")},
                 "labels": {k: None for k in get_json(plane, "crd", CRD_NAME)["metadata"].get("labels", {})
                            if k not in before["metadata"].get("labels", {})}}
-    patch = [{"op": "replace", "path": "/spec/conversion", "value": before["spec"]["conversion"]}]
+    # The versions too: their schema defaults the image to the chart's defaultImage.
+    patch = [{"op": "replace", "path": "/spec/conversion", "value": before["spec"]["conversion"]},
+             {"op": "replace", "path": "/spec/versions", "value": before["spec"]["versions"]}]
     plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(patch), check=False)
     plane.kubectl("patch", "crd", CRD_NAME, "--type=merge", "-p", json.dumps({"metadata": metadata}), check=False)
 
@@ -358,8 +360,7 @@ def test_every_ca_bundle_holds_the_ca_of_the_generated_secret(release: Release) 
 
 @pytest.mark.smoke
 def test_an_invalid_foo_is_rejected_by_the_charts_webhook(release: Release) -> None:
-    # The mutating webhook already refuses it (before the CRD schema's bounds would answer in
-    # their own words), so the validating one is never asked.
+    # The mutating webhook refuses it (it runs before the CRD schema would), so no validate call.
     before = release.webhook_requests("/mutate-foo")
     result = release.plane.kubectl("apply", "-n", FOOS_NAMESPACE, "-f", "-", check=False,
                                    input=foo_yaml("too-many", replicas=11))

@@ -60,6 +60,7 @@ SERVICE = "foo-operator-webhook"
 SERVICE_HOST = f"{SERVICE}.{SERVICE_NAMESPACE}.svc"  # the name kube-apiserver checks the certificate for
 SLICE = f"{SERVICE}-e2e"
 PORT = 9443
+METRICS_PORT = 8080  # the webhook's own /metrics listener, in the replica's netns
 DRAIN_SECONDS = 3.0
 LOAD_SECONDS = 20.0
 SIGTERM_AFTER = 6.0
@@ -138,7 +139,8 @@ def _apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
 def _start_replica(name: str, netns: NetNamespace, cert_dir: Path, log_file: Path) -> Replica:
     log = open(log_file, "ab")  # noqa: SIM115 - the process owns it
     proc = netns.popen([sys.executable, "-m", "webhook", "--cert-dir", cert_dir, "--bind-address", netns.ns_ip,
-                        "--port", str(PORT), "--drain-seconds", str(DRAIN_SECONDS)],
+                        "--port", str(PORT), "--drain-seconds", str(DRAIN_SECONDS),
+                        "--metrics-bind-address", f"{netns.ns_ip}:{METRICS_PORT}"],
                        stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
                        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     log.close()
@@ -268,8 +270,14 @@ class EndpointsController:
             return None
 
     async def metrics(self, session: aiohttp.ClientSession, replica: Replica) -> dict[str, float] | None:
-        answer = await self._get(session, replica, "/metrics")
-        if answer is None or answer[0] != 200:
+        # /metrics has a plain-HTTP listener of its own, never the admission port.
+        try:
+            async with session.get(f"http://{replica.ip}:{METRICS_PORT}/metrics",
+                                   timeout=aiohttp.ClientTimeout(total=1.0)) as response:
+                answer = response.status, await response.text()
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+            return None
+        if answer[0] != 200:
             return None
         replica.last_requests = _webhook_requests(answer[1])
         return replica.last_requests
