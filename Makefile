@@ -4,7 +4,11 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e run build-plane build-node image lint clean bench
+.PHONY: venv test unit e2e smoke smoke-matrix run build-plane build-node image lint clean bench
+
+# The Kubernetes matrix beyond the default (hack/versions.env): `make test` builds each and runs
+# the e2e smoke set on it once the default version's full suite has passed.
+K8S_SMOKE_VERSIONS ?= $(shell sed -n 's/^K8S_SMOKE_VERSIONS=//p' hack/versions.env)
 
 venv: $(STAMP)
 
@@ -15,19 +19,33 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # The one test command: build what the tests stand on, lint the layers, then unit, component
-# and e2e tests. Each stage prints its time (hack/timed.sh).
+# and e2e tests; once they pass, the e2e smoke set on each other version of the matrix. Each
+# stage prints its time (hack/timed.sh).
 test:
 	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
 	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, image)" $(MAKE) --no-print-directory build-node
 	@hack/timed.sh "lint (layers, types)" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "tests (unit, component, e2e)" $(PY) -m pytest -q tests
+	@$(MAKE) --no-print-directory smoke-matrix
+
+# Every K8S_SMOKE_VERSIONS version: build it, run the e2e smoke set on it; each a timed stage.
+smoke-matrix: venv
+	@for version in $(K8S_SMOKE_VERSIONS); do \
+	  hack/timed.sh "build (Kubernetes $$version)" env K8S_VERSION=$$version bash hack/build.sh || exit 1; \
+	  hack/timed.sh "e2e smoke set (Kubernetes $$version)" env K8S_VERSION=$$version $(PY) -m pytest -q -m smoke tests/e2e \
+	    || exit 1; \
+	done
 
 unit: venv
 	$(PY) -m pytest -q tests/unit tests/component
 
 e2e: venv build-plane
 	$(PY) -m pytest -q tests/e2e
+
+# The e2e smoke set on one Kubernetes version, e.g. `make smoke K8S_VERSION=v1.27.16`.
+smoke: venv build-plane
+	$(PY) -m pytest -q -m smoke tests/e2e
 
 # Builds etcd, kube-apiserver, kubectl, helm, ... once into a cache outside the repo.
 build-plane:

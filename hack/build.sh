@@ -117,7 +117,19 @@ init_wrapper() {
     } > tools.go
     go mod edit -require="$modver"
     if [[ -n "${WRAPPER_EDIT:-}" ]]; then eval "$WRAPPER_EDIT"; fi
-    go mod tidy
+    if [[ -n "${WRAPPER_TAGS:-}" ]]; then
+      # `go mod tidy` acts as if every build tag were set, so it also wants the modules the
+      # tags leave out (which may not be published): let it finish, then check that the
+      # build with the tags has every package it needs.
+      go mod tidy -e 2> tidy-errors.log || true
+      log "$(basename "$dir"): tidy could not resolve $(grep -c ': reading\|: verifying' tidy-errors.log || true)" \
+        "imports that tags $WRAPPER_TAGS leave out (listed in $dir/tidy-errors.log)"
+      local broken
+      broken="$(go list -tags "$WRAPPER_TAGS" -e -deps -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}' "$@")"
+      [[ -z "$broken" ]] || die "with tags $WRAPPER_TAGS, packages are still missing: $broken"
+    else
+      go mod tidy
+    fi
   )
   printf '%s' "$want" > "$dir/.tidy-done"
 }
@@ -212,16 +224,23 @@ build_kubernetes() {
   done
   [[ ${#todo[@]} -gt 0 ]] || return 0
 
+  # Per-version Go build tags, with the reason for each: hack/kube_versions.py.
+  local tags
+  tags="$(cd "$HACK_DIR/.." && python3 -m hack.kube_versions go-tags "$K8S_VERSION")"
   local pkgs=()
   for name in "${K8S_COMMANDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
   if [[ "$(cat "$dir/.tidy-done" 2>/dev/null)" != "k8s.io/kubernetes@$K8S_VERSION ${pkgs[*]}" ]]; then
     log "preparing k8s.io/kubernetes $K8S_VERSION wrapper module (downloads ~1 min)"
-    WRAPPER_EDIT=k8s_replace_staging \
+    WRAPPER_EDIT=k8s_replace_staging WRAPPER_TAGS="$tags" \
       timed "kubernetes $K8S_VERSION module download" \
       init_wrapper "$dir" "k8s.io/kubernetes@$K8S_VERSION" "${pkgs[@]}"
   fi
-  local ldflags
+  local ldflags tag_args=()
   ldflags="$(k8s_ldflags)"
+  if [[ -n "$tags" ]]; then
+    log "kubernetes $K8S_VERSION: build tags $tags (hack/kube_versions.py says why)"
+    tag_args=(-tags "$tags")
+  fi
   for name in "${todo[@]}"; do
     case "$name" in
       kube-apiserver) log "building kube-apiserver $K8S_VERSION (~5 min with a cold Go cache)" ;;
@@ -229,7 +248,7 @@ build_kubernetes() {
       *) log "building $name $K8S_VERSION (~1 min after kube-apiserver)" ;;
     esac
     timed "$name $K8S_VERSION" build_binary "$dir" "k8s.io/kubernetes/cmd/$name" \
-      "$BIN/kubernetes-$K8S_VERSION/$name" -ldflags "$ldflags"
+      "$BIN/kubernetes-$K8S_VERSION/$name" "${tag_args[@]}" -ldflags "$ldflags"
   done
 }
 
@@ -336,12 +355,14 @@ build_sample_controller_in() {
 # the plane's version, go.sum is committed); the directory name carries a hash of the sources, so
 # an edit rebuilds it and hack/binaries.py finds the build that matches the checkout.
 build_selector_oracle() {
-  local src="$HACK_DIR/selector-oracle" hash out want
+  local src="$HACK_DIR/selector-oracle" hash out want default_version
   hash="$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)"
   out="$BIN/selector-oracle-$hash/selector-oracle"
-  want="k8s.io/apimachinery v0.${K8S_VERSION#v1.}"
+  # Pinned to the default version's apimachinery; the matrix's other versions do not move it.
+  default_version="$(sed -n 's/^K8S_VERSION=//p' "$HACK_DIR/versions.env")"
+  want="k8s.io/apimachinery v0.${default_version#v1.}"
   grep -q "^require $want\$" "$src/go.mod" \
-    || log "note: hack/selector-oracle/go.mod does not require $want (K8S_VERSION=$K8S_VERSION)"
+    || log "note: hack/selector-oracle/go.mod does not require $want (K8S_VERSION=$default_version in versions.env)"
   if is_built "$out"; then log "selector-oracle: cached"; return; fi
   log "building selector-oracle (seconds once apimachinery is in the Go module cache)"
   timed "selector-oracle" build_binary "$src" . "$out" -ldflags "-s -w"

@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from hack.binaries import Binaries, MissingBinaryError, find_binaries
+from hack.kube_versions import plane_flags
 from hack.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPKI, write_kubeconfig, write_pki
 from hack.procs import Component, ComponentError, wait_until
 
@@ -294,7 +295,8 @@ class LocalControlPlane:
             # Without kube-controller-manager no namespace ever gets its `default`
             # ServiceAccount, and the ServiceAccount admission plugin would refuse every Pod.
             argv.append("--disable-admission-plugins=ServiceAccount")
-        return argv + self.apiserver_args
+        # What this Kubernetes version needs (e.g. no endpoint reconciler): hack/kube_versions.py.
+        return argv + plane_flags("kube-apiserver", self.version) + self.apiserver_args
 
     def _start_apiserver(self) -> None:
         apiserver = self._launch("kube-apiserver", self._apiserver_argv())
@@ -341,6 +343,7 @@ class LocalControlPlane:
             # little slack on a busy 2-core machine, and a node going NotReady evicts pods
             # mid-test.
             "--node-monitor-grace-period=2m",
+            *plane_flags("kube-controller-manager", self.version),
         ])
         scheduler_kubeconfig = self._component_kubeconfig("kube-scheduler")
         scheduler_port = free_port()
@@ -352,6 +355,7 @@ class LocalControlPlane:
             "--bind-address=127.0.0.1",
             f"--secure-port={scheduler_port}",
             "--leader-elect=false",
+            *plane_flags("kube-scheduler", self.version),
         ])
         kwok = self._launch("kwok", [
             self.bin.kwok,

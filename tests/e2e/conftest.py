@@ -2,6 +2,8 @@
 
 Every test under tests/e2e is marked `e2e`. `FOO_E2E=0` skips them all (e.g. on a machine
 without Go); otherwise the first session builds the binaries (~11 min cold, seconds warm).
+`K8S_VERSION=v1.37.2` runs the plane of another version; the tests marked `smoke` are the ones
+`make test` runs on every version of the matrix (`K8S_SMOKE_VERSIONS` in hack/versions.env).
 """
 
 from __future__ import annotations
@@ -23,8 +25,13 @@ E2E_DIR = Path(__file__).resolve().parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from hack.binaries import BUILD_SCRIPT  # noqa: E402
+from hack.binaries import BUILD_SCRIPT, versions  # noqa: E402
 from hack.cluster import LocalControlPlane  # noqa: E402
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    # K8S_VERSION picks the plane (hack/versions.env has the default and the smoke matrix).
+    return f"kubernetes: {versions()['K8S_VERSION']} (K8S_VERSION; `-m smoke` is the matrix's subset)"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -200,12 +200,42 @@ def _health(insights: Insights, namespace: str, name: str) -> dict[str, Any]:
 # ---- registration -----------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_apiservice_becomes_available_and_kubectl_lists_both_resources(available: Insights) -> None:
     result = available.kubectl("api-resources", f"--api-group={GROUP}", "-o", "wide")
     lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
     assert set(lines) == {"foohealths", "fooreviews"}
     assert "fh" in lines["foohealths"].split() and "get,list,watch" in lines["foohealths"]
     assert "create" in lines["fooreviews"]
+
+
+# kube-apiserver's own aggregated discovery (one document for every group, APIServices' too):
+# beta as v2beta1 and on by default from v1.27, GA as v2 from v1.30.
+AGGREGATED_DISCOVERY = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList")
+
+
+def _aggregated_discovery(plane: LocalControlPlane) -> dict[str, Any]:
+    assert plane.pki is not None
+    context = ssl.create_default_context(cafile=str(plane.ca_file))
+    context.load_cert_chain(plane.pki.cert_file("admin"), plane.pki.key_file("admin"))
+    request = urllib.request.Request(f"{plane.server}/apis", headers={"Accept": AGGREGATED_DISCOVERY})
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        document: dict[str, Any] = json.loads(response.read())
+        return document
+
+
+@pytest.mark.smoke
+def test_kube_apiservers_aggregated_discovery_lists_our_group_and_resources(available: Insights) -> None:
+    def our_resources() -> set[str]:
+        document = _aggregated_discovery(available.plane)
+        assert document["kind"] == "APIGroupDiscoveryList", document["kind"]
+        return {r["resource"] for group in document["items"] if group["metadata"]["name"] == GROUP
+                for version in group["versions"] if version["version"] == "v1alpha1"
+                for r in version.get("resources") or []}
+
+    _wait(f"{GROUP} in kube-apiserver's aggregated discovery", lambda: bool(our_resources()), timeout=60)
+    assert our_resources() == {"foohealths", "fooreviews"}
 
 
 def test_kubectl_explain_reads_our_openapi(available: Insights) -> None:
@@ -222,6 +252,7 @@ def test_kubectl_explain_reads_our_openapi(available: Insights) -> None:
 # ---- foohealths ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_kubectl_get_foohealths_shows_the_on_call_table(available: Insights, namespace: str) -> None:
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("web", replicas=2, labels={"tier": "front"}))
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("lonely", replicas=1))
@@ -282,6 +313,7 @@ def _review(foo: dict[str, Any]) -> str:
                            "spec": {"object": foo}})
 
 
+@pytest.mark.smoke
 def test_kubectl_create_fooreview_returns_the_verdict(available: Insights, namespace: str) -> None:
     good = {"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "good"},
             "spec": {"deploymentName": "good-nginx"}}

@@ -49,7 +49,7 @@ APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
 # Not nginx:latest: a Foo defaulted to this image went through the chart's webhook, not another.
 DEFAULT_IMAGE = "registry.example/chart-e2e/nginx:1.27"
 # The host end of each veth pair; the pod end gets the pod's IP.
-HOST_IPS = {"webhook": "10.213.7.1", "insights": "10.213.8.1"}
+HOST_IPS = {"webhook": "10.213.7.1", "insights": "10.213.8.1", "upgraded-webhook": "10.213.9.1"}
 HELM_OWNERSHIP = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
 
 T = TypeVar("T")
@@ -134,7 +134,8 @@ def restricted_namespace(control_plane: LocalControlPlane) -> Iterator[str]:
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.mark.parametrize("mode", ["generated", "certManager", "existingSecret", "rotator"])
+@pytest.mark.parametrize("mode", [pytest.param("generated", marks=pytest.mark.smoke), "certManager", "existingSecret",
+                                  "rotator"])
 def test_rendered_chart_passes_server_side_dry_run_in_every_tls_mode(
         control_plane: LocalControlPlane, restricted_namespace: str, mode: str) -> None:
     args = ["--namespace", restricted_namespace, "--set", f"tls.mode={mode}"]
@@ -157,6 +158,8 @@ class Release:
     pod_ip: str
     cert_dir: Path
     refusal: str  # what `helm install` said over the existing CRD without --take-ownership
+    workdir: Path
+    stack: contextlib.ExitStack  # the played pods' network namespaces, closed by the fixture
     webhook: subprocess.Popen[bytes] | None = None
     insights: subprocess.Popen[bytes] | None = None
     installed: bool = True
@@ -300,10 +303,10 @@ def release(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathF
     plane = control_plane
     workdir = tmp_path_factory.mktemp("chart")
     crd_before = _stand_in_for_sample_controllers_crd(plane)
-    release = Release(plane, pod_ip="", cert_dir=workdir / "certs", refusal="")
+    stack = contextlib.ExitStack()
+    release = Release(plane, pod_ip="", cert_dir=workdir / "certs", refusal="", workdir=workdir, stack=stack)
     install = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--create-namespace",
                "--set", "webhook.replicas=1", "--set", "insights.replicas=1", "--set", f"defaultImage={DEFAULT_IMAGE}"]
-    stack = contextlib.ExitStack()
     try:
         refused = plane.helm(*install, check=False)
         assert refused.returncode != 0, "helm installed over a CRD it does not own without --take-ownership"
@@ -334,6 +337,7 @@ def release(control_plane: LocalControlPlane, tmp_path_factory: pytest.TempPathF
         _take_back_crd(plane, crd_before)
 
 
+@pytest.mark.smoke
 def test_install_over_a_crd_helm_does_not_own_needs_take_ownership(release: Release) -> None:
     assert "exists and cannot be imported into the current release" in release.refusal
     assert "invalid ownership metadata" in release.refusal
@@ -348,11 +352,13 @@ def test_install_prints_notes_that_say_what_to_try(release: Release) -> None:
     assert f"helm test {RELEASE} -n {NAMESPACE}" in release.notes
 
 
+@pytest.mark.smoke
 def test_every_ca_bundle_holds_the_ca_of_the_generated_secret(release: Release) -> None:
     ca = get_json(release.plane, "secret", TLS_SECRET, "-n", NAMESPACE)["data"]["ca.crt"]
     assert set(ca_bundles(release.plane).values()) == {ca}
 
 
+@pytest.mark.smoke
 def test_an_invalid_foo_is_rejected_by_the_charts_webhook(release: Release) -> None:
     # The mutating webhook refuses it (it runs before the CRD schema would), so no validate call.
     before = release.webhook_requests("/mutate-foo")
@@ -364,12 +370,14 @@ def test_an_invalid_foo_is_rejected_by_the_charts_webhook(release: Release) -> N
     assert release.webhook_requests("/mutate-foo") > before, "the apiserver did not call the chart's Service"
 
 
+@pytest.mark.smoke
 def test_a_valid_foo_comes_back_defaulted_with_the_charts_default_image(release: Release) -> None:
     release.plane.kubectl("apply", "-n", FOOS_NAMESPACE, "-f", "-", input=foo_yaml("plain", replicas=None))
     foo = get_json(release.plane, "foos.v1.samplecontroller.k8s.io", "plain", "-n", FOOS_NAMESPACE)
     assert foo["spec"] == {"deployment": {"name": "plain-web", "image": DEFAULT_IMAGE}, "replicas": 1}
 
 
+@pytest.mark.smoke
 def test_conversion_goes_through_the_crds_service_reference(release: Release) -> None:
     crd = get_json(release.plane, "crd", CRD_NAME)
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] == {
@@ -382,6 +390,7 @@ def test_conversion_goes_through_the_crds_service_reference(release: Release) ->
     assert release.webhook_requests("/convert") > before
 
 
+@pytest.mark.smoke
 def test_the_aggregated_api_becomes_available_and_serves_foohealths(release: Release) -> None:
     def available() -> bool:
         conditions = get_json(release.plane, "apiservice", APISERVICE)["status"].get("conditions", [])
@@ -395,6 +404,7 @@ def test_the_aggregated_api_becomes_available_and_serves_foohealths(release: Rel
     assert {n.rsplit("/", 1)[1] for n in names} >= {"plain", "old-style"}
 
 
+@pytest.mark.smoke
 def test_helm_upgrade_keeps_the_ca_and_certificate(release: Release) -> None:
     plane = release.plane
     secret_before = get_json(plane, "secret", TLS_SECRET, "-n", NAMESPACE)["data"]
@@ -404,7 +414,16 @@ def test_helm_upgrade_keeps_the_ca_and_certificate(release: Release) -> None:
     assert "--log-level=debug" in args, "the upgrade did not apply"
     assert get_json(plane, "secret", TLS_SECRET, "-n", NAMESPACE)["data"] == secret_before
     assert ca_bundles(plane) == bundles_before
-    # The running webhook kept its certificate: the apiserver still trusts it after the upgrade.
+    # The new pod template rolls out a new pod at a new IP (kwok makes it Ready at once, and how
+    # soon the Service's endpoints move to it differs between Kubernetes versions): play it too,
+    # from the same Secret. Whichever pod the apiserver dials, it trusts the certificate.
+    old_ip = release.pod_ip
+    new_ip = wait_for("the upgraded webhook pod alone in the rollout",
+                      lambda: (ip := _pod_ip(plane, "webhook")) != old_ip and ip)
+    wait_for(f"{new_ip} ready in {SERVICE}'s EndpointSlice", lambda: _endpoint_ready(plane, SERVICE, new_ip))
+    netns = release.stack.enter_context(NetNamespace(f"foowup{os.getpid() % 100000}", ns_ip=new_ip,
+                                                     host_ip=HOST_IPS["upgraded-webhook"]))
+    release.webhook, release.pod_ip = _play_the_pod(release, "webhook", netns, new_ip, release.workdir), new_ip
     plane.kubectl("apply", "-n", FOOS_NAMESPACE, "-f", "-", input=foo_yaml("after-upgrade"))
 
 
@@ -437,6 +456,7 @@ def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Rele
         plane.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
 
 
+@pytest.mark.smoke
 def test_helm_uninstall_removes_everything_but_the_kept_crd_and_its_foos(release: Release) -> None:
     plane = release.plane
     said = release.helm("uninstall", RELEASE, "--wait", "--timeout=60s").stdout

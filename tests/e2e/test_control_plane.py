@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+
 from hack.cluster import LocalControlPlane
 
 NGINX_DEPLOYMENT = """
@@ -26,6 +28,7 @@ spec:
 """
 
 
+@pytest.mark.smoke
 def test_kubectl_version_reports_the_built_version(control_plane: LocalControlPlane) -> None:
     versions = json.loads(control_plane.kubectl("version", "--output=json").stdout)
     # KUBEBUILDER_ASSETS / TEST_ASSET_* binaries carry whatever version the user brought.
@@ -35,10 +38,12 @@ def test_kubectl_version_reports_the_built_version(control_plane: LocalControlPl
         assert versions["serverVersion"]["gitVersion"] == control_plane.version
 
 
+@pytest.mark.smoke
 def test_readyz_says_ok(control_plane: LocalControlPlane) -> None:
     assert control_plane.kubectl("get", "--raw", "/readyz").stdout.strip() == "ok"
 
 
+@pytest.mark.smoke
 def test_nginx_deployment_becomes_available_on_the_kwok_node(control_plane: LocalControlPlane) -> None:
     namespace = f"smoke-{uuid.uuid4().hex[:8]}"
     control_plane.kubectl("create", "namespace", namespace)

@@ -195,6 +195,7 @@ def deployment_of(plane: LocalControlPlane, namespace: str, name: str) -> dict[s
 # ---- the contract ------------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_a_new_foo_gets_sample_controllers_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
     apply(control_plane, foo("example", namespace, replicas=2, image="nginx:1.27"))
     the_foo = get(control_plane, "foo", "example", "-n", namespace)
@@ -227,6 +228,7 @@ def test_a_new_foo_gets_sample_controllers_deployment(control_plane: LocalContro
     assert events[0]["message"] == "Foo synced successfully" and events[0]["type"] == "Normal"
 
 
+@pytest.mark.smoke
 def test_scaling_the_foo_scales_the_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
     apply(control_plane, foo("scaled", namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "scaled-nginx"))
@@ -258,6 +260,7 @@ def test_a_hand_edited_deployment_is_reverted(control_plane: LocalControlPlane, 
     assert deployment["metadata"]["labels"] == {"team": "web"}  # not ours to touch
 
 
+@pytest.mark.smoke
 def test_foo_status_follows_the_real_rollout(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
     apply(control_plane, foo("rolled", namespace, replicas=3))
 
@@ -337,6 +340,7 @@ def test_a_foreign_deployment_is_left_alone_and_reported(control_plane: LocalCon
     assert replaced["spec"]["replicas"] == 4
 
 
+@pytest.mark.smoke
 def test_deleting_the_foo_garbage_collects_its_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
     apply(control_plane, foo("doomed", namespace))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "doomed-nginx"))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from hack.product import LocalProduct
 from tests.e2e.test_admission import foo_yaml, get_foo
 
 
+@pytest.mark.smoke
 def test_created_as_v1alpha1_reads_the_same_at_v1_and_back(foo_operator: LocalProduct, namespace: str) -> None:
     plane = foo_operator.plane
     plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("legacy", version="v1alpha1", replicas=3))
@@ -20,6 +22,7 @@ def test_created_as_v1alpha1_reads_the_same_at_v1_and_back(foo_operator: LocalPr
     assert at_v1alpha1["spec"] == {"deploymentName": "web", "replicas": 3}
 
 
+@pytest.mark.smoke
 def test_a_custom_image_survives_a_read_and_write_back_at_v1alpha1(foo_operator: LocalProduct, namespace: str) -> None:
     plane = foo_operator.plane
     plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("custom", image="nginx:1.27", replicas=2))
