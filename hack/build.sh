@@ -202,9 +202,19 @@ k8s_ldflags() {
 }
 
 K8S_BINARIES=(kube-apiserver kubectl kube-controller-manager kube-scheduler)
-# Blank-imported by the wrapper whatever is asked for, so one go.mod serves every build and
-# `hack/build.sh node` after a plain build re-tidies nothing (~9 more modules, seconds).
-K8S_COMMANDS=(kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy)
+K8S_NODE_BINARIES=(kubelet kube-proxy)
+
+# What the wrapper blank-imports: every command, so `hack/build.sh node` after a plain build
+# re-tidies nothing (~9 more modules, seconds) — on the default version, the one the real node
+# runs. The matrix's other versions only ever build the plane, and v1.27's kubelet imports
+# k8s.io/legacy-cloud-providers even with `providerless`, a module the proxy does not serve.
+k8s_commands() {
+  if [[ "$K8S_VERSION" == "$(sed -n 's/^K8S_VERSION=//p' "$HACK_DIR/versions.env")" ]]; then
+    printf '%s\n' "${K8S_BINARIES[@]}" "${K8S_NODE_BINARIES[@]}"
+  else
+    printf '%s\n' "${K8S_BINARIES[@]}"
+  fi
+}
 
 # $@: the commands to build (default K8S_BINARIES).
 build_kubernetes() {
@@ -228,7 +238,7 @@ build_kubernetes() {
   local tags
   tags="$(cd "$HACK_DIR/.." && python3 -m hack.kube_versions go-tags "$K8S_VERSION")"
   local pkgs=()
-  for name in "${K8S_COMMANDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
+  for name in $(k8s_commands); do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
   if [[ "$(cat "$dir/.tidy-done" 2>/dev/null)" != "k8s.io/kubernetes@$K8S_VERSION ${pkgs[*]}" ]]; then
     log "preparing k8s.io/kubernetes $K8S_VERSION wrapper module (downloads ~1 min)"
     WRAPPER_EDIT=k8s_replace_staging WRAPPER_TAGS="$tags" \
