@@ -18,14 +18,18 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
 from .cluster import LocalControlPlane
 from .procs import ComponentError
 from .product import REPO, LocalProduct
+
+E = TypeVar("E")  # what an environment of the demo yields while it runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,21 +43,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.real_node:
         return _run_on_a_real_node(args.workdir, args.nodes)
 
-    stop = False
+    return _serve(lambda: _local_product(args.workdir, args.nodes), _local_banner)
 
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
 
-    signal.signal(signal.SIGTERM, on_signal)
+@contextlib.contextmanager
+def _local_product(workdir: Path, nodes: int) -> Iterator[tuple[LocalControlPlane, LocalProduct, bool]]:
+    """The plane with the webhook (and the controller, when built) on loopback, the example applied."""
     has_controller = importlib.util.find_spec("controller.__main__") is not None
-    began = time.monotonic()
-    try:
-        with LocalControlPlane(args.workdir, nodes=args.nodes) as plane, \
-                LocalProduct(plane, controller=has_controller) as product:
-            plane.kubectl("apply", "-f", str(REPO / "examples" / "foo.yaml"))
-            print(f"""
-foo-operator is running on a local Kubernetes {plane.version} (ready in {time.monotonic() - began:.0f}s).
+    with LocalControlPlane(workdir, nodes=nodes) as plane, \
+            LocalProduct(plane, controller=has_controller) as product:
+        plane.kubectl("apply", "-f", str(REPO / "examples" / "foo.yaml"))
+        yield plane, product, has_controller
+
+
+def _local_banner(running: tuple[LocalControlPlane, LocalProduct, bool], seconds: float) -> str:
+    plane, product, has_controller = running
+    return f"""foo-operator is running on a local Kubernetes {plane.version} (ready in {seconds:.0f}s).
 
   export KUBECONFIG={plane.kubeconfig}
   export PATH={plane.bin.kubectl.parent}:$PATH   # kubectl {plane.version}, built from its module
@@ -65,16 +70,7 @@ foo-operator is running on a local Kubernetes {plane.version} (ready in {time.mo
   kubectl scale foo/example-foo --replicas=3
 
 Logs: {plane.logs_dir}   Webhook: {product.url}
-Press Ctrl-C to stop and remove everything.""", flush=True)
-            while not stop:
-                time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    except ComponentError as err:
-        print(f"make run: {err}", file=sys.stderr)
-        return 1
-    print("stopped; everything removed.")
-    return 0
+Press Ctrl-C to stop and remove everything."""
 
 
 @contextlib.contextmanager
@@ -95,6 +91,7 @@ def _real_node_release(workdir: Path, nodes: int) -> Iterator[LocalControlPlane]
         plane.helm("install", "foo-operator", str(REPO / "charts" / "foo-operator"), "-n", "foo-system",
                    "--create-namespace", "-f", str(values), "--wait", "--timeout=180s", timeout=240)
         try:
+            plane.kubectl("apply", "-f", str(REPO / "examples" / "foo.yaml"))
             yield plane
         finally:
             plane.helm("uninstall", "foo-operator", "-n", "foo-system", "--wait", "--timeout=60s", check=False)
@@ -102,19 +99,11 @@ def _real_node_release(workdir: Path, nodes: int) -> Iterator[LocalControlPlane]
 
 def _run_on_a_real_node(workdir: Path, nodes: int) -> int:
     logging.basicConfig(level=logging.INFO, format="==> %(message)s", stream=sys.stderr)
-    stop = False
+    return _serve(lambda: _real_node_release(workdir, nodes), _real_node_banner)
 
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
 
-    signal.signal(signal.SIGTERM, on_signal)
-    began = time.monotonic()
-    try:
-        with _real_node_release(workdir, nodes) as plane:
-            plane.kubectl("apply", "-f", str(REPO / "examples" / "foo.yaml"))
-            print(f"""
-foo-operator runs from its image on a real node of a local Kubernetes {plane.version} (ready in {time.monotonic() - began:.0f}s).
+def _real_node_banner(plane: LocalControlPlane, seconds: float) -> str:
+    return f"""foo-operator runs from its image on a real node of a local Kubernetes {plane.version} (ready in {seconds:.0f}s).
 
   export KUBECONFIG={plane.kubeconfig}
   export PATH={plane.bin.kubectl.parent}:{plane.bin.helm.parent}:$PATH
@@ -126,7 +115,22 @@ foo-operator runs from its image on a real node of a local Kubernetes {plane.ver
   helm test foo-operator -n foo-system
 
 Logs: {plane.logs_dir}
-Press Ctrl-C to stop; the node is torn down and the machine put back as it was.""", flush=True)
+Press Ctrl-C to stop; the node is torn down and the machine put back as it was."""
+
+
+def _serve(environment: Callable[[], AbstractContextManager[E]], banner: Callable[[E, float], str]) -> int:
+    """Bring ``environment`` up, say what to try, and keep it until Ctrl-C or SIGTERM takes it down."""
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    began = time.monotonic()
+    try:
+        with environment() as running:
+            print("\n" + banner(running, time.monotonic() - began), flush=True)
             while not stop:
                 time.sleep(0.5)
     except KeyboardInterrupt:

@@ -25,15 +25,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 
 from fooapi.crd import CRD_NAME, crd_manifest
+from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane
 from hack.netns import NetNamespace
 
@@ -51,19 +52,6 @@ DEFAULT_IMAGE = "registry.example/chart-e2e/nginx:1.27"
 # The host end of each veth pair; the pod end gets the pod's IP.
 HOST_IPS = {"webhook": "10.213.7.1", "insights": "10.213.8.1", "upgraded-webhook": "10.213.9.1"}
 HELM_OWNERSHIP = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 def get_json(plane: LocalControlPlane, *args: str) -> Any:

@@ -15,34 +15,19 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from fooapi.crd import CRD_NAME, crd_manifest
+from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane, free_port
 
-T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "foo-operator-controller"
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.2) -> T:
-    """Poll ``probe`` until it answers something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except subprocess.CalledProcessError as exc:  # e.g. NotFound while it is being created
-            last = exc.stderr
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last saw: {last!r}")
 
 
 def get(plane: LocalControlPlane, *args: str, check: bool = True) -> dict[str, Any] | None:

@@ -20,10 +20,10 @@ import ssl
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -32,6 +32,7 @@ from cryptography.x509.oid import NameOID
 
 from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME
+from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane
 from hack.node import NodeBridge, RealNode, chart_values
 
@@ -44,19 +45,6 @@ APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
 # Not nginx:latest: a Foo defaulted to this went through the chart's webhook pod.
 DEFAULT_IMAGE = "registry.example/real-node-e2e/nginx:1.27"
 COMPONENTS = ("webhook", "insights", "controller")
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass

@@ -23,21 +23,21 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 
 from fooapi.crd import CRD_NAME
+from tests.e2e.waiting import wait_for
 from hack.binaries import BUILD_SCRIPT, find_binaries
 from hack.cluster import LocalControlPlane
 from hack.procs import Component, wait_until
 from hack.product import LocalProduct
 
-T = TypeVar("T")
 Object = dict[str, Any]
 
 FOOS = 20
@@ -51,17 +51,6 @@ DONE_LINE = re.compile(
 
 
 # ---- helpers ----------------------------------------------------------------------------------------
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last saw: {last!r}")
 
 
 def items(plane: LocalControlPlane, resource: str) -> list[Object]:

@@ -1,0 +1,32 @@
+"""One way for e2e tests to wait: on a condition, never on a fixed sleep."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.25) -> T:
+    """Poll ``probe`` until it answers something truthy and return that; fail naming ``what``.
+
+    A kubectl that fails (e.g. NotFound while the object is being created) counts as "not yet";
+    its error is what the failure message shows as last seen.
+    """
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            value = probe()
+        except subprocess.CalledProcessError as exc:
+            last = exc.stderr
+        else:
+            if value:
+                return value
+            last = value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last saw: {last!r}")
+        time.sleep(interval)
