@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from fooapi.crd import CRD_NAME, crd_manifest
+from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane
 from hack.netns import NetNamespace
@@ -450,16 +451,7 @@ def test_helm_uninstall_removes_everything_but_the_kept_crd_and_its_foos(release
     said = release.helm("uninstall", RELEASE, "--wait", "--timeout=60s").stdout
     release.installed = False
     assert f"These resources were kept due to the resource policy:\n[CustomResourceDefinition] {CRD_NAME}" in said
-    selector = f"app.kubernetes.io/instance={RELEASE}"
-    namespaced = "deployments,services,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets"
-    for namespace in (NAMESPACE, "kube-system"):
-        left = plane.kubectl("get", namespaced, "-n", namespace, "-l", selector, "-o", "name").stdout.split()
-        assert left == [], f"left in {namespace}: {left}"
-    cluster = ("clusterroles,clusterrolebindings,mutatingwebhookconfigurations,validatingwebhookconfigurations,"
-               "apiservices")
-    assert plane.kubectl("get", cluster, "-l", selector, "-o", "name").stdout.split() == []
-    crd = get_json(plane, "crd", CRD_NAME)
-    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert_only_the_kept_crd_is_left(plane, RELEASE, NAMESPACE)
     # Foos are stored at v1, so reading them needs no (now absent) conversion webhook.
     names = plane.kubectl("get", "foos.v1.samplecontroller.k8s.io", "-n", FOOS_NAMESPACE, "-o", "name").stdout.split()
     assert sorted(names) == sorted(f"foo.samplecontroller.k8s.io/{n}" for n in ("after-upgrade", "old-style", "plain"))

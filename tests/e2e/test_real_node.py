@@ -32,6 +32,7 @@ from cryptography.x509.oid import NameOID
 
 from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME
+from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane
 from hack.node import NodeBridge, RealNode, chart_values
@@ -300,14 +301,5 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
 def test_helm_uninstall_leaves_only_the_crd(release: Cluster) -> None:
     plane = release.plane
     plane.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=90s", timeout=120)
-    selector = f"app.kubernetes.io/instance={RELEASE}"
-    namespaced = "deployments,services,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets"
-    for namespace in (NAMESPACE, "kube-system"):
-        left = plane.kubectl("get", namespaced, "-n", namespace, "-l", selector, "-o", "name").stdout.split()
-        assert left == [], f"left in {namespace}: {left}"
-    cluster_wide = ("clusterroles,clusterrolebindings,mutatingwebhookconfigurations,"
-                    "validatingwebhookconfigurations,apiservices")
-    assert plane.kubectl("get", cluster_wide, "-l", selector, "-o", "name").stdout.split() == []
-    crd = release.get("crd", CRD_NAME)
-    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert_only_the_kept_crd_is_left(plane, RELEASE, NAMESPACE)
     wait_for("the chart's pods to be gone from the real node", lambda: not release.pods())
