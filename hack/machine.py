@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hack.procs import ComponentError
+from hack.procs import run_command
 
 BRIDGE = "foo-br0"
 BRIDGE_ADDRESS = "10.88.0.1"
@@ -36,12 +36,8 @@ OUR_RULE_MARKS = ("KUBE-", "CNI-", BRIDGE, "foo-operator-node")
 
 
 def run(*argv: str | os.PathLike[str], check: bool = True, timeout: float = 60,
-         input: str | None = None) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout,
-                            input=input)
-    if check and result.returncode != 0:
-        raise ComponentError(f"{' '.join(map(str, argv))}: {result.stderr.strip() or result.returncode}")
-    return result
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return run_command(argv, check=check, timeout=timeout, input=input)
 
 
 def sysctl_path(name: str) -> Path:

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hack.procs import run_command
+
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = Path("/var/run/netns")
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -38,10 +40,7 @@ class NetNamespaceError(RuntimeError):
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    if check and result.returncode != 0:
-        raise NetNamespaceError(f"ip {' '.join(args)}: {result.stderr.strip() or result.returncode}")
-    return result
+    return run_command(["ip", *args], check=check, timeout=30, error=NetNamespaceError)
 
 
 def _setns(fd: int) -> None:

@@ -20,6 +20,16 @@ class ComponentError(RuntimeError):
     """A component exited or never became ready; the message carries its last log lines."""
 
 
+def run_command(argv: Sequence[str | os.PathLike[str]], *, check: bool = True, timeout: float = 60,
+                input: str | None = None,
+                error: type[Exception] = ComponentError) -> subprocess.CompletedProcess[str]:
+    """Run a machine command to completion; with ``check``, a failure raises ``error`` with its stderr."""
+    result = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, input=input)
+    if check and result.returncode != 0:
+        raise error(f"{' '.join(map(str, argv))}: {result.stderr.strip() or result.returncode}")
+    return result
+
+
 def _die_with_parent() -> None:
     # PR_SET_PDEATHSIG: if the Python process is SIGKILLed (a crashed pytest, an OOM kill),
     # the kernel SIGKILLs the child too instead of leaving etcd and the apiserver behind.
