@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 test:
 	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
-	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, image)" $(MAKE) --no-print-directory build-node
+	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image)" $(MAKE) --no-print-directory build-node
 	@hack/timed.sh "lint (layers, types)" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "tests (unit, component, e2e)" $(PY) -m pytest -q tests
 	@$(MAKE) --no-print-directory smoke-matrix
@@ -56,7 +56,7 @@ image: venv
 	PYTHON=$(PY) hack/image.sh
 
 # What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
-# when missing), kubelet, kube-proxy, the pause image, the product image. Not root: one line and
+# when missing), kubelet, kube-proxy, the pause image, CoreDNS, the product image. Not root: one line and
 # nothing done; the real-node e2e tier then skips (under CI=true it fails).
 build-node: venv
 	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \

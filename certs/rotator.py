@@ -70,6 +70,10 @@ class Rotator:
         self.on_files_written = on_files_written
         self._written: tuple[bytes, bytes, bytes] | None = None
         self.files_ready = asyncio.Event()
+        # Set when this replica becomes the leader: the next round runs at once, not up to an
+        # interval later (a fresh install's Secret is empty until the leader's first round, and
+        # the kubelet's liveness probe does not wait 30 s for a listener).
+        self._became_leader = asyncio.Event()
 
     # -- the Secret --------------------------------------------------------------------------
     async def _read_secret(self) -> tuple[SecretState, dict[str, Any] | None]:
@@ -169,7 +173,11 @@ class Rotator:
                 except Exception:
                     # A bug must not stop rotation for good: say so loudly and try again next round.
                     log.exception("certificate rotation round failed unexpectedly; retrying")
-                await asyncio.sleep(self.interval)
+                try:
+                    await asyncio.wait_for(self._became_leader.wait(), timeout=self.interval)
+                except asyncio.TimeoutError:
+                    pass
+                self._became_leader.clear()
         finally:
             if campaign is not None:
                 campaign.cancel()
@@ -181,6 +189,7 @@ class Rotator:
         assert self.elector is not None
         while True:
             await self.elector.acquire()
+            self._became_leader.set()
             await self.elector.hold()
 
 

@@ -7,9 +7,10 @@
 #
 # Usage: hack/build.sh [--force] [sample-controller] [node]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
-#   node               also build kubelet and kube-proxy (same wrapper module as the apiserver)
-#                      and the pause image (pause.c from the module, gcc -static, buildah):
-#                      what hack/node.py needs besides Debian's packages
+#   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
+#                      the pause image (pause.c from the module, gcc -static, buildah) and
+#                      CoreDNS with only the plugins cluster DNS needs: what hack/node.py needs
+#                      besides Debian's packages
 #   --force            rebuild binaries that are already cached (after changing build flags)
 #
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
@@ -378,6 +379,53 @@ build_selector_oracle() {
   timed "selector-oracle" build_binary "$src" . "$out" -ldflags "-s -w"
 }
 
+# ---------------------------------------------------------------- coredns
+# Cluster DNS for the real node's pods (hack/node.py runs it on the host). Not `go install
+# .../coredns`: that links every plugin CoreDNS ships (forward, etcd, route53, ...). A main
+# package of our own imports only the plugins cluster DNS needs and sets their order, as
+# CoreDNS's own plugin.cfg would (its order is the chain's: bind, ready, errors, log, cache,
+# kubernetes); without `forward` no query can leave the machine.
+COREDNS_PLUGINS=(bind ready errors log cache kubernetes)
+
+build_coredns() {
+  local out="$BIN/coredns-$COREDNS_VERSION/coredns"
+  if is_built "$out"; then log "coredns $COREDNS_VERSION: cached"; return; fi
+  log "building coredns $COREDNS_VERSION with ${COREDNS_PLUGINS[*]} (~2 min with a cold Go cache)"
+  timed "coredns $COREDNS_VERSION" build_coredns_in "$SRC/coredns-$COREDNS_VERSION" "$out"
+}
+
+build_coredns_in() {
+  local dir="$1" out="$2" want plugin
+  want="github.com/coredns/coredns@$COREDNS_VERSION ${COREDNS_PLUGINS[*]}"
+  if [[ ! -f "$dir/.tidy-done" || "$(cat "$dir/.tidy-done")" != "$want" ]]; then
+    rm -rf "$dir" && mkdir -p "$dir"
+    {
+      echo '// Command coredns: CoreDNS with only the plugins cluster DNS needs (hack/build.sh).'
+      echo 'package main'
+      echo
+      echo 'import ('
+      echo '	"github.com/coredns/coredns/core/dnsserver"'
+      echo '	"github.com/coredns/coredns/coremain"'
+      for plugin in "${COREDNS_PLUGINS[@]}"; do echo "	_ \"github.com/coredns/coredns/plugin/$plugin\""; done
+      echo ')'
+      echo
+      echo 'func init() {'
+      printf '	if err := dnsserver.SetDirectives([]string{'
+      printf '"%s", ' "${COREDNS_PLUGINS[@]}"
+      echo '}); err != nil {'
+      echo '		panic(err)'
+      echo '	}'
+      echo '}'
+      echo
+      echo 'func main() { coremain.Run() }'
+    } > "$dir/main.go"
+    (cd "$dir" && gofmt -w main.go && go mod init foo-operator.local/wrapper/coredns >/dev/null 2>&1 \
+      && go mod edit -require="github.com/coredns/coredns@$COREDNS_VERSION" && go mod tidy)
+    printf '%s' "$want" > "$dir/.tidy-done"
+  fi
+  build_binary "$dir" . "$out" -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+}
+
 # ---------------------------------------------------------------- pause image
 # The sandbox image every pod starts from, made here because nothing may be pulled:
 # build/pause/linux/pause.c ships in the k8s.io/kubernetes module; compiled static (as its
@@ -431,6 +479,7 @@ build_pause_in() {
 build_node() {
   build_kubernetes kubelet kube-proxy
   build_pause
+  build_coredns
 }
 
 # ---------------------------------------------------------------- main

@@ -1,4 +1,5 @@
-"""A real node beside the kwok ones: containerd + runc + CNI bridge, kubelet and kube-proxy.
+"""A real node beside the kwok ones: containerd + runc + CNI bridge, kubelet and kube-proxy,
+and cluster DNS (CoreDNS on the host, behind the kube-dns Service) for its pods.
 
     with NodeBridge() as bridge, LocalControlPlane(dir, address=bridge.address) as plane, \\
             RealNode(plane, bridge) as node:
@@ -12,17 +13,20 @@ sysctls, and the files the kubelet writes outside its root dir (the bookkeeping 
 hack/machine.py, whose `machine_state()` a test compares before and after). docs/real-node.md has the facts and traps behind each choice.
 
 Needs root, Debian's containerd/runc/CNI plugins (hack/install-node-deps.sh) and
-`hack/build.sh node` (kubelet, kube-proxy, the pause image); `cannot_host_node()` says which is
+`hack/build.sh node` (kubelet, kube-proxy, the pause image, CoreDNS); `cannot_host_node()` says which is
 missing. One real node per machine at a time: the bridge, the node name and iptables are global.
 """
 
 from __future__ import annotations
 
 import fcntl
+import http.client
 import json
 import logging
 import os
 import shutil
+import socket
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +40,7 @@ from hack.cluster import LocalControlPlane, free_port
 from hack.machine import (BRIDGE, BRIDGE_ADDRESS, CGROUP_ROOT, FIXED_PATHS, IPTABLES, NETNS_DIR, TABLES,
                           iptables_rules, kill_shims, machine_state, read_sysctls, remove_kubepods_cgroups,
                           restore_iptables, run, sysctl_path, unmount_under)
-from hack.pki import SERVICE_CLUSTER_IP_RANGE, issue_user
+from hack.pki import KUBERNETES_SERVICE_IP, SERVICE_CLUSTER_IP_RANGE, issue_user
 from hack.procs import Component, ComponentError, wait_until
 
 log = logging.getLogger("hack.node")
@@ -46,6 +50,10 @@ NODE_NAME = "foo-real-node"
 # Only pods that say they accept a real node land there; Foos' Deployments keep to kwok.
 TAINT = {"key": "foo-operator.dev/real-node", "value": "true", "effect": "NoSchedule"}
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"  # hack/build.sh PAUSE_VERSION
+CLUSTER_DOMAIN = "cluster.local"
+# The kube-dns Service's address, the kubelet's clusterDNS: the tenth of the service range, as
+# kubeadm picks it. Its one endpoint is CoreDNS on this host, at the bridge address.
+DNS_SERVICE_IP = "10.0.0.10"
 # Any pull goes here and fails at once: nothing listens on port 1 of loopback.
 NO_REGISTRY = "http://127.0.0.1:1"
 LOCK_FILE = Path("/run/foo-operator-node.lock")  # held while a node's bridge exists
@@ -139,6 +147,9 @@ class RealNode:
         self.kubelet_bin = cache / "bin" / f"kubernetes-{version}" / "kubelet"
         self.kube_proxy_bin = cache / "bin" / f"kubernetes-{version}" / "kube-proxy"
         self.pause_archive = cache / "share" / "pause-3.10.1" / "pause.oci.tar"
+        self.coredns_bin = cache / "bin" / f"coredns-{versions()['COREDNS_VERSION']}" / "coredns"
+        self.dns_port = 0  # CoreDNS's port on the bridge address, picked free at start
+        self._dns_ready_port = 0
         self.socket = self.workdir / "containerd.sock"
         self.before: dict[str, Any] = {}
         self._sysctls: dict[str, str] = {}
@@ -160,7 +171,7 @@ class RealNode:
         reason = cannot_host_node()
         if reason:
             raise ComponentError(reason)
-        for path in (self.kubelet_bin, self.kube_proxy_bin, self.pause_archive):
+        for path in (self.kubelet_bin, self.kube_proxy_bin, self.pause_archive, self.coredns_bin):
             if not path.exists():
                 raise ComponentError(f"{path} is missing: run `bash hack/build.sh node`")
         _clean_after_crash()
@@ -176,10 +187,13 @@ class RealNode:
             self._guard_forwarding()
             self._start_containerd()
             self.load_image(self.pause_archive)
+            self._start_dns()
             self._start_kubelet()
             self._start_kube_proxy()
             wait_until(f"node {self.name} Ready", self._ready, timeout=self.timeout,
                        watch=list(self._components.values()))
+            wait_until("cluster DNS ready", self._dns_ready, timeout=self.timeout,
+                       watch=[self._components["coredns"]])
         except BaseException:
             self.stop()
             raise
@@ -188,7 +202,7 @@ class RealNode:
     def stop(self) -> None:
         """Put the machine back as it was; every step runs even if an earlier one failed."""
         began = time.monotonic()
-        steps = [self._drain, self._stop_kube_proxy, self._stop_kubelet, self._kill_containers,
+        steps = [self._drain, self._stop_kube_proxy, self._stop_kubelet, self._stop_dns, self._kill_containers,
                  self._stop_containerd, self._unmount, self._remove_netns, self._remove_cgroups,
                  self._restore_iptables, self._restore_sysctls, self._remove_fixed_paths,
                  self._remove_workdir]
@@ -287,6 +301,80 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                                                       check=False).returncode == 0,
                    timeout=self.timeout, watch=[containerd])
 
+    def _start_dns(self) -> None:
+        """CoreDNS on the host at the bridge address, answering cluster.local from the apiserver's
+        Services and EndpointSlices, behind a selectorless kube-dns Service at DNS_SERVICE_IP.
+
+        Its build has no `forward` plugin and it serves no zone but the cluster's: any other name
+        is REFUSED, so no lookup from a pod leaves this machine.
+        """
+        assert self.plane.pki is not None
+        # Only what the kubernetes plugin reads (pods disabled): the rules of CoreDNS's own
+        # system:coredns ClusterRole, less pods.
+        issue_user(self.plane.pki, "coredns", "system:foo-operator:coredns")
+        kubeconfig = self.plane.component_kubeconfig("coredns")
+        self.plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": "system:foo-operator:coredns"},
+             "rules": [{"apiGroups": [""], "resources": ["services", "namespaces"], "verbs": ["list", "watch"]},
+                       {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                        "verbs": ["list", "watch"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": "system:foo-operator:coredns"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": "system:foo-operator:coredns"},
+             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                           "name": "system:foo-operator:coredns"}]},
+        ]}))
+        self.dns_port = _free_udp_and_tcp_port(self.bridge.address)
+        self._dns_ready_port = free_port()
+        corefile = self.workdir / "Corefile"
+        zones = f"{CLUSTER_DOMAIN} in-addr.arpa ip6.arpa"
+        corefile.write_text(f"""# hack/node.py: cluster DNS for the real node's pods. No forward plugin, no other zone:
+# a name outside the cluster is REFUSED, so no lookup leaves this machine.
+{' '.join(f'{z}:{self.dns_port}' for z in zones.split())} {{
+    bind {self.bridge.address}
+    ready 127.0.0.1:{self._dns_ready_port}
+    errors
+    cache 5
+    kubernetes {zones} {{
+        kubeconfig {kubeconfig}
+        pods disabled
+        ttl 5
+    }}
+}}
+""")
+        self._launch("coredns", [self.coredns_bin, "-conf", corefile, "-quiet"])
+        # The Service the kubelet's clusterDNS names, and its one endpoint: CoreDNS's address.
+        ports = [{"name": "dns", "protocol": "UDP", "port": 53, "targetPort": self.dns_port},
+                 {"name": "dns-tcp", "protocol": "TCP", "port": 53, "targetPort": self.dns_port}]
+        labels = {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS",
+                  "app.kubernetes.io/managed-by": "foo-operator-node"}
+        self.plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
+             "spec": {"clusterIP": DNS_SERVICE_IP, "ports": ports}},
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": "kube-dns-host", "namespace": "kube-system",
+                          "labels": {**labels, "kubernetes.io/service-name": "kube-dns",
+                                     "endpointslice.kubernetes.io/managed-by": "foo-operator-node"}},
+             "addressType": "IPv4",
+             "endpoints": [{"addresses": [self.bridge.address], "conditions": {"ready": True}}],
+             "ports": [{"name": p["name"], "protocol": p["protocol"], "port": self.dns_port} for p in ports]},
+        ]}))
+
+    def _dns_ready(self) -> bool:
+        """CoreDNS's kubernetes plugin has synced (`ready`), and kubernetes.default resolves."""
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", self._dns_ready_port, timeout=2)
+            conn.request("GET", "/ready")
+            if conn.getresponse().status != 200:
+                return False
+        except OSError:
+            return False
+        answer = dns_query(self.bridge.address, self.dns_port, f"kubernetes.default.svc.{CLUSTER_DOMAIN}")
+        return answer == (0, [KUBERNETES_SERVICE_IP])
+
     def _start_kubelet(self) -> None:
         assert self.plane.pki is not None
         issue_user(self.plane.pki, "kubelet", f"system:node:{self.name}", ("system:nodes",))
@@ -294,7 +382,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         kubelet_dir = self.workdir / "kubelet"
         kubelet_dir.mkdir(parents=True, exist_ok=True)
         resolv = self.workdir / "resolv.conf"
-        resolv.write_text("# no cluster DNS and no way off this host\noptions ndots:1\n")
+        # The host part of a pod's resolv.conf: no nameserver of the machine's (cluster DNS is
+        # the only one the kubelet adds) and no search domains of its.
+        resolv.write_text("# only cluster DNS: no nameserver off this host\n")
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
             "address": self.bridge.address, "port": 10250, "readOnlyPort": 0,
@@ -307,7 +397,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "containerRuntimeEndpoint": f"unix://{self.socket}",
             "podLogsDir": str(self.workdir / "pod-logs"),
             "volumePluginDir": str(self.workdir / "volume-plugins"),
-            "resolvConf": str(resolv), "clusterDomain": "cluster.local",
+            "resolvConf": str(resolv), "clusterDomain": CLUSTER_DOMAIN, "clusterDNS": [DNS_SERVICE_IP],
             "registerWithTaints": [self.taint],
             "maxPods": 30, "serializeImagePulls": False,
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
@@ -380,6 +470,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     def _stop_kubelet(self) -> None:
         component = self._components.pop("kubelet", None)
+        if component is not None:
+            component.stop()
+
+    def _stop_dns(self) -> None:
+        component = self._components.pop("coredns", None)
         if component is not None:
             component.stop()
 
@@ -460,6 +555,51 @@ def image_metadata() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- helpers
+def _free_udp_and_tcp_port(address: str) -> int:
+    """A port free for both UDP and TCP on ``address`` (DNS listens on both)."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+            tcp.bind((address, 0))
+            port = int(tcp.getsockname()[1])
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                try:
+                    udp.bind((address, port))
+                except OSError:
+                    continue
+                return port
+    raise ComponentError(f"no port free for both UDP and TCP on {address}")
+
+
+def dns_query(server: str, port: int, name: str, *, timeout: float = 2.0) -> tuple[int, list[str]]:
+    """One A query over UDP: (rcode, addresses); rcode -1 when nothing answered in time."""
+    query_id = int.from_bytes(os.urandom(2), "big")
+    question = b"".join(bytes([len(label)]) + label.encode() for label in name.rstrip(".").split(".")) + b"\0"
+    packet = struct.pack(">HHHHHH", query_id, 0x0100, 1, 0, 0, 0) + question + struct.pack(">HH", 1, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.sendto(packet, (server, port))
+            reply = sock.recv(4096)
+        except OSError:
+            return -1, []
+    rid, flags, _qd, ancount, _ns, _ar = struct.unpack(">HHHHHH", reply[:12])
+    if rid != query_id:
+        return -1, []
+    offset = 12 + len(question) + 4
+    addresses = []
+    for _ in range(ancount):
+        # The answer's name: a compression pointer (2 bytes) or labels ending in a zero byte.
+        while reply[offset] not in (0,) and reply[offset] & 0xC0 != 0xC0:
+            offset += reply[offset] + 1
+        offset += 2 if reply[offset] & 0xC0 == 0xC0 else 1
+        rtype, _cls, _ttl, length = struct.unpack(">HHIH", reply[offset:offset + 10])
+        offset += 10
+        if rtype == 1 and length == 4:
+            addresses.append(".".join(str(b) for b in reply[offset:offset + 4]))
+        offset += length
+    return flags & 0xF, addresses
+
+
 def _offset(address: str, n: int) -> str:
     a, b, c, d = (int(x) for x in address.split("."))
     value = ((a << 24) | (b << 16) | (c << 8) | d) + n

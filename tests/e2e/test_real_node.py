@@ -3,8 +3,15 @@
 `helm install` with the locally built image (`image.pullPolicy: Never`, loaded into the node's
 containerd; nothing is ever pulled) and the real node's taint tolerated through values: the
 webhook, insights and controller pods run on the real node, the apiserver reaches them through
-their Services, the controller and the metrics authorizers reach the apiserver through
-`kubernetes.default` (kube-proxy). The Deployments Foos ask for land on the kwok node.
+their Services (Service → EndpointSlice → pod IP, TLS checked against the chart's caBundle for
+`<svc>.<ns>.svc`), the controller and the metrics authorizers reach the apiserver through
+`kubernetes.default`, and pods resolve Service names through the plane's cluster DNS. The
+Deployments Foos ask for land on the kwok node.
+
+The install goes over a Foo CRD Helm does not own (sample-controller's, as a user switching
+from it has): refused without `--take-ownership`, adopted with it. One release for the module;
+tests that only read share it, each test makes the Foos it reads, and a test that uninstalls
+leaves the next one a release installed again (`release`), so any one test runs alone.
 
 The node is machine-wide state (bridge, node name, iptables), so this module has a plane of its
 own, serving on the node's bridge; hack/node.py puts the machine back afterwards.
@@ -19,9 +26,10 @@ import socket
 import ssl
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +39,20 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from certs.authority import issue_serving, new_ca, service_dns_names
-from fooapi.crd import CRD_NAME
+from fooapi.crd import CRD_NAME, crd_manifest
 from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane
-from hack.node import NodeBridge, RealNode, chart_values
+from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, NodeBridge, RealNode, chart_values, dns_query
+from hack.pki import KUBERNETES_SERVICE_IP
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"
 RELEASE = "real-foo-operator"
 NAMESPACE = "foo-real"
 FOOS = "foo-real-foos"
+SERVICE = f"{RELEASE}-webhook"
+TLS_SECRET = f"{RELEASE}-webhook-tls"
 APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
 # Not nginx:latest: a Foo defaulted to this went through the chart's webhook pod.
 DEFAULT_IMAGE = "registry.example/real-node-e2e/nginx:1.27"
@@ -54,6 +65,9 @@ class Cluster:
     node: RealNode
     image: str
     values: Path
+    refusal: str = ""  # what `helm install` said over the CRD it does not own, without --take-ownership
+    notes: str = ""  # what `helm install` printed
+    scraper_token: str = field(default="", repr=False)
 
     def get(self, *args: str) -> Any:
         return json.loads(self.plane.kubectl("get", *args, "-o", "json").stdout)
@@ -61,16 +75,55 @@ class Cluster:
     def installed(self) -> bool:
         return self.plane.helm("status", RELEASE, "-n", NAMESPACE, check=False).returncode == 0
 
-    def install(self) -> None:
+    def install(self, *extra: str) -> str:
         began = time.monotonic()
-        self.plane.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
-                        "-f", str(self.values), "--wait", "--timeout=180s", timeout=240)
+        out = self.plane.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
+                              "-f", str(self.values), "--wait", "--timeout=180s", *extra, timeout=240).stdout
         print(f"helm install --wait: {time.monotonic() - began:.1f}s")
+        return out
 
-    def pods(self) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = self.get("pods", "-n", NAMESPACE, "-l",
-                                               f"app.kubernetes.io/instance={RELEASE}")["items"]
-        return items
+    def pods(self, component: str | None = None) -> list[dict[str, Any]]:
+        selector = f"app.kubernetes.io/instance={RELEASE}"
+        if component:
+            selector += f",app.kubernetes.io/component={component}"
+        items: list[dict[str, Any]] = self.get("pods", "-n", NAMESPACE, "-l", selector)["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def metrics_token(self) -> str:
+        """A scraper's token: a ServiceAccount bound to the chart's metrics-reader ClusterRole."""
+        if not self.scraper_token:
+            self.plane.kubectl("create", "serviceaccount", "scraper", "-n", FOOS)
+            self.plane.kubectl("create", "clusterrolebinding", f"{RELEASE}-test-scraper",
+                               f"--clusterrole={RELEASE}-metrics-reader", f"--serviceaccount={FOOS}:scraper")
+            scraper = f"system:serviceaccount:{FOOS}:scraper"
+            wait_for("RBAC to let the scraper get /metrics", lambda: self.plane.kubectl(
+                "auth", "can-i", "get", "/metrics", f"--as={scraper}", check=False).stdout.strip() == "yes")
+            self.scraper_token = self.plane.kubectl("create", "token", "scraper", "-n", FOOS).stdout.strip()
+        return self.scraper_token
+
+    def webhook_requests(self, path: str) -> float:
+        """controller_runtime_webhook_requests_total for ``path``, summed over the webhook pods'
+        secure /metrics ports (the pod IPs, on the node's bridge), with a scraper's token."""
+        ca = base64.b64decode(self.get("secret", TLS_SECRET, "-n", NAMESPACE)["data"]["ca.crt"]).decode()
+        context = ssl.create_default_context(cadata=ca)
+        context.check_hostname = False  # the certificate names the Service, not the pod IP
+        total = 0.0
+        for pod in self.pods("webhook"):
+            request = urllib.request.Request(f"https://{pod['status']['podIP']}:8080/metrics",
+                                             headers={"Authorization": f"Bearer {self.metrics_token()}"})
+            with urllib.request.urlopen(request, context=context, timeout=5) as response:
+                text = response.read().decode()
+            for line in text.splitlines():
+                if line.startswith("controller_runtime_webhook_requests_total{") and f'webhook="{path}"' in line:
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
+
+def _stand_in_for_sample_controllers_crd(plane: LocalControlPlane) -> None:
+    """The Foo CRD as sample-controller's users have it: not Helm's, no conversion webhook."""
+    crd = crd_manifest()
+    crd["spec"]["conversion"] = {"strategy": "None"}
+    plane.kubectl("create", "-f", "-", input=json.dumps(crd))
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +132,7 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
     began = time.monotonic()
     with NodeBridge() as bridge, LocalControlPlane(workdir, address=bridge.address) as plane, \
             RealNode(plane, bridge) as node:
-        print(f"plane and real node up in {time.monotonic() - began:.1f}s")
+        print(f"plane, real node and cluster DNS up in {time.monotonic() - began:.1f}s")
         node.load_image(node_image["archive"])
         values = workdir / "values.yaml"
         values_ = chart_values(node, node_image["ref"])
@@ -87,7 +140,12 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
         values.write_text(yaml.safe_dump({**values_, "defaultImage": DEFAULT_IMAGE}))
         cluster = Cluster(plane, node, node_image["ref"], values)
         try:
-            cluster.install()
+            _stand_in_for_sample_controllers_crd(plane)
+            refused = plane.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
+                                 "-f", str(values), check=False)
+            assert refused.returncode != 0, "helm installed over a CRD it does not own without --take-ownership"
+            cluster.refusal = refused.stderr
+            cluster.notes = cluster.install("--take-ownership")
             plane.kubectl("create", "namespace", FOOS)
             yield cluster
         finally:
@@ -98,8 +156,22 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
 def release(cluster: Cluster) -> Cluster:
     """The release, installed again if a test before this one uninstalled it."""
     if not cluster.installed():
-        cluster.install()
+        cluster.install("--take-ownership")
     return cluster
+
+
+def ca_bundles(release: Cluster) -> dict[str, str]:
+    """The caBundle of each of the four objects the apiserver reads one from."""
+    crd = release.get("crd", CRD_NAME)
+    mutating = release.get("mutatingwebhookconfiguration", RELEASE)
+    validating = release.get("validatingwebhookconfiguration", RELEASE)
+    apiservice = release.get("apiservice", APISERVICE)
+    return {
+        "crd": crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"],
+        "mutating": mutating["webhooks"][0]["clientConfig"]["caBundle"],
+        "validating": validating["webhooks"][0]["clientConfig"]["caBundle"],
+        "apiservice": apiservice["spec"]["caBundle"],
+    }
 
 
 def foo_yaml(name: str, *, replicas: int | None = None) -> str:
@@ -110,6 +182,25 @@ def foo_yaml(name: str, *, replicas: int | None = None) -> str:
                            "metadata": {"name": name}, "spec": spec})
 
 
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+
+
+# ----------------------------------------------------------------------------- install
+def test_install_over_a_crd_helm_does_not_own_needs_take_ownership(release: Cluster) -> None:
+    assert "exists and cannot be imported into the current release" in release.refusal
+    assert "invalid ownership metadata" in release.refusal
+    annotations = release.get("crd", CRD_NAME)["metadata"]["annotations"]
+    assert (annotations["meta.helm.sh/release-name"], annotations["meta.helm.sh/release-namespace"]) == (
+        RELEASE, NAMESPACE)
+    assert annotations["helm.sh/resource-policy"] == "keep"
+
+
+def test_install_prints_notes_that_say_what_to_try(release: Cluster) -> None:
+    assert f"kubectl -n {NAMESPACE} rollout status deployment/{SERVICE}" in release.notes
+    assert f"helm test {RELEASE} -n {NAMESPACE}" in release.notes
+
+
 def test_every_chart_pod_runs_the_local_image_ready_on_the_real_node(release: Cluster) -> None:
     pods = release.pods()
     assert sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods) == sorted(COMPONENTS)
@@ -117,20 +208,87 @@ def test_every_chart_pod_runs_the_local_image_ready_on_the_real_node(release: Cl
         name = pod["metadata"]["name"]
         assert pod["spec"]["nodeName"] == release.node.name, name
         assert pod["spec"]["containers"][0]["image"] == release.image, name
-        assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"]), name
+        assert _ready(pod), name
         # The kubelet ran it: an IP on the node's bridge, a container ID from containerd.
         assert pod["status"]["podIP"].startswith("10.88."), name
         assert pod["status"]["containerStatuses"][0]["containerID"].startswith("containerd://"), name
 
 
+def test_every_ca_bundle_holds_the_ca_of_the_generated_secret(release: Cluster) -> None:
+    ca = release.get("secret", TLS_SECRET, "-n", NAMESPACE)["data"]["ca.crt"]
+    assert set(ca_bundles(release).values()) == {ca}
+
+
+# ----------------------------------------------------------------------------- cluster DNS
+_RESOLVE = """
+import socket
+for name in NAMES:
+    try:
+        print(name, sorted({a[4][0] for a in socket.getaddrinfo(name, 443, socket.AF_INET)}))
+    except OSError as err:
+        print(name, "error", err.errno)
+"""
+
+
+def test_cluster_dns_resolves_service_names_from_a_pod_and_nothing_outside_the_cluster(release: Cluster) -> None:
+    """Through the pod's resolv.conf (the kubelet's clusterDNS → the kube-dns Service → CoreDNS):
+    `kubernetes.default` and `<svc>.<ns>.svc` resolve as in a real cluster; other names do not,
+    and CoreDNS refuses them rather than asking anyone off this machine."""
+    webhook_ip = release.get("service", SERVICE, "-n", NAMESPACE)["spec"]["clusterIP"]
+    names = ["kubernetes.default", f"{SERVICE}.{NAMESPACE}.svc", f"{SERVICE}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}",
+             "no-such-service.default.svc", "example.com"]
+    node = release.node
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "resolve", "namespace": FOOS},
+           "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                    "nodeSelector": {"kubernetes.io/hostname": node.name},
+                    "tolerations": [{"key": node.taint["key"], "operator": "Exists"}],
+                    "containers": [{"name": "resolve", "image": release.image, "imagePullPolicy": "Never",
+                                    "command": ["python3", "-c", f"NAMES = {names!r}\n{_RESOLVE}"]}]}}
+    release.plane.kubectl("delete", "pod", "resolve", "-n", FOOS, "--ignore-not-found", "--wait=true")
+    release.plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    wait_for("the resolving pod to finish", lambda: release.get("pod", "resolve", "-n", FOOS)["status"].get(
+        "phase") in ("Succeeded", "Failed"), timeout=60)
+    lines = release.plane.kubectl("logs", "-n", FOOS, "resolve").stdout.splitlines()
+    answers = dict(line.split(" ", 1) for line in lines)
+    assert answers == {
+        "kubernetes.default": f"['{KUBERNETES_SERVICE_IP}']",
+        f"{SERVICE}.{NAMESPACE}.svc": f"['{webhook_ip}']",
+        f"{SERVICE}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}": f"['{webhook_ip}']",
+        "no-such-service.default.svc": answers["no-such-service.default.svc"],
+        "example.com": answers["example.com"],
+    }, lines
+    assert answers["no-such-service.default.svc"].startswith("error"), lines
+    assert answers["example.com"].startswith("error"), lines
+    resolv = release.plane.kubectl("get", "--raw", f"/api/v1/nodes/{node.name}/proxy/configz").stdout
+    assert DNS_SERVICE_IP in resolv, "the kubelet was not given the kube-dns Service as clusterDNS"
+    # Straight at CoreDNS: a name outside the cluster is REFUSED (5), one inside answers.
+    assert dns_query(node.bridge.address, node.dns_port, "example.com")[0] == 5
+    assert dns_query(node.bridge.address, node.dns_port, f"kubernetes.default.svc.{CLUSTER_DOMAIN}") == (
+        0, [KUBERNETES_SERVICE_IP])
+
+
+def test_helm_test_passes_with_the_products_own_image_through_the_service_name(release: Cluster) -> None:
+    # No --logs: the hook's delete policy removes a pod that succeeded before helm could read them.
+    result = release.plane.helm("test", RELEASE, "-n", NAMESPACE, "--timeout=120s", timeout=180, check=False)
+    if result.returncode != 0:  # a failed test pod stays: its own word on what went wrong
+        logs = release.plane.kubectl("logs", "-n", NAMESPACE, f"{RELEASE}-test-readyz", check=False)
+        raise AssertionError(f"helm test failed: {result.stderr}\n{logs.stdout}{logs.stderr}")
+    assert f"TEST SUITE:     {RELEASE}-test-readyz" in result.stdout, result.stdout
+    assert "Phase:          Succeeded" in result.stdout, result.stdout
+
+
+# ----------------------------------------------------------------------------- admission, conversion
 def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
+    # The mutating webhook refuses it (it runs before the CRD schema would), so no validate call.
+    before = release.webhook_requests("/mutate-foo")
     result = release.plane.kubectl("apply", "-n", FOOS, "-f", "-", check=False,
                                    input=foo_yaml("too-many", replicas=11))
     assert result.returncode != 0
     assert result.stderr.strip() == (
         'The Foo "too-many" is invalid: spec.replicas: Invalid value: 11: must be less than or equal to 10')
-    # The pod's own word for it, read back through the real kubelet.
-    (webhook,) = _webhook_pods(release)
+    # The metrics say the apiserver called the chart's Service; the pod's own log says it denied.
+    assert release.webhook_requests("/mutate-foo") > before, "the apiserver did not call the chart's Service"
+    (webhook,) = release.pods("webhook")
 
     def decisions() -> list[dict[str, Any]]:
         logs = release.plane.kubectl("logs", "-n", NAMESPACE, webhook["metadata"]["name"]).stdout
@@ -145,10 +303,6 @@ def test_a_valid_foo_is_defaulted_converted_and_reconciled_by_the_controller_pod
     plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("plain"))
     foo = release.get("foos.v1.samplecontroller.k8s.io", "plain", "-n", FOOS)
     assert foo["spec"] == {"deployment": {"name": "plain-web", "image": DEFAULT_IMAGE}, "replicas": 1}
-    old = release.get("foos.v1alpha1.samplecontroller.k8s.io", "plain", "-n", FOOS)
-    assert old["apiVersion"] == "samplecontroller.k8s.io/v1alpha1"
-    assert old["spec"]["deploymentName"] == "plain-web"
-    assert old["spec"]["replicas"] == 1
 
     def reconciled() -> dict[str, Any] | None:
         status: dict[str, Any] = release.get("foos.v1.samplecontroller.k8s.io", "plain", "-n", FOOS).get("status", {})
@@ -161,7 +315,22 @@ def test_a_valid_foo_is_defaulted_converted_and_reconciled_by_the_controller_pod
     assert pod["spec"]["nodeName"].startswith("kwok-node-"), "a Foo's Deployment must keep to the kwok nodes"
 
 
-def test_the_aggregated_api_is_served_by_the_insights_pod(release: Cluster) -> None:
+def test_conversion_goes_through_the_crds_service_reference(release: Cluster) -> None:
+    crd = release.get("crd", CRD_NAME)
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] == {
+        "namespace": NAMESPACE, "name": SERVICE, "path": "/convert", "port": 443}
+    release.plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("old-style", replicas=3))
+    before = release.webhook_requests("/convert")
+    foo = release.get("foos.v1alpha1.samplecontroller.k8s.io", "old-style", "-n", FOOS)
+    assert foo["apiVersion"] == "samplecontroller.k8s.io/v1alpha1"
+    assert foo["spec"] == {"deploymentName": "old-style-web", "replicas": 3}
+    assert release.webhook_requests("/convert") > before
+
+
+def test_the_aggregated_api_becomes_available_and_serves_foohealths_from_the_insights_pod(
+        release: Cluster) -> None:
+    release.plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("healthy"))
+
     def available() -> bool:
         conditions = release.get("apiservice", APISERVICE)["status"].get("conditions", [])
         return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
@@ -169,21 +338,18 @@ def test_the_aggregated_api_is_served_by_the_insights_pod(release: Cluster) -> N
     wait_for(f"APIService {APISERVICE} Available", available)
     out = release.plane.kubectl("get", "--raw", "/apis/insights.samplecontroller.k8s.io/v1alpha1").stdout
     assert {r["name"] for r in json.loads(out)["resources"]} >= {"foohealths", "fooreviews"}
-
-
-def test_helm_test_passes_with_the_products_own_image(release: Cluster) -> None:
-    # No --logs: the hook's delete policy removes a pod that succeeded before helm could read them.
-    result = release.plane.helm("test", RELEASE, "-n", NAMESPACE, "--timeout=120s", timeout=180)
-    assert f"TEST SUITE:     {RELEASE}-test-readyz" in result.stdout, result.stdout
-    assert "Phase:          Succeeded" in result.stdout, result.stdout
+    # Served with the chart's RBAC only: SubjectAccessReviews (auth-delegator) and the caches.
+    wait_for("a FooHealth for the Foo just made", lambda: "foohealth.insights.samplecontroller.k8s.io/healthy" in
+             release.plane.kubectl("get", "foohealths", "-n", FOOS, "-o", "name").stdout.split())
 
 
 def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
-    (webhook,) = _webhook_pods(release)
-    logs = release.plane.kubectl("logs", "-n", NAMESPACE, webhook["metadata"]["name"]).stdout
-    assert logs.strip(), "kubectl logs gave nothing"
+    for pod in release.pods():
+        logs = release.plane.kubectl("logs", "-n", NAMESPACE, pod["metadata"]["name"]).stdout
+        assert logs.strip(), f"kubectl logs {pod['metadata']['name']} gave nothing"
 
 
+# ----------------------------------------------------------------------------- upgrades, rotation
 @contextlib.contextmanager
 def _steady_writes(plane: LocalControlPlane) -> Iterator[tuple[Counter[int], list[str]]]:
     """Dry-run Foo creates through kube-apiserver, one after another, until the block ends."""
@@ -215,17 +381,15 @@ def _steady_writes(plane: LocalControlPlane) -> Iterator[tuple[Counter[int], lis
         writer.join(timeout=30)
 
 
-def _webhook_pods(release: Cluster) -> list[dict[str, Any]]:
-    return [p for p in release.pods() if p["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"]
-
-
-def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Cluster) -> None:
+def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_without_a_failed_write(
+        release: Cluster) -> None:
     """Readiness, the Service's endpoints and the old pod's drain, all real: a steady stream of
-    dry-run Foo creates through kube-apiserver sees no error while the webhook pod is replaced."""
+    dry-run Foo creates through kube-apiserver sees no error while the webhook pod is replaced;
+    the generated Secret and every caBundle are the same after the upgrade."""
     plane = release.plane
-    (old,) = _webhook_pods(release)
-    secret = f"{RELEASE}-webhook-tls"
-    data_before = release.get("secret", secret, "-n", NAMESPACE)["data"]
+    (old,) = release.pods("webhook")
+    secret_before = release.get("secret", TLS_SECRET, "-n", NAMESPACE)["data"]
+    bundles_before = ca_bundles(release)
     with _steady_writes(plane) as (outcomes, failures):
         time.sleep(2)
         plane.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
@@ -233,7 +397,7 @@ def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Clus
                    timeout=240)
 
         def replaced() -> bool:
-            pods = _webhook_pods(release)
+            pods = release.pods("webhook")
             return len(pods) == 1 and pods[0]["metadata"]["name"] != old["metadata"]["name"]
 
         wait_for("the old webhook pod to drain and go", replaced)
@@ -241,10 +405,12 @@ def test_helm_upgrade_rolls_the_webhook_pod_without_a_failed_write(release: Clus
     print(f"writes during the rollout: {dict(outcomes)}")
     assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
     assert outcomes[201] >= 20, dict(outcomes)
-    assert release.get("secret", secret, "-n", NAMESPACE)["data"] == data_before, "the upgrade changed the TLS Secret"
-    (new,) = _webhook_pods(release)
+    assert release.get("secret", TLS_SECRET, "-n", NAMESPACE)["data"] == secret_before, "the upgrade changed the Secret"
+    assert ca_bundles(release) == bundles_before, "the upgrade changed a caBundle"
+    (new,) = release.pods("webhook")
     assert new["spec"]["nodeName"] == release.node.name
     assert "rolled" in new["metadata"]["annotations"], "the upgrade did not apply"
+    plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("after-upgrade"))
 
 
 def _serving_issuer(ip: str, port: int) -> str:
@@ -259,31 +425,34 @@ def _serving_issuer(ip: str, port: int) -> str:
     return str(names[0].value)
 
 
+def _set_ca_bundles(plane: LocalControlPlane, bundle: str) -> None:
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        plane.kubectl("patch", kind, RELEASE, "--type=json", "-p", json.dumps(
+            [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": bundle}]))
+    plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": bundle}]))
+    plane.kubectl("patch", "apiservice", APISERVICE, "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/caBundle", "value": bundle}]))
+
+
 def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or_failed_write(
         release: Cluster) -> None:
     """A new CA and serving certificate written into the Secret (the caBundles trusting old and new
     first): the kubelet updates the pod's Secret volume, the webhook reloads it from disk, and no
-    Foo write fails on the way; the pod is not restarted."""
+    Foo write fails on the way; the pod is not restarted. Then the caBundles trust the new CA
+    alone, as after any rotation: the release is consistent again for the tests after this one."""
     plane = release.plane
-    (pod,) = _webhook_pods(release)
+    (pod,) = release.pods("webhook")
     ip, name = pod["status"]["podIP"], pod["metadata"]["name"]
-    secret = f"{RELEASE}-webhook-tls"
-    old_ca = base64.b64decode(release.get("secret", secret, "-n", NAMESPACE)["data"]["ca.crt"])
+    old_ca = base64.b64decode(release.get("secret", TLS_SECRET, "-n", NAMESPACE)["data"]["ca.crt"])
     ca = new_ca("rotated-by-e2e")
-    names = [n for svc in (f"{RELEASE}-webhook", f"{RELEASE}-insights") for n in service_dns_names(svc, NAMESPACE)]
-    serving = issue_serving(ca, common_name=f"{RELEASE}-webhook", dns_names=names)
-    both = base64.b64encode(old_ca + ca.cert_pem).decode()
-    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        plane.kubectl("patch", kind, RELEASE, "--type=json", "-p", json.dumps(
-            [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": both}]))
-    plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(
-        [{"op": "replace", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": both}]))
-    plane.kubectl("patch", "apiservice", APISERVICE, "--type=json", "-p", json.dumps(
-        [{"op": "replace", "path": "/spec/caBundle", "value": both}]))
+    names = [n for svc in (SERVICE, f"{RELEASE}-insights") for n in service_dns_names(svc, NAMESPACE)]
+    serving = issue_serving(ca, common_name=SERVICE, dns_names=names)
+    _set_ca_bundles(plane, base64.b64encode(old_ca + ca.cert_pem).decode())
     with _steady_writes(plane) as (outcomes, failures):
         time.sleep(1)
         data = {"ca.crt": ca.cert_pem, "tls.crt": serving.cert_pem, "tls.key": serving.key_pem}
-        plane.kubectl("patch", "secret", secret, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(
+        plane.kubectl("patch", "secret", TLS_SECRET, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(
             {"data": {k: base64.b64encode(v).decode() for k, v in data.items()}}))
         began = time.monotonic()
         wait_for("the pod to serve the new certificate", lambda: _serving_issuer(ip, 9443) == "rotated-by-e2e",
@@ -293,13 +462,59 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
     print(f"writes during the rotation: {dict(outcomes)}")
     assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
     assert outcomes[201] >= 10, dict(outcomes)
-    (after,) = _webhook_pods(release)
+    (after,) = release.pods("webhook")
     assert after["metadata"]["name"] == name
     assert after["status"]["containerStatuses"][0]["restartCount"] == 0
+    # The insights pod serves the same Secret: let it have the new certificate before the
+    # APIService trusts the new CA alone.
+    (insights,) = release.pods("insights")
+    wait_for("the insights pod to serve the new certificate",
+             lambda: _serving_issuer(insights["status"]["podIP"], 8443) == "rotated-by-e2e", timeout=120)
+    _set_ca_bundles(plane, base64.b64encode(ca.cert_pem).decode())
 
 
-def test_helm_uninstall_leaves_only_the_crd(release: Cluster) -> None:
+def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Cluster) -> None:
+    """A second release in rotator mode, its webhook pod on the real node: the service itself
+    fills the chart's empty Secret and patches its caBundles; `helm upgrade` leaves both alone."""
+    plane, name, namespace = release.plane, "rot-foo-operator", f"{NAMESPACE}-rotator"
+    placement = chart_values(release.node, release.image)
+    values = {**{k: placement[k] for k in ("image",)},
+              "webhook": {**placement["webhook"], "failurePolicy": "Ignore", "timeoutSeconds": 1},
+              # No CRD or APIService of its own: nothing of the first release's is touched.
+              "tls": {"mode": "rotator"}, "crd": {"install": False}, "insights": {"enabled": False},
+              "controller": {"enabled": False}, "tests": {"enabled": False}}
+    values_file = release.values.with_name("rotator-values.yaml")
+    values_file.write_text(yaml.safe_dump(values))
+    plane.helm("install", name, str(CHART), "--namespace", namespace, "--create-namespace", "-f", str(values_file),
+               "--wait", "--timeout=120s", timeout=180)
+    try:
+        secret = f"{name}-webhook-tls"
+
+        def written() -> dict[str, str] | None:
+            data: dict[str, str] | None = release.get("secret", secret, "-n", namespace).get("data")
+            bundles = {release.get(kind, name)["webhooks"][0]["clientConfig"].get("caBundle")
+                       for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")}
+            return data if data and bundles == {data["ca.crt"]} else None
+
+        data = wait_for("the rotator in the webhook pod to fill the Secret and the caBundles", written, timeout=60)
+        plane.helm("upgrade", name, str(CHART), "--namespace", namespace, "--reuse-values",
+                   "--set", "webhook.logLevel=debug")
+        assert release.get("secret", secret, "-n", namespace)["data"] == data
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            assert release.get(kind, name)["webhooks"][0]["clientConfig"]["caBundle"] == data["ca.crt"], kind
+    finally:
+        plane.helm("uninstall", name, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
+        plane.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
+
+
+# ----------------------------------------------------------------------------- uninstall
+def test_helm_uninstall_removes_everything_but_the_kept_crd_and_its_foos(release: Cluster) -> None:
     plane = release.plane
-    plane.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=90s", timeout=120)
+    plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("outlives-the-release"))
+    said = plane.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=90s", timeout=120).stdout
+    assert f"These resources were kept due to the resource policy:\n[CustomResourceDefinition] {CRD_NAME}" in said
     assert_only_the_kept_crd_is_left(plane, RELEASE, NAMESPACE)
+    # Foos are stored at v1, so reading them needs no (now absent) conversion webhook.
+    names = plane.kubectl("get", "foos.v1.samplecontroller.k8s.io", "-n", FOOS, "-o", "name").stdout.split()
+    assert "foo.samplecontroller.k8s.io/outlives-the-release" in names
     wait_for("the chart's pods to be gone from the real node", lambda: not release.pods())

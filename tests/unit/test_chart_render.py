@@ -249,8 +249,9 @@ def test_helm_test_pod_checks_readyz_through_the_service_name_with_the_ca() -> N
     assert f'name = "{SERVICE}.{NAMESPACE}.svc"' in script
     assert "server_hostname=name" in script and "GET /readyz" in script
     assert 'open("/etc/foo-operator/tls/ca.crt")' in script
-    env = SERVICE.upper().replace("-", "_")
-    assert f'os.environ["{env}_SERVICE_HOST"]' in script, "no cluster DNS needed"
+    # The name itself is dialled (cluster DNS resolves it), as the apiserver would.
+    assert "socket.create_connection((name, port)" in script and "port = 443" in script
+    assert "_SERVICE_HOST" not in script and pod["spec"]["enableServiceLinks"] is False
     assert not [o for o in render({"tests": {"enabled": False}}) if o["kind"] == "Pod"]
 
 
