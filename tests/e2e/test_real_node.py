@@ -82,12 +82,13 @@ class Cluster:
         print(f"helm install --wait: {time.monotonic() - began:.1f}s")
         return out
 
-    def pods(self, component: str | None = None) -> list[dict[str, Any]]:
+    def pods(self, component: str | None = None, *, terminating: bool = False) -> list[dict[str, Any]]:
+        """The release's pods (of one component), without those being deleted unless ``terminating``."""
         selector = f"app.kubernetes.io/instance={RELEASE}"
         if component:
             selector += f",app.kubernetes.io/component={component}"
         items: list[dict[str, Any]] = self.get("pods", "-n", NAMESPACE, "-l", selector)["items"]
-        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+        return [p for p in items if terminating or not p["metadata"].get("deletionTimestamp")]
 
     def metrics_token(self) -> str:
         """A scraper's token: a ServiceAccount bound to the chart's metrics-reader ClusterRole."""
@@ -257,6 +258,7 @@ def test_cluster_dns_resolves_service_names_from_a_pod_and_nothing_outside_the_c
         "no-such-service.default.svc": answers["no-such-service.default.svc"],
         "example.com": answers["example.com"],
     }, lines
+    release.plane.kubectl("delete", "pod", "resolve", "-n", FOOS, "--wait=false")
     assert answers["no-such-service.default.svc"].startswith("error"), lines
     assert answers["example.com"].startswith("error"), lines
     resolv = release.plane.kubectl("get", "--raw", f"/api/v1/nodes/{node.name}/proxy/configz").stdout
@@ -504,6 +506,8 @@ def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Clus
             assert release.get(kind, name)["webhooks"][0]["clientConfig"]["caBundle"] == data["ca.crt"], kind
     finally:
         plane.helm("uninstall", name, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
+        wait_for("the rotator release's pods to be gone", lambda: not release.get("pods", "-n", namespace)["items"],
+                 timeout=60)
         plane.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
 
 
@@ -517,4 +521,8 @@ def test_helm_uninstall_removes_everything_but_the_kept_crd_and_its_foos(release
     # Foos are stored at v1, so reading them needs no (now absent) conversion webhook.
     names = plane.kubectl("get", "foos.v1.samplecontroller.k8s.io", "-n", FOOS, "-o", "name").stdout.split()
     assert "foo.samplecontroller.k8s.io/outlives-the-release" in names
-    wait_for("the chart's pods to be gone from the real node", lambda: not release.pods())
+    # Each pod drains and exits on SIGTERM well within its grace period (the kubelet would
+    # SIGKILL it at 30-40 s): gone, terminating ones included, in seconds.
+    began = time.monotonic()
+    wait_for("the chart's pods to be gone from the real node", lambda: not release.pods(terminating=True), timeout=60)
+    print(f"the chart's pods were gone {time.monotonic() - began:.1f}s after helm uninstall returned")

@@ -449,7 +449,7 @@ def test_the_whole_way_back_to_sample_controllers_own_crd(legacy: Legacy, produc
 def test_helm_take_ownership_turns_sample_controllers_crd_into_the_charts(tmp_path: Path) -> None:
     """`helm install --take-ownership` over the real sample-controller CRD leaves exactly the chart's CRD.
 
-    The chart's own e2e (test_chart.py) covers serving behind the chart; this checks the CRD
+    The chart's own e2e (test_real_node.py) covers serving behind the chart, on real pods; this checks the CRD
     takeover from sample-controller's actual CRD, on a bare plane (no pods needed).
     """
     chart = Path(__file__).resolve().parents[2] / "charts" / "foo-operator"
