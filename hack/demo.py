@@ -75,7 +75,7 @@ Press Ctrl-C to stop and remove everything."""
 
 @contextlib.contextmanager
 def _real_node_release(workdir: Path, nodes: int) -> Iterator[LocalControlPlane]:
-    from .node import NodeBridge, RealNode, cannot_host_node, chart_values, image_metadata
+    from .node import DNS_SERVICE_IP, NodeBridge, RealNode, cannot_host_node, chart_values, image_metadata
 
     reason = cannot_host_node()
     if reason:
@@ -83,6 +83,8 @@ def _real_node_release(workdir: Path, nodes: int) -> Iterator[LocalControlPlane]
     image = image_metadata()
     with NodeBridge() as bridge, LocalControlPlane(workdir, nodes=nodes, address=bridge.address) as plane, \
             RealNode(plane, bridge) as node:
+        logging.getLogger("hack.demo").info("real node %s ready, cluster DNS at %s (kube-system/kube-dns)",
+                                            node.name, DNS_SERVICE_IP)
         logging.getLogger("hack.demo").info("loading %s into the node's containerd", image["ref"])
         node.load_image(image["archive"])
         values = workdir / "values.yaml"
@@ -112,7 +114,7 @@ def _real_node_banner(plane: LocalControlPlane, seconds: float) -> str:
   kubectl get foos; kubectl get deployments         # the example and its Deployment (on the kwok node)
   kubectl apply -f examples/foo-invalid.yaml        # denied by the webhook pod
   kubectl get foohealths                            # the aggregated API, from the insights pod
-  helm test foo-operator -n foo-system
+  helm test foo-operator -n foo-system              # dials foo-operator-webhook.foo-system.svc (cluster DNS)
 
 Logs: {plane.logs_dir}
 Press Ctrl-C to stop; the node is torn down and the machine put back as it was."""
