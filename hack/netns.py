@@ -1,4 +1,9 @@
-"""A network namespace joined to the host by a veth pair: a stand-in for "a pod on another node".
+"""A network namespace joined to the host by a veth pair: a process at an address of its own.
+
+For tests where a process, not a pod, is the point (docs/architecture.md says which and why):
+the webhook failover test signals a replica mid-request and reads its connections, the
+aggregated API test serves from the checkout on the session's loopback plane. The chart's pods
+run on a real node (hack/node.py), never here.
 
     with NetNamespace("foo-e2e", ns_ip="10.213.0.2", host_ip="10.213.0.1") as netns:
         netns.forward_host_port(apiserver_port)          # inside, 127.0.0.1:<port> is the host's
