@@ -261,8 +261,8 @@ def test_cluster_dns_resolves_service_names_from_a_pod_and_nothing_outside_the_c
     release.plane.kubectl("delete", "pod", "resolve", "-n", FOOS, "--wait=false")
     assert answers["no-such-service.default.svc"].startswith("error"), lines
     assert answers["example.com"].startswith("error"), lines
-    resolv = release.plane.kubectl("get", "--raw", f"/api/v1/nodes/{node.name}/proxy/configz").stdout
-    assert DNS_SERVICE_IP in resolv, "the kubelet was not given the kube-dns Service as clusterDNS"
+    configz = release.plane.kubectl("get", "--raw", f"/api/v1/nodes/{node.name}/proxy/configz").stdout
+    assert DNS_SERVICE_IP in configz, "the kubelet was not given the kube-dns Service as clusterDNS"
     # Straight at CoreDNS: a name outside the cluster is REFUSED (5), one inside answers.
     assert dns_query(node.bridge.address, node.dns_port, "example.com")[0] == 5
     assert dns_query(node.bridge.address, node.dns_port, f"kubernetes.default.svc.{CLUSTER_DOMAIN}") == (
