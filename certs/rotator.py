@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kube.client import ApiError, KubeClient, Resource
+from kube.client import CRDS, ApiError, KubeClient, Resource
 from kube.leader import LeaderElector
 
 from .files import CA_CERT, TLS_CERT, TLS_KEY, write_atomic
@@ -28,8 +28,6 @@ MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfig
                     "MutatingWebhookConfiguration", namespaced=False)
 VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                       "ValidatingWebhookConfiguration", namespaced=False)
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                namespaced=False)
 APISERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False)
 
 

@@ -333,7 +333,7 @@ async def test_a_new_term_queues_every_cached_foo() -> None:
 
 
 async def test_deployment_events_enqueue_the_owner_and_any_foo_naming_it() -> None:
-    from controller.controller import deployment_index
+    from fooapi.views import deployment_index
 
     controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
     named_web = {**foo(), "metadata": {**foo()["metadata"], "name": "g", "uid": "uid-g"}}

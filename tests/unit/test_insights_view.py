@@ -20,7 +20,7 @@ def foo(name: str, namespace: str = "ns", *, deployment: str | None = None, labe
 def deployment(name: str, owner: str, namespace: str = "ns", available: int = 1) -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": namespace,
-                         "ownerReferences": [{"kind": "Foo", "name": owner, "uid": f"uid-{owner}", "controller": True}]},
+                         "ownerReferences": [{"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "name": owner, "uid": f"uid-{owner}", "controller": True}]},
             "spec": {"replicas": 1},
             "status": {"replicas": 1, "updatedReplicas": 1, "readyReplicas": available, "availableReplicas": available}}
 
