@@ -21,7 +21,7 @@ from kube.leader import LeaderElector
 from .files import CA_CERT, TLS_CERT, TLS_KEY, write_atomic
 from .rotation import RotationPolicy, SecretState, next_state
 
-log = logging.getLogger("certs.rotator")
+log = logging.getLogger(__name__)
 
 SECRETS = Resource("", "v1", "secrets", "Secret")
 MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",

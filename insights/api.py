@@ -32,7 +32,7 @@ from .table import IncludeObject, table
 from .view import HealthView
 from .watch import Render, WatchOptions, serve_watch
 
-log = logging.getLogger("insights")
+log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 

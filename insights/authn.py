@@ -27,7 +27,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from multidict import CIMultiDictProxy
 
-log = logging.getLogger("insights.authn")
+log = logging.getLogger(__name__)
 
 CONFIG_MAP_NAMESPACE = "kube-system"
 CONFIG_MAP_NAME = "extension-apiserver-authentication"

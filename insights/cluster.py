@@ -26,7 +26,7 @@ from .authn import CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Authenticator, Request
 from .authz import Authorizer, Decision, RequestInfo, decision_of, subject_access_review
 from .view import INDEXERS, HealthView
 
-log = logging.getLogger("insights.cluster")
+log = logging.getLogger(__name__)
 
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 

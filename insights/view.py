@@ -21,7 +21,7 @@ from kube.informer import Store, object_key
 
 from .health import foo_health
 
-log = logging.getLogger("insights.view")
+log = logging.getLogger(__name__)
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 

@@ -21,7 +21,7 @@ from kube.status import failure
 from .resources import FOO_HEALTHS, GROUP_VERSION
 from .view import Change, Expired, HealthView, Subscription
 
-log = logging.getLogger("insights.watch")
+log = logging.getLogger(__name__)
 
 # How an object goes on the wire: (health, is the first object of the stream) → JSON object.
 Render = Callable[[Object, bool], Object]

@@ -23,7 +23,7 @@ from cryptography.x509.oid import NameOID
 
 from .tlspolicy import TLSPolicy
 
-log = logging.getLogger("webhook.tls")
+log = logging.getLogger(__name__)
 
 
 def _server_context(cert_file: Path, key_file: Path, policy: TLSPolicy) -> ssl.SSLContext:

@@ -28,7 +28,7 @@ from kube.status import failure
 from . import conversion
 from .metrics import WebhookMetrics
 
-log = logging.getLogger("webhook")
+log = logging.getLogger(__name__)
 
 
 

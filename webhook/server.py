@@ -16,7 +16,7 @@ from kube.tls import CertWatcher
 from .app import Settings, build_app
 from .metrics import WebhookMetrics
 
-log = logging.getLogger("webhook")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
