@@ -25,7 +25,7 @@ test:
 	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
 	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, image)" $(MAKE) --no-print-directory build-node
-	@hack/timed.sh "lint (layers, types)" $(MAKE) --no-print-directory lint
+	@hack/timed.sh "lint (style, layers, types)" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "tests (unit, component, e2e)" $(PY) -m pytest -q tests
 	@$(MAKE) --no-print-directory smoke-matrix
 
@@ -72,8 +72,11 @@ run: venv build-plane $(if $(REAL_NODE),build-node)
 bench: venv build-plane
 	$(PY) -m bench
 
-# Layering (import-linter) and types (mypy --strict, settings in pyproject.toml).
+# Style (ruff: lint rules and the formatter), layering (import-linter) and types (mypy --strict);
+# every setting is in pyproject.toml.
 lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy fooapi kube webhook insights certs controller
 

@@ -95,7 +95,7 @@ class Rotator:
     async def rotate_once(self, now: datetime.datetime | None = None) -> SecretState:
         """Advance the Secret one step if something is due, then make every caBundle match it."""
         state, secret = await self._read_secret()
-        now = now or datetime.datetime.now(datetime.timezone.utc)
+        now = now or datetime.datetime.now(datetime.UTC)
         following = next_state(state, now, self.dns_names, self.policy, ips=self.ips)
         if following is not None:
             await self._write_secret(following, secret)
@@ -162,7 +162,7 @@ class Rotator:
             while True:
                 try:
                     await self.step()
-                except (ApiError, OSError, asyncio.TimeoutError) as err:
+                except (TimeoutError, ApiError, OSError) as err:
                     log.warning("certificate rotation round failed; retrying", extra={"error": str(err)})
                 except Exception:
                     # A bug must not stop rotation for good: say so loudly and try again next round.

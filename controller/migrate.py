@@ -277,7 +277,7 @@ class Migration:
                 async with limit:
                     result, note = await self.rewrite(resource, item)
                 key = object_key(item)
-                page_tally.count(key, result, note)
+                page_tally.count(key, result, note)  # noqa: B023 (awaited within this iteration)
                 if result is Result.FAILED:
                     self.warn(f"  {key}: not re-written: {note}")
 

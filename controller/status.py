@@ -13,7 +13,6 @@ from typing import Any
 
 from fooapi.views import FooView, Object, integer
 
-
 READY = "Ready"
 PROGRESSING = "Progressing"
 STATUS_FIELDS = ("observedGeneration", "replicas", "readyReplicas", "availableReplicas", "conditions")

@@ -4,8 +4,20 @@ from .conversion import ConversionError, convert
 from .defaults import DEFAULT_IMAGE, default
 from .errors import FieldError
 from .names import (
-    API_VERSIONS, CRD_NAME, GROUP, HUB_API_VERSION, HUB_VERSION, KIND, LEGACY_API_VERSION, LEGACY_VERSION, MAX_REPLICAS,
-    MIN_REPLICAS, PLURAL, SHORT_NAMES, SINGULAR, VERSIONS,
+    API_VERSIONS,
+    CRD_NAME,
+    GROUP,
+    HUB_API_VERSION,
+    HUB_VERSION,
+    KIND,
+    LEGACY_API_VERSION,
+    LEGACY_VERSION,
+    MAX_REPLICAS,
+    MIN_REPLICAS,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSIONS,
 )
 from .validation import validate
 

@@ -33,9 +33,24 @@ import yaml
 
 from hack.binaries import cache_dir, versions
 from hack.cluster import LocalControlPlane, free_port
-from hack.machine import (BRIDGE, BRIDGE_ADDRESS, CGROUP_ROOT, FIXED_PATHS, IPTABLES, NETNS_DIR, TABLES,
-                          iptables_rules, kill_shims, machine_state, read_sysctls, remove_kubepods_cgroups,
-                          restore_iptables, run, sysctl_path, unmount_under)
+from hack.machine import (
+    BRIDGE,
+    BRIDGE_ADDRESS,
+    CGROUP_ROOT,
+    FIXED_PATHS,
+    IPTABLES,
+    NETNS_DIR,
+    TABLES,
+    iptables_rules,
+    kill_shims,
+    machine_state,
+    read_sysctls,
+    remove_kubepods_cgroups,
+    restore_iptables,
+    run,
+    sysctl_path,
+    unmount_under,
+)
 from hack.pki import SERVICE_CLUSTER_IP_RANGE, issue_user
 from hack.procs import Component, ComponentError, wait_until
 

@@ -98,7 +98,7 @@ def _common_name(cert: x509.Certificate) -> str:
 
 
 def _utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 class Authenticator:

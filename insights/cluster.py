@@ -60,7 +60,7 @@ class RequestHeaderSource:
         try:
             config = RequestHeaderConfig.from_config_map_data(config_map.get("data") or {})
             if config is not None:
-                config.authorities  # parse now: a bad bundle must not replace a good one
+                config.authorities  # noqa: B018 (a property that parses) parse now: a bad bundle must not replace a good one
         except ValueError as err:
             log.error("ignoring %s/%s: %s", CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME, err)
             return
@@ -137,6 +137,6 @@ async def start_all(informers: list[Informer], wait: float) -> None:
     for informer in informers:
         informer.start()  # idempotent
     results = await asyncio.gather(*(i.wait_for_sync(wait) for i in informers))
-    for informer, synced in zip(informers, results):
+    for informer, synced in zip(informers, results, strict=True):
         if not synced:
             log.warning("informer %s has not synced after %.0fs; still trying", informer.name, wait)

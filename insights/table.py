@@ -53,7 +53,7 @@ def parse_time(value: Any) -> datetime.datetime | None:
         parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 def age(value: Any, now: datetime.datetime, missing: str = "<unknown>") -> str:
@@ -118,7 +118,7 @@ def _row_object(obj: Object, include: IncludeObject) -> Object | None:
 def table(objects: Iterable[Object], *, resource_version: str = "", include_object: IncludeObject = "Metadata",
           headers: bool = True, now: datetime.datetime | None = None) -> Object:
     """A Table of FooHealths; ``headers=False`` for every watch event after the first (as Kubernetes)."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     rows = []
     for obj in objects:
         row: Object = {"cells": cells(obj, now)}

@@ -27,12 +27,12 @@ from certs.authority import KeyPair, issue_client, issue_serving, new_ca
 from insights import AggregatedConfig
 from insights.authn import RequestHeaderConfig, UserInfo
 from insights.authz import Decision, RequestInfo
-from insights.view import HealthView
 from insights.server import build_app
+from insights.view import HealthView
 
 GV = "/apis/insights.samplecontroller.k8s.io/v1alpha1"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-NOW = datetime.datetime.now(datetime.timezone.utc)
+NOW = datetime.datetime.now(datetime.UTC)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from fooapi.crd import CRD_NAME, crd_manifest
-from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane, free_port
+from tests.e2e.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "foo-operator-controller"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from controller.controller import owning_foo_key
-from fooapi.views import deployment_index
 from controller.deployment import desired_deployment, drift_patch, is_controlled_by
+from fooapi.views import deployment_index
 
 UID = "6b8e5b0c-1f0e-4c38-9d61-0f6a5f5a0001"
 

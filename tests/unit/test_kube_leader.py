@@ -222,7 +222,7 @@ async def test_hold_gives_up_after_the_renew_deadline_when_the_apiserver_is_gone
 
 
 async def test_hold_stops_at_once_when_someone_else_took_the_lease() -> None:
-    api, clock = LeaseApi(), Clock()
+    api = LeaseApi()
     a = LeaderElector(api, namespace="ns", name="lock", identity="a",  # type: ignore[arg-type]
                       lease_duration=3, renew_deadline=2, retry_period=0.05)
     await a.acquire()

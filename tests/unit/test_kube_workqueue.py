@@ -11,7 +11,6 @@ from prometheus_client import CollectorRegistry
 
 from kube.metrics import metrics_for
 from kube.ratelimit import (
-    BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
     TokenBucket,
