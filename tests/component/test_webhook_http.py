@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 from kube.metricsserver import metrics_app
 from kube.serving import READINESS
 from tests.component.reviews import admission_review, conversion_review, decoded_patch
-from tests.unit.foos import V1, V1ALPHA1, foo_v1, foo_v1alpha1
+from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from webhook.app import METRICS, Settings, build_app
 
 Client = TestClient  # type: ignore[type-arg]

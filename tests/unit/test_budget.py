@@ -12,7 +12,7 @@ import pytest
 from bench.foos import conversion_of
 from kube.budget import ByteBudget, MiB, NeverFits, budget_for_memory_limit, parse_cost
 from tests.component.reviews import admission_review
-from tests.unit.foos import foo_v1
+from tests.objects import foo_v1
 
 N = 512 * 1024
 

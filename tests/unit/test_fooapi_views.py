@@ -8,7 +8,7 @@ import pytest
 
 from fooapi.defaults import DEFAULT_REPLICAS
 from fooapi.views import FooView, deployment_index, is_foo_reference, pod_foo_index
-from tests.unit.foos import foo_v1
+from tests.objects import foo_v1
 
 
 def test_a_foo_view_reads_name_spec_and_status() -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from insights.review import ReviewError, apply_patch, review
 from kube.admission import json_patch
-from tests.unit.foos import foo_v1, foo_v1alpha1
+from tests.objects import foo_v1, foo_v1alpha1
 
 GV = "insights.samplecontroller.k8s.io/v1alpha1"
 
