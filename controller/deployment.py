@@ -1,6 +1,6 @@
 """The Deployment a Foo asks for, who owns a Deployment, and the smallest patch that fixes drift.
 
-Pure functions over dicts. For an unchanged Foo ``desired_deployment`` is exactly what
+Pure functions over dicts, reading the Foo through ``fooapi.views``. For an unchanged Foo ``desired_deployment`` is exactly what
 sample-controller's ``newDeployment`` writes, so the pod template — and with it the
 pod-template-hash — is identical and switching controllers restarts no Pod.
 """

@@ -1,4 +1,4 @@
-"""The Foo API: types, defaulting, validation and conversion. Pure: no I/O, no asyncio."""
+"""The Foo API: types, defaulting, validation, conversion and the views code reads objects through. Pure: no I/O, no asyncio."""
 
 from .conversion import ConversionError, convert
 from .defaults import DEFAULT_IMAGE, default

@@ -2,7 +2,8 @@
 
 kubernetes_asyncio brings the config loading, TLS and auth (tokens, exec plugins, in-cluster
 token refresh); we skip its typed models, which cost more than they give a controller. Every call
-passes the client-side QPS limiter and has a timeout; every failure is an ``ApiError``.
+passes the client-side QPS limiter and has a timeout; every failure is an ``ApiError``. The
+resources more than one process reads or writes are named here, once.
 """
 
 from __future__ import annotations
