@@ -80,7 +80,7 @@ class FooReconciler:
         if foo is None:
             return Done("Foo is gone")
         view = FooView(foo)
-        if view.meta.deleting:
+        if view.deleting:
             # Being deleted (e.g. foreground cascade): the garbage collector removes the
             # Deployment; re-creating it would fight the collector until the Foo is gone.
             return Done("Foo is being deleted")

@@ -50,63 +50,47 @@ def namespaced_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
-class Metadata:
-    """``metadata`` of any object."""
+class ObjectView:
+    """Any object, read where all kinds agree: its ``metadata``."""
 
     __slots__ = ("raw",)
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
-        self.raw = mapping(raw.get("metadata"))
+        self.raw = raw
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        return mapping(self.raw.get("metadata"))
 
     @property
     def name(self) -> str:
-        return text(self.raw.get("name")) or ""
+        return text(self.metadata.get("name")) or ""
 
     @property
     def namespace(self) -> str:
-        return text(self.raw.get("namespace")) or ""
+        return text(self.metadata.get("namespace")) or ""
 
     @property
     def uid(self) -> str | None:
-        return text(self.raw.get("uid"))
+        return text(self.metadata.get("uid"))
 
     @property
     def generation(self) -> int | None:
-        return optional_integer(self.raw.get("generation"))
+        return optional_integer(self.metadata.get("generation"))
 
     @property
     def labels(self) -> Mapping[str, Any]:
-        return mapping(self.raw.get("labels"))
+        return mapping(self.metadata.get("labels"))
 
     @property
     def deleting(self) -> bool:
-        return bool(self.raw.get("deletionTimestamp"))
+        return bool(self.metadata.get("deletionTimestamp"))
 
 
-class FooView:
-    """A Foo of either version, read where both versions agree (name, spec, status)."""
+class FooView(ObjectView):
+    """A v1 Foo (the hub: what the controller and insights cache and read)."""
 
-    __slots__ = ("meta", "raw")
-
-    def __init__(self, raw: Mapping[str, Any]) -> None:
-        self.raw = raw
-        self.meta = Metadata(raw)
-
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace
-
-    @property
-    def uid(self) -> str | None:
-        return self.meta.uid
-
-    @property
-    def generation(self) -> int | None:
-        return self.meta.generation
+    __slots__ = ()
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -150,9 +134,9 @@ def deployment_index(foo: Mapping[str, Any]) -> list[str]:
 
 def pod_foo_index(pod: Mapping[str, Any]) -> list[str]:
     """Index function on Pod stores: the key of the Foo whose controller labelled the Pod."""
-    meta = Metadata(pod)
-    foo_name = text(meta.labels.get(POD_LABEL))
-    return [namespaced_key(meta.namespace, foo_name)] if foo_name else []
+    view = ObjectView(pod)
+    foo_name = text(view.labels.get(POD_LABEL))
+    return [namespaced_key(view.namespace, foo_name)] if foo_name else []
 
 
 def is_foo_reference(ref: Mapping[str, Any]) -> bool:

@@ -185,7 +185,7 @@ def foo_health(foo: Object, deployment: Object | None, pods: Iterable[Object], e
                *, resource_version: str = "") -> Object:
     """The FooHealth of a v1 Foo."""
     view = FooView(foo)
-    metadata, status = view.meta.raw, view.status
+    metadata, status = view.metadata, view.status
     deployment_name = view.deployment_name or ""
     desired = view.replicas
     foo_events = _matching_events(foo, events)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fooapi.views import BY_DEPLOYMENT, Metadata, Object, deployment_index, namespaced_key, pod_foo_index
+from fooapi.views import BY_DEPLOYMENT, Object, ObjectView, deployment_index, namespaced_key, pod_foo_index
 from kube.informer import Store, object_key
 
 from .health import foo_health
@@ -34,7 +34,7 @@ def event_foo_index(event: Object) -> list[str]:
     involved = event.get("involvedObject") or event.get("regarding") or {}
     if not isinstance(involved, dict) or involved.get("kind") != "Foo" or not involved.get("name"):
         return []
-    namespace = involved.get("namespace") or Metadata(event).namespace
+    namespace = involved.get("namespace") or ObjectView(event).namespace
     return [namespaced_key(namespace, involved["name"])]
 
 
