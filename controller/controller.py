@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from fooapi.defaults import DEFAULT_IMAGE
-from fooapi.views import BY_DEPLOYMENT, Object, deployment_index, is_foo_reference
+from fooapi.views import BY_DEPLOYMENT, Object, ObjectView, deployment_index, is_foo_reference, namespaced_key
 from kube.client import DEPLOYMENTS, FOOS, KubeClient
 from kube.events import EventRecorder
 from kube.informer import Informer, compact, controller_ref, object_key
@@ -32,12 +32,7 @@ def owning_foo_key(deployment: Object) -> str | None:
     ref = controller_ref(deployment)
     if ref is None or not is_foo_reference(ref):
         return None
-    namespace = (deployment.get("metadata") or {}).get("namespace")
-    return f"{namespace}/{ref.get('name')}"
-
-
-def _rv(obj: Object) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return namespaced_key(ObjectView(deployment).namespace, str(ref.get("name")))
 
 
 class FooController:
@@ -128,7 +123,7 @@ class FooController:
             self._enqueue(key)
 
     def _on_deployment_update(self, old: Object, new: Object) -> None:
-        if _rv(old) == _rv(new):
+        if ObjectView(old).resource_version == ObjectView(new).resource_version:
             return  # a resync, not a change
         self._on_deployment(new)
 

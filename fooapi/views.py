@@ -79,6 +79,10 @@ class ObjectView:
         return optional_integer(self.metadata.get("generation"))
 
     @property
+    def resource_version(self) -> str:
+        return text(self.metadata.get("resourceVersion")) or ""
+
+    @property
     def labels(self) -> Mapping[str, Any]:
         return mapping(self.metadata.get("labels"))
 

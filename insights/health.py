@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fooapi.views import FooView, Object, integer, is_foo_reference
+from fooapi.views import FooView, Object, ObjectView, integer, is_foo_reference
 
 from .resources import FOO_HEALTHS, GROUP_VERSION
 
@@ -62,7 +62,7 @@ class _Rollout:
 
 
 def _controlled_by(obj: Object, foo: Object) -> bool:
-    foo_uid = _dict(foo.get("metadata")).get("uid")
+    foo_uid = FooView(foo).uid
     for ref in _list(_dict(obj.get("metadata")).get("ownerReferences")):
         if isinstance(ref, dict) and ref.get("controller") and is_foo_reference(ref):
             return not foo_uid or ref.get("uid") == foo_uid
@@ -98,7 +98,7 @@ def _pod_summary(pods: list[Object]) -> tuple[Object, Object | None]:
     """Counts over the Pods, and the first container stuck for a reason that needs a human."""
     ready = pending = failed = restarts = 0
     stuck: Object | None = None
-    for pod in sorted(pods, key=lambda p: str(_dict(p.get("metadata")).get("name", ""))):
+    for pod in sorted(pods, key=lambda p: ObjectView(p).name):
         status = _dict(pod.get("status"))
         phase = status.get("phase")
         pending += phase == "Pending"
@@ -110,7 +110,7 @@ def _pod_summary(pods: list[Object]) -> tuple[Object, Object | None]:
             restarts += integer(container.get("restartCount"))
             waiting = _dict(_dict(container.get("state")).get("waiting"))
             if stuck is None and waiting.get("reason") in _BAD_WAITING:
-                name = _dict(pod.get("metadata")).get("name", "")
+                name = ObjectView(pod).name
                 detail = f": {waiting['message']}" if waiting.get("message") else ""
                 stuck = {"reason": waiting["reason"], "source": "Pod",
                          "message": f"pod {name}: container {container.get('name', '')}: {waiting['reason']}{detail}"}
@@ -171,7 +171,7 @@ def _health(desired: int, available: int, synced: bool, rollout_: _Rollout, erro
 
 def _matching_events(foo: Object, events: Iterable[Object]) -> list[Object]:
     """Events about this Foo; an event about an older Foo of the same name is not this one's."""
-    uid = _dict(foo.get("metadata")).get("uid")
+    uid = FooView(foo).uid
     out = []
     for event in events:
         involved = _dict(event.get("involvedObject") or event.get("regarding"))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fooapi import naming
-from fooapi.views import Object
+from fooapi.views import Object, ObjectView
 
 from .fields import FieldSelector, parse_field_selector
 from .labels import LabelSelector, SelectorError, go_quote, parse_label_selector
@@ -26,8 +26,8 @@ MAX_SELECTOR_LENGTH = 4096
 
 # The fields every apiserver supports for every resource.
 FIELDS: dict[str, Callable[[Object], str]] = {
-    "metadata.name": lambda o: str((o.get("metadata") or {}).get("name", "")),
-    "metadata.namespace": lambda o: str((o.get("metadata") or {}).get("namespace", "")),
+    "metadata.name": lambda o: ObjectView(o).name,
+    "metadata.namespace": lambda o: ObjectView(o).namespace,
 }
 
 
@@ -50,7 +50,7 @@ class Selectors:
                                     f'only "metadata.name", "metadata.namespace"')
 
     def matches(self, obj: Object) -> bool:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
+        labels = ObjectView(obj).labels
         return self.labels.matches(labels) and all(
             (FIELDS.get(r.field, _unknown)(obj) == r.value) is (r.operator == "=") for r in self.fields.requirements)
 
