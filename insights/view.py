@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fooapi import KIND
 from fooapi.views import BY_DEPLOYMENT, Object, ObjectView, deployment_index, namespaced_key, pod_foo_index
 from kube.informer import Store, object_key
 
@@ -32,7 +33,7 @@ BY_FOO = "foo"  # Pods by the Foo that labelled them; Events by "<ns>/<involvedO
 
 def event_foo_index(event: Object) -> list[str]:
     involved = event.get("involvedObject") or event.get("regarding") or {}
-    if not isinstance(involved, dict) or involved.get("kind") != "Foo" or not involved.get("name"):
+    if not isinstance(involved, dict) or involved.get("kind") != KIND or not involved.get("name"):
         return []
     namespace = involved.get("namespace") or ObjectView(event).namespace
     return [namespaced_key(namespace, involved["name"])]
