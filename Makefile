@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,fast]'
 	touch $@
 
+# Unit and component tests run shuffled (pytest-randomly prints the seed; `pytest --randomly-seed=N`
+# replays an order). The e2e tier keeps file order until every e2e file is
+# shown to pass shuffled too.
+E2E_ORDER = -p no:randomly
+
 # The one test command: build what the tests stand on, lint the layers, then unit, component
 # and e2e tests; once they pass, the e2e smoke set on each other version of the matrix. Each
 # stage prints its time (hack/timed.sh).
@@ -25,15 +30,16 @@ test:
 	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
 	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image)" $(MAKE) --no-print-directory build-node
-	@hack/timed.sh "lint (layers, types)" $(MAKE) --no-print-directory lint
-	@hack/timed.sh "tests (unit, component, e2e)" $(PY) -m pytest -q tests
+	@hack/timed.sh "lint (style, layers, types)" $(MAKE) --no-print-directory lint
+	@hack/timed.sh "tests (unit, component; shuffled)" $(PY) -m pytest -q tests/unit tests/component
+	@hack/timed.sh "tests (e2e)" $(PY) -m pytest -q $(E2E_ORDER) tests/e2e
 	@$(MAKE) --no-print-directory smoke-matrix
 
 # Every K8S_SMOKE_VERSIONS version: build it, run the e2e smoke set on it; each a timed stage.
 smoke-matrix: venv
 	@for version in $(K8S_SMOKE_VERSIONS); do \
 	  hack/timed.sh "build (Kubernetes $$version)" env K8S_VERSION=$$version bash hack/build.sh || exit 1; \
-	  hack/timed.sh "e2e smoke set (Kubernetes $$version)" env K8S_VERSION=$$version $(PY) -m pytest -q -m smoke tests/e2e \
+	  hack/timed.sh "e2e smoke set (Kubernetes $$version)" env K8S_VERSION=$$version $(PY) -m pytest -q $(E2E_ORDER) -m smoke tests/e2e \
 	    || exit 1; \
 	done
 
@@ -41,11 +47,11 @@ unit: venv
 	$(PY) -m pytest -q tests/unit tests/component
 
 e2e: venv build-plane
-	$(PY) -m pytest -q tests/e2e
+	$(PY) -m pytest -q $(E2E_ORDER) tests/e2e
 
 # The e2e smoke set on one Kubernetes version, e.g. `make smoke K8S_VERSION=v1.27.16`.
 smoke: venv build-plane
-	$(PY) -m pytest -q -m smoke tests/e2e
+	$(PY) -m pytest -q $(E2E_ORDER) -m smoke tests/e2e
 
 # Builds etcd, kube-apiserver, kubectl, helm, ... once into a cache outside the repo.
 build-plane:
@@ -72,8 +78,11 @@ run: venv build-plane $(if $(REAL_NODE),build-node)
 bench: venv build-plane
 	$(PY) -m bench
 
-# Layering (import-linter) and types (mypy --strict, settings in pyproject.toml).
+# Style (ruff: lint rules and the formatter), layering (import-linter) and types (mypy --strict);
+# every setting is in pyproject.toml.
 lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy fooapi kube webhook insights certs controller
 

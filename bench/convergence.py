@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -31,8 +30,8 @@ from hack.procs import Component, wait_until
 from hack.product import LocalProduct
 
 from .planes import AdminClient, plain_foo, plane
-from .servers import process_cpu_seconds
 from .report import LOGS_DIR, REPO, RESULTS_DIR, fmt, ratio, save, say, table
+from .servers import process_cpu_seconds
 
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy

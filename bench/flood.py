@@ -73,7 +73,7 @@ async def hostile(session: aiohttp.ClientSession, url: str, bodies: list[tuple[s
                                     timeout=aiohttp.ClientTimeout(total=60)) as response:
                 await response.read()
                 tally.hostile[f"{path} {response.status}"] += 1
-        except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+        except (TimeoutError, aiohttp.ClientError) as err:
             tally.hostile[f"{path} {type(err).__name__}"] += 1
             await asyncio.sleep(0.05)
 
@@ -132,7 +132,7 @@ async def valid(session: aiohttp.ClientSession, url: str, index: int, tally: Tal
                                     timeout=aiohttp.ClientTimeout(total=30)) as response:
                 answer = await response.json(content_type=None)
                 problem = _check(path, response.status, answer)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as err:
+        except (TimeoutError, aiohttp.ClientError, ValueError) as err:
             problem = f"{path}: {type(err).__name__}: {err}"
         tally.valid_latency.append(time.perf_counter() - started)
         if problem:

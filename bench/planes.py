@@ -103,7 +103,7 @@ class AdminClient:
                 began = time.perf_counter()
                 try:
                     status, body = await call()
-                except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+                except (TimeoutError, aiohttp.ClientError) as err:
                     status, body = 0, str(err).encode()
                 result.latencies.append(time.perf_counter() - began)
                 if status in ok:

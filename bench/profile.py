@@ -76,7 +76,7 @@ def read_cprofile(stats_file: Path, top: int) -> dict[str, Any]:
     raw: dict[Any, Any] = pstats.Stats(str(stats_file)).stats  # type: ignore[attr-defined]
     own: Counter[str] = Counter()
     by_package: Counter[str] = Counter()
-    for (filename, line, function), entry in raw.items():
+    for (filename, _line, function), entry in raw.items():
         micros = int(entry[2] * 1e6)
         own[f"{Path(filename).name}:{function}"] += micros
         by_package[_package(filename, function)] += micros

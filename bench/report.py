@@ -38,7 +38,7 @@ def fmt(value: Any, digits: int = 1) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [list(headers)] + [[fmt(c) if not isinstance(c, str) else c for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
              for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

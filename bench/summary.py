@@ -1,4 +1,4 @@
-"""The DESIGN.md speed targets next to what the latest results in bench/results/ measured.
+"""The project's speed targets (bench/README.md) next to what the latest results in bench/results/ measured.
 
     .venv/bin/python -m bench.summary
 
@@ -58,7 +58,7 @@ def rows() -> list[list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("\nDESIGN.md speed targets and the latest measurements (bench/results/*.json)")
+    print("\nSpeed targets (bench/README.md) and the latest measurements (bench/results/*.json)")
     print(table(["what", "target", "measured"], rows()))
     return 0
 

@@ -78,7 +78,7 @@ def _name(common_name: str, organizations: Sequence[str] = ()) -> x509.Name:
 def _builder(subject: x509.Name, issuer: x509.Name, public_key: object, days: int) -> x509.CertificateBuilder:
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)

@@ -15,21 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kube.client import ApiError, KubeClient, Resource
+from kube.client import CRDS, ApiError, KubeClient, Resource
 from kube.leader import LeaderElector
 
 from .files import CA_CERT, TLS_CERT, TLS_KEY, write_atomic
 from .rotation import RotationPolicy, SecretState, next_state
 
-log = logging.getLogger("certs.rotator")
+log = logging.getLogger(__name__)
 
 SECRETS = Resource("", "v1", "secrets", "Secret")
 MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                     "MutatingWebhookConfiguration", namespaced=False)
 VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                       "ValidatingWebhookConfiguration", namespaced=False)
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                namespaced=False)
 APISERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False)
 
 
@@ -101,7 +99,7 @@ class Rotator:
     async def rotate_once(self, now: datetime.datetime | None = None) -> SecretState:
         """Advance the Secret one step if something is due, then make every caBundle match it."""
         state, secret = await self._read_secret()
-        now = now or datetime.datetime.now(datetime.timezone.utc)
+        now = now or datetime.datetime.now(datetime.UTC)
         following = next_state(state, now, self.dns_names, self.policy, ips=self.ips)
         if following is not None:
             await self._write_secret(following, secret)
@@ -168,7 +166,7 @@ class Rotator:
             while True:
                 try:
                     await self.step()
-                except (ApiError, OSError, asyncio.TimeoutError) as err:
+                except (TimeoutError, ApiError, OSError) as err:
                     log.warning("certificate rotation round failed; retrying", extra={"error": str(err)})
                 except Exception:
                     # A bug must not stop rotation for good: say so loudly and try again next round.

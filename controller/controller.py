@@ -12,45 +12,27 @@ import logging
 import time
 from typing import Any
 
-import fooapi
 from fooapi.defaults import DEFAULT_IMAGE
-from kube.client import DEPLOYMENTS, KubeClient
+from fooapi.views import BY_DEPLOYMENT, Object, ObjectView, deployment_index, is_foo_reference, namespaced_key
+from kube.client import DEPLOYMENTS, FOOS, KubeClient
 from kube.events import EventRecorder
 from kube.informer import Informer, compact, controller_ref, object_key
 from kube.metrics import Metrics
 from kube.workqueue import ShutDown, WorkQueue
 
-from .deployment import deployment_name
 from .outcomes import Done, Outcome, PermanentFailure, Retry, RetryAfter, result_label
-from .reconciler import FOOS, FooReconciler
+from .reconciler import FooReconciler
 
 log = logging.getLogger(__name__)
 
 NAME = "foo"
-BY_DEPLOYMENT = "deployment"  # Foo index: "<namespace>/<spec.deployment.name>"
-
-Object = dict[str, Any]
-
-
-def deployment_index(foo: Object) -> list[str]:
-    name = deployment_name(foo)
-    namespace = (foo.get("metadata") or {}).get("namespace")
-    return [f"{namespace}/{name}"] if name and namespace else []
-
 
 def owning_foo_key(deployment: Object) -> str | None:
     """The key of the Foo that controls ``deployment``, whatever version its reference names."""
     ref = controller_ref(deployment)
-    if ref is None or ref.get("kind") != fooapi.KIND:
+    if ref is None or not is_foo_reference(ref):
         return None
-    if str(ref.get("apiVersion", "")).partition("/")[0] != fooapi.GROUP:
-        return None
-    namespace = (deployment.get("metadata") or {}).get("namespace")
-    return f"{namespace}/{ref.get('name')}"
-
-
-def _rv(obj: Object) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return namespaced_key(ObjectView(deployment).namespace, str(ref.get("name")))
 
 
 class FooController:
@@ -141,7 +123,7 @@ class FooController:
             self._enqueue(key)
 
     def _on_deployment_update(self, old: Object, new: Object) -> None:
-        if _rv(old) == _rv(new):
+        if ObjectView(old).resource_version == ObjectView(new).resource_version:
             return  # a resync, not a change
         self._on_deployment(new)
 

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import tempfile
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kube.client import KubeClient
 from kube.config import ClientSettings, connect
 from kube.events import EventRecorder
 from kube.leader import LeaderElector
-from kube.metrics import REGISTRY, metrics_for
+from kube.metrics import REGISTRY, Metrics, metrics_for
 from kube.metricsserver import MetricsServer, MetricsSetupError, delegating_guard
+from kube.serving import stop_on_signals
 from kube.tls import CertWatcher, write_self_signed
 
 from .controller import FooController
@@ -48,90 +49,113 @@ async def _until(awaitable: Awaitable[object], stop: asyncio.Event) -> bool:
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
+    """The process: build its parts, start them, work (while leading) until stopped, stop them."""
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-
-    metrics = metrics_for(REGISTRY)
+    stop_on_signals(stop)
+    client = await _client(settings)
+    if client is None:
+        return 1
+    parts = _Parts.build(settings, client)
     try:
-        client = await connect(
+        if not await parts.start():
+            return 1
+        if await _caches_synced(parts.controller, settings, stop):
+            await _work_until_stopped(parts, settings, stop)
+    finally:
+        await parts.stop()
+    return 0
+
+
+async def _client(settings: Settings) -> KubeClient | None:
+    try:
+        return await connect(
             settings.kubeconfig,
-            settings=ClientSettings(
-                qps=settings.qps, burst=settings.burst, user_agent=COMPONENT, field_manager=COMPONENT
-            ),
+            settings=ClientSettings(qps=settings.qps, burst=settings.burst, user_agent=COMPONENT,
+                                    field_manager=COMPONENT),
         )
     except Exception as exc:  # no kubeconfig, no service account: nothing to retry
         log.error("cannot configure a Kubernetes client (%s): %s", settings.kubeconfig or "in-cluster", exc)
-        return 1
-    recorder = EventRecorder(client, COMPONENT, metrics=metrics)
-    controller = FooController(
-        client,
-        recorder,
-        namespace=settings.namespace,
-        workers=settings.workers,
-        default_image=settings.default_image,
-        metrics=metrics,
-    )
-    server = HealthServer(ready=lambda: controller.synced, host=settings.health_host, port=settings.health_port)
+        return None
+
+
+@dataclass
+class _Parts:
+    """What the process runs, in the order it starts them; ``stop`` takes them down in reverse."""
+
+    settings: Settings
+    client: KubeClient
+    metrics: Metrics
+    recorder: EventRecorder
+    controller: FooController
+    probes: HealthServer
+    elector: LeaderElector | None
+    self_signed: tempfile.TemporaryDirectory[str] | None
     metrics_server: MetricsServer | None = None
-    self_signed = tempfile.TemporaryDirectory(prefix="foo-operator-metrics-") if settings.metrics.secure else None
-    elector = None
-    try:
-        await server.start()
-        if settings.metrics.enabled:
-            metrics_server = _metrics_server(settings, client, self_signed)
+
+    @classmethod
+    def build(cls, settings: Settings, client: KubeClient) -> _Parts:
+        metrics = metrics_for(REGISTRY)
+        recorder = EventRecorder(client, COMPONENT, metrics=metrics)
+        controller = FooController(client, recorder, namespace=settings.namespace, workers=settings.workers,
+                                   default_image=settings.default_image, metrics=metrics)
+        probes = HealthServer(ready=lambda: controller.synced, host=settings.health_host, port=settings.health_port)
+        elector = LeaderElector(
+            client, namespace=settings.leader_elect_namespace, name=settings.leader_elect_name,
+            identity=settings.identity, lease_duration=settings.lease_duration,
+            renew_deadline=settings.renew_deadline, retry_period=settings.retry_period, metrics=metrics,
+        ) if settings.leader_elect else None
+        self_signed = tempfile.TemporaryDirectory(prefix="foo-operator-metrics-") if settings.metrics.secure else None
+        return cls(settings, client, metrics, recorder, controller, probes, elector, self_signed)
+
+    async def start(self) -> bool:
+        """Probes, metrics, events, informers; False when the metrics listener cannot be set up."""
+        await self.probes.start()
+        if self.settings.metrics.enabled:
+            self.metrics_server = _metrics_server(self.settings, self.client, self.self_signed)
             try:
-                await metrics_server.start()
+                await self.metrics_server.start()
             except MetricsSetupError as err:
                 log.error("%s", err)
-                return 1
-        recorder.start()
-        for informer in controller.informers:
+                return False
+        self.recorder.start()
+        for informer in self.controller.informers:
             informer.start()
-        log.info(
-            "waiting for caches (namespace %s, %d workers, qps %s, burst %s)",
-            settings.namespace or "<all>",
-            settings.workers,
-            settings.qps,
-            settings.burst,
-        )
-        synced = all(
-            await asyncio.gather(*(_until(i.wait_for_sync(), stop) for i in controller.informers))
-        )
-        if synced:
-            log.info("caches synced: %d Foos, %d Deployments", len(controller.foos.store), len(controller.deployments.store))
-            if settings.leader_elect:
-                elector = LeaderElector(
-                    client,
-                    namespace=settings.leader_elect_namespace,
-                    name=settings.leader_elect_name,
-                    identity=settings.identity,
-                    lease_duration=settings.lease_duration,
-                    renew_deadline=settings.renew_deadline,
-                    retry_period=settings.retry_period,
-                    metrics=metrics,
-                )
-                await _lead_while_elected(controller, elector, stop, settings.shutdown_grace)
-            else:
-                controller.start_workers()
-                await stop.wait()
-                log.info("shutting down: finishing in-flight reconciles")
-                await controller.stop_workers(settings.shutdown_grace)
-    finally:
-        if elector is not None and elector.is_leader:
-            await elector.release()
-        for informer in controller.informers:
+        return True
+
+    async def stop(self) -> None:
+        if self.elector is not None and self.elector.is_leader:
+            await self.elector.release()
+        for informer in self.controller.informers:
             await informer.stop()
-        await recorder.stop(timeout=5.0)
-        await server.stop()
-        if metrics_server is not None:
-            await metrics_server.stop()
-        if self_signed is not None:
-            self_signed.cleanup()  # the private key must not outlive the process
-        await client.close()
+        await self.recorder.stop(timeout=5.0)
+        await self.probes.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
+        if self.self_signed is not None:
+            self.self_signed.cleanup()  # the private key must not outlive the process
+        await self.client.close()
         log.info("stopped")
-    return 0
+
+
+async def _caches_synced(controller: FooController, settings: Settings, stop: asyncio.Event) -> bool:
+    """Wait for every informer's first list; False if stopped first."""
+    log.info("waiting for caches (namespace %s, %d workers, qps %s, burst %s)",
+             settings.namespace or "<all>", settings.workers, settings.qps, settings.burst)
+    synced = all(await asyncio.gather(*(_until(i.wait_for_sync(), stop) for i in controller.informers)))
+    if synced:
+        log.info("caches synced: %d Foos, %d Deployments", len(controller.foos.store), len(controller.deployments.store))
+    return synced
+
+
+async def _work_until_stopped(parts: _Parts, settings: Settings, stop: asyncio.Event) -> None:
+    """Run the workers: while elected, or from now on when leader election is off."""
+    if parts.elector is not None:
+        await _lead_while_elected(parts.controller, parts.elector, stop, settings.shutdown_grace)
+        return
+    parts.controller.start_workers()
+    await stop.wait()
+    log.info("shutting down: finishing in-flight reconciles")
+    await parts.controller.stop_workers(settings.shutdown_grace)
 
 
 def _metrics_server(settings: Settings, client: KubeClient,

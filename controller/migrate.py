@@ -25,18 +25,17 @@ from enum import Enum
 from typing import Any
 
 import fooapi
-from fooapi.crd import CRD_NAME
-from kube.client import ApiError, KubeClient, Resource
+from fooapi import CRD_NAME
+from fooapi.views import Object
+from kube.client import CRDS, ApiError, KubeClient, Resource, foos_at
 from kube.config import ClientSettings, connect
 from kube.informer import object_key
 
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 FIELD_MANAGER = "foo-operator-migrate-storage"
 ATTEMPTS = 5  # per Foo, for conflicts (re-read, retry) and transient failures (back off, retry)
 IN_FLIGHT = 8  # concurrent PUTs within a page; the client-side QPS limiter sets the pace
 LIST_RESTARTS = 3  # times a walk starts over when its continue token expires
 
-Object = dict[str, Any]
 Say = Callable[[str], None]
 
 
@@ -74,7 +73,7 @@ class CrdFacts:
 
     @property
     def resource(self) -> Resource:
-        return Resource(fooapi.GROUP, self.storage_version, fooapi.PLURAL, fooapi.KIND)
+        return foos_at(self.storage_version)
 
     def describe(self) -> str:
         return (
@@ -234,7 +233,7 @@ class Migration:
             meta = items[0].get("metadata") or {}
             try:
                 for version in facts.served_versions:
-                    resource = Resource(fooapi.GROUP, version, fooapi.PLURAL, fooapi.KIND)
+                    resource = foos_at(version)
                     await self.client.request("GET", resource.path(meta.get("namespace"), meta.get("name")),
                                               timeout=timeout)
             except ApiError as exc:
@@ -278,7 +277,7 @@ class Migration:
                 async with limit:
                     result, note = await self.rewrite(resource, item)
                 key = object_key(item)
-                page_tally.count(key, result, note)
+                page_tally.count(key, result, note)  # noqa: B023 (awaited within this iteration)
                 if result is Result.FAILED:
                     self.warn(f"  {key}: not re-written: {note}")
 

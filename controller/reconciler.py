@@ -9,23 +9,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import fooapi
 from fooapi.defaults import DEFAULT_IMAGE
 from fooapi.errors import aggregate_message
-from kube.client import DEPLOYMENTS, ApiError, KubeClient, Resource
+from fooapi.views import FooView, Object
+from kube.client import DEPLOYMENTS, FOOS, ApiError, KubeClient
 from kube.events import EventRecorder, wire_time
 from kube.informer import Store, split_key
 from kube.recent import RecentWrites
 
-from .deployment import deployment_name, desired_deployment, drift_patch, is_controlled_by
+from .deployment import desired_deployment, drift_patch, is_controlled_by
 from .outcomes import Done, Outcome, PermanentFailure, Retry, RetryAfter
 from .status import Problem, desired_status, status_changed
 
 log = logging.getLogger(__name__)
-
-FOOS = Resource(fooapi.GROUP, fooapi.HUB_VERSION, fooapi.PLURAL, fooapi.KIND)
 
 # The reasons and messages sample-controller's users already know.
 SUCCESS_SYNCED = "Synced"
@@ -35,8 +33,6 @@ MESSAGE_RESOURCE_EXISTS = 'Resource "%s" already exists and is not managed by Fo
 INVALID_SPEC = "InvalidSpec"
 MESSAGE_NO_DEPLOYMENT_NAME = "spec.deployment.name must be specified"
 DEPLOYMENT_REJECTED = "DeploymentRejected"
-
-Object = dict[str, Any]
 
 
 def _utcnow() -> datetime:
@@ -83,13 +79,14 @@ class FooReconciler:
         foo = self.recent_foos.resolve(key, self.foos.get(key))
         if foo is None:
             return Done("Foo is gone")
-        if foo["metadata"].get("deletionTimestamp"):
+        view = FooView(foo)
+        if view.deleting:
             # Being deleted (e.g. foreground cascade): the garbage collector removes the
             # Deployment; re-creating it would fight the collector until the Foo is gone.
             return Done("Foo is being deleted")
         namespace, _ = split_key(key)
 
-        name = deployment_name(foo)
+        name = view.deployment_name
         if name is None:
             return await self._refuse(key, foo, Problem(INVALID_SPEC, MESSAGE_NO_DEPLOYMENT_NAME))
         # What the webhook and the CRD schema refuse never becomes a Deployment, even when both
@@ -116,7 +113,7 @@ class FooReconciler:
             deployment = await self._fix_drift(key, deployment_key, deployment, patch)
             wrote = True
 
-        newly_observed = (foo.get("status") or {}).get("observedGeneration") != foo["metadata"].get("generation")
+        newly_observed = view.observed_generation != view.generation
         try:
             status_written = await self._write_status(key, foo, deployment)
         except ApiError as exc:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fooapi.defaults import DEFAULT_IMAGE
-from kube.metricsserver import MetricsOptions, parse_bind_address
+from kube.metricsserver import MetricsOptions
 
 from .flags import bind_address, positive_int
 

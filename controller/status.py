@@ -11,9 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .deployment import desired_replicas
-
-Object = dict[str, Any]
+from fooapi.views import FooView, Object, integer
 
 READY = "Ready"
 PROGRESSING = "Progressing"
@@ -26,10 +24,6 @@ class Problem:
 
     reason: str
     message: str
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _condition(type_: str, status: str, reason: str, message: str, generation: int | None) -> Object:
@@ -76,8 +70,9 @@ def desired_status(
     With a ``problem`` (no Deployment of ours to report on) counts are zero and both
     conditions are False for the problem's reason.
     """
-    generation = (foo.get("metadata") or {}).get("generation")
-    current = foo.get("status") or {}
+    view = FooView(foo)
+    generation = view.generation
+    current = view.status
     if problem is not None or deployment is None:
         problem = problem or Problem("DeploymentMissing", "The Deployment does not exist yet")
         conditions = [
@@ -88,11 +83,11 @@ def desired_status(
     else:
         observed = deployment.get("status") or {}
         counts = {
-            "replicas": _int(observed.get("replicas")),
-            "readyReplicas": _int(observed.get("readyReplicas")),
-            "availableReplicas": _int(observed.get("availableReplicas")),
+            "replicas": integer(observed.get("replicas")),
+            "readyReplicas": integer(observed.get("readyReplicas")),
+            "availableReplicas": integer(observed.get("availableReplicas")),
         }
-        desired = desired_replicas(foo)
+        desired = view.replicas
         available = counts["availableReplicas"]
         message = f"{available}/{desired} replicas available"
         ready = (
@@ -113,5 +108,5 @@ def desired_status(
 
 def status_changed(foo: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     """Would writing ``status`` change the Foo? (Only the fields the controller owns count.)"""
-    current = foo.get("status") or {}
+    current = FooView(foo).status
     return any(current.get(field) != status.get(field) for field in STATUS_FIELDS if field in status)

@@ -1,16 +1,28 @@
-"""The Foo API: types, defaulting, validation and conversion. Pure: no I/O, no asyncio."""
+"""The Foo API: types, defaulting, validation, conversion and the views code reads objects through. Pure: no I/O, no asyncio."""
 
 from .conversion import ConversionError, convert
 from .defaults import DEFAULT_IMAGE, default
 from .errors import FieldError
 from .names import (
-    API_VERSIONS, GROUP, HUB_API_VERSION, HUB_VERSION, KIND, LEGACY_API_VERSION, LEGACY_VERSION, MAX_REPLICAS,
-    MIN_REPLICAS, PLURAL, SHORT_NAMES, SINGULAR, VERSIONS,
+    API_VERSIONS,
+    CRD_NAME,
+    GROUP,
+    HUB_API_VERSION,
+    HUB_VERSION,
+    KIND,
+    LEGACY_API_VERSION,
+    LEGACY_VERSION,
+    MAX_REPLICAS,
+    MIN_REPLICAS,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSIONS,
 )
 from .validation import validate
 
 __all__ = [
-    "API_VERSIONS", "DEFAULT_IMAGE", "GROUP", "HUB_API_VERSION", "HUB_VERSION", "KIND", "LEGACY_API_VERSION",
+    "API_VERSIONS", "CRD_NAME", "DEFAULT_IMAGE", "GROUP", "HUB_API_VERSION", "HUB_VERSION", "KIND", "LEGACY_API_VERSION",
     "LEGACY_VERSION", "MAX_REPLICAS", "MIN_REPLICAS", "PLURAL", "SHORT_NAMES", "SINGULAR", "VERSIONS",
     "ConversionError", "FieldError", "convert", "default", "validate",
 ]

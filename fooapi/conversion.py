@@ -16,17 +16,16 @@ from typing import Any
 import orjson
 
 from .names import GROUP, HUB_API_VERSION, LEGACY_API_VERSION
+from .views import Object
 
 CONVERSION_ANNOTATION = f"{GROUP}/conversion-data"
-
-Obj = dict[str, Any]
 
 
 class ConversionError(ValueError):
     """The object cannot be converted; the message is for the user."""
 
 
-def _stash_of(obj: Obj) -> tuple[dict[str, Any], Obj | None]:
+def _stash_of(obj: Object) -> tuple[dict[str, Any], Object | None]:
     """Split the conversion annotation off ``obj``: (stash, metadata without it or None)."""
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
@@ -60,7 +59,7 @@ def _encode(stash: dict[str, Any]) -> str:
         return json.dumps(stash, separators=(",", ":"), sort_keys=True)
 
 
-def to_hub(obj: Obj) -> Obj:
+def to_hub(obj: Object) -> Object:
     """v1alpha1 → v1."""
     stash, metadata = _stash_of(obj)
     out = dict(obj)
@@ -89,7 +88,7 @@ def to_hub(obj: Obj) -> Obj:
     return out
 
 
-def from_hub(obj: Obj) -> Obj:
+def from_hub(obj: Object) -> Object:
     """v1 → v1alpha1, stashing what v1alpha1 cannot hold."""
     out = dict(obj)
     out["apiVersion"] = LEGACY_API_VERSION
@@ -127,11 +126,11 @@ def from_hub(obj: Obj) -> Obj:
 
 _MISSING: Any = object()
 
-_TO_HUB: dict[str, Callable[[Obj], Obj]] = {LEGACY_API_VERSION: to_hub, HUB_API_VERSION: lambda o: o}
-_FROM_HUB: dict[str, Callable[[Obj], Obj]] = {LEGACY_API_VERSION: from_hub, HUB_API_VERSION: lambda o: o}
+_TO_HUB: dict[str, Callable[[Object], Object]] = {LEGACY_API_VERSION: to_hub, HUB_API_VERSION: lambda o: o}
+_FROM_HUB: dict[str, Callable[[Object], Object]] = {LEGACY_API_VERSION: from_hub, HUB_API_VERSION: lambda o: o}
 
 
-def convert(obj: Obj, desired_api_version: str) -> Obj:
+def convert(obj: Object, desired_api_version: str) -> Object:
     """``obj`` at ``desired_api_version``, through the hub. Raises ConversionError."""
     if not isinstance(obj, dict):
         raise ConversionError("object must be a JSON object")

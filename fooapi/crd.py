@@ -7,12 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .names import GROUP, HUB_VERSION, KIND, LEGACY_API_VERSION, LEGACY_VERSION, PLURAL, SHORT_NAMES, SINGULAR
 from .defaults import DEFAULT_IMAGE
 from .models import FooV1, FooV1alpha1
+from .names import CRD_NAME, GROUP, HUB_VERSION, KIND, LEGACY_API_VERSION, LEGACY_VERSION, PLURAL, SHORT_NAMES, SINGULAR
 from .validation import deprecation_warnings
-
-CRD_NAME = f"{PLURAL}.{GROUP}"
 
 # *.k8s.io groups are protected; sample-controller's own CRD carries this same annotation.
 API_APPROVAL = (

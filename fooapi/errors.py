@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from .names import GROUP, KIND
+
 
 class CauseType(str, Enum):
     """The `reason` of a Status cause, exactly as Kubernetes spells it."""
@@ -96,7 +98,7 @@ def aggregate_message(errors: list[FieldError]) -> str:
     return "[" + ", ".join(str(e) for e in errors) + "]"
 
 
-def invalid_message(name: str, errors: list[FieldError], kind: str = "Foo", group: str = "samplecontroller.k8s.io") -> str:
+def invalid_message(name: str, errors: list[FieldError], kind: str = KIND, group: str = GROUP) -> str:
     """`Foo.samplecontroller.k8s.io "x" is invalid: ...` — what apierrors.NewInvalid says."""
     qualified = f"{kind}.{group}" if group else kind
     return f"{qualified} {json.dumps(name)} is invalid: {aggregate_message(errors)}"

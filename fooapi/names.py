@@ -11,5 +11,8 @@ VERSIONS = (LEGACY_VERSION, HUB_VERSION)
 HUB_API_VERSION = f"{GROUP}/{HUB_VERSION}"
 LEGACY_API_VERSION = f"{GROUP}/{LEGACY_VERSION}"
 API_VERSIONS = (LEGACY_API_VERSION, HUB_API_VERSION)
+# "foos.samplecontroller.k8s.io": how Kubernetes names the resource (admission requests, errors)
+# and so the name its CRD must have.
+CRD_NAME = f"{PLURAL}.{GROUP}"
 MIN_REPLICAS = 1
 MAX_REPLICAS = 10

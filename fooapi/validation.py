@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import naming
-from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
 from .errors import FieldError, invalid, required, too_long, type_invalid
+from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
 
 DNS1123_SUBDOMAIN_MAX = naming.DNS1123_SUBDOMAIN_MAX_LENGTH
 

@@ -38,7 +38,7 @@ from hack.kube_versions import plane_flags
 from hack.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPKI, write_kubeconfig, write_pki
 from hack.procs import Component, ComponentError, wait_until
 
-log = logging.getLogger("hack.cluster")
+log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_WORKDIR = REPO_ROOT / ".local" / "cluster"  # /.local/ is git-ignored

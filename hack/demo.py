@@ -29,6 +29,9 @@ from .cluster import LocalControlPlane
 from .procs import ComponentError
 from .product import REPO, LocalProduct
 
+# Run as `python -m hack.demo`, where __name__ is "__main__": the rule (getLogger(__name__)) names it by hand.
+log = logging.getLogger("hack.demo")
+
 E = TypeVar("E")  # what an environment of the demo yields while it runs
 
 
@@ -83,13 +86,12 @@ def _real_node_release(workdir: Path, nodes: int) -> Iterator[LocalControlPlane]
     image = image_metadata()
     with NodeBridge() as bridge, LocalControlPlane(workdir, nodes=nodes, address=bridge.address) as plane, \
             RealNode(plane, bridge) as node:
-        logging.getLogger("hack.demo").info("real node %s ready, cluster DNS at %s (kube-system/kube-dns)",
-                                            node.name, DNS_SERVICE_IP)
-        logging.getLogger("hack.demo").info("loading %s into the node's containerd", image["ref"])
+        log.info("real node %s ready, cluster DNS at %s (kube-system/kube-dns)", node.name, DNS_SERVICE_IP)
+        log.info("loading %s into the node's containerd", image["ref"])
         node.load_image(image["archive"])
         values = workdir / "values.yaml"
         values.write_text(yaml.safe_dump(chart_values(node, image["ref"])))
-        logging.getLogger("hack.demo").info("helm install foo-operator (waits for the pods to be Ready)")
+        log.info("helm install foo-operator (waits for the pods to be Ready)")
         plane.helm("install", "foo-operator", str(REPO / "charts" / "foo-operator"), "-n", "foo-system",
                    "--create-namespace", "-f", str(values), "--wait", "--timeout=180s", timeout=240)
         try:

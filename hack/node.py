@@ -43,7 +43,7 @@ from hack.machine import (BRIDGE, BRIDGE_ADDRESS, CGROUP_ROOT, FIXED_PATHS, IPTA
 from hack.pki import KUBERNETES_SERVICE_IP, SERVICE_CLUSTER_IP_RANGE, issue_user
 from hack.procs import Component, ComponentError, wait_until
 
-log = logging.getLogger("hack.node")
+log = logging.getLogger(__name__)
 
 POD_SUBNET = "10.88.0.0/16"
 NODE_NAME = "foo-real-node"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import collections
-import http.client
 import ctypes
+import http.client
 import os
 import signal
 import subprocess

@@ -16,9 +16,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from fooapi.views import Object
+from kube.http import StatusError, read_json
 from kube.status import failure
 
-from kube.http import StatusError, read_json
 from . import discovery, openapi
 from .authn import Authenticator, Unauthenticated, UserInfo
 from .authz import Authorizer, RequestInfo, forbidden, request_info
@@ -31,9 +32,8 @@ from .table import IncludeObject, table
 from .view import HealthView
 from .watch import Render, WatchOptions, serve_watch
 
-log = logging.getLogger("insights")
+log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 MiB = 1024 * 1024
 
 
@@ -219,11 +219,11 @@ def _include_object(request: web.Request) -> IncludeObject:
     return value  # type: ignore[return-value]
 
 
-def _partial(obj: Obj) -> Obj:
+def _partial(obj: Object) -> Object:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
 
 
-def _one(health: Obj, form: Form, request: web.Request) -> web.Response:
+def _one(health: Object, form: Form, request: web.Request) -> web.Response:
     if form == "table":
         return _render(table([health], resource_version=health["metadata"].get("resourceVersion", ""),
                              include_object=_include_object(request)), form)
@@ -235,7 +235,7 @@ class _Filter:
     namespace: str
     selectors: Selectors
 
-    def __call__(self, obj: Obj) -> bool:
+    def __call__(self, obj: Object) -> bool:
         meta = obj["metadata"]
         return (not self.namespace or meta.get("namespace") == self.namespace) and self.selectors.matches(obj)
 
@@ -266,7 +266,7 @@ async def _list_or_watch(request: web.Request, insights: Insights, info: Request
         if continue_token:
             body["metadata"]["continue"] = continue_token
         return _render(body, form)
-    metadata: Obj = {"resourceVersion": rv}
+    metadata: Object = {"resourceVersion": rv}
     if continue_token:
         metadata.update({"continue": continue_token, "remainingItemCount": remaining})
     if form == "partial":
@@ -276,11 +276,11 @@ async def _list_or_watch(request: web.Request, insights: Insights, info: Request
                     "items": items}, form)
 
 
-def _key(obj: Obj) -> str:
+def _key(obj: Object) -> str:
     return f"{obj['metadata'].get('namespace', '')}/{obj['metadata'].get('name', '')}"
 
 
-def _page(request: web.Request, items: list[Obj], rv: str) -> tuple[list[Obj], str, int]:
+def _page(request: web.Request, items: list[Object], rv: str) -> tuple[list[Object], str, int]:
     """`limit`/`continue` over the key order; the token says where the last page stopped."""
     token = request.query.get("continue", "")
     if token:

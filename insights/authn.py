@@ -27,7 +27,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from multidict import CIMultiDictProxy
 
-log = logging.getLogger("insights.authn")
+log = logging.getLogger(__name__)
 
 CONFIG_MAP_NAMESPACE = "kube-system"
 CONFIG_MAP_NAME = "extension-apiserver-authentication"
@@ -98,7 +98,7 @@ def _common_name(cert: x509.Certificate) -> str:
 
 
 def _utc_now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 class Authenticator:

@@ -17,23 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from certs.files import write_atomic
-from fooapi import GROUP as FOO_GROUP
-from fooapi import HUB_VERSION, KIND, PLURAL
-from kube.client import DEPLOYMENTS, EVENTS, KubeClient, Resource
+from fooapi import KIND
+from fooapi.views import POD_LABEL, Object
+from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, FOOS, PODS, KubeClient
 from kube.informer import Informer
 
 from .authn import CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Authenticator, RequestHeaderConfig, UserInfo
 from .authz import Authorizer, Decision, RequestInfo, decision_of, subject_access_review
-from .health import CONTROLLER_LABEL
 from .view import INDEXERS, HealthView
 
-log = logging.getLogger("insights.cluster")
+log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-
-CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
-PODS = Resource("", "v1", "pods", "Pod")
-FOOS = Resource(FOO_GROUP, HUB_VERSION, PLURAL, KIND)
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
@@ -66,7 +60,7 @@ class RequestHeaderSource:
         try:
             config = RequestHeaderConfig.from_config_map_data(config_map.get("data") or {})
             if config is not None:
-                config.authorities  # parse now: a bad bundle must not replace a good one
+                config.authorities  # noqa: B018 (a property that parses) parse now: a bad bundle must not replace a good one
         except ValueError as err:
             log.error("ignoring %s/%s: %s", CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME, err)
             return
@@ -89,21 +83,21 @@ _META = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", 
          "creationTimestamp")
 
 
-def _keep(obj: Obj, fields: tuple[str, ...]) -> Obj:
+def _keep(obj: Object, fields: tuple[str, ...]) -> Object:
     return {k: obj[k] for k in fields if k in obj}
 
 
-def _typed(obj: Obj) -> Obj:
+def _typed(obj: Object) -> Object:
     return _keep(obj, ("apiVersion", "kind"))
 
 
-def slim_deployment(deployment: Obj) -> Obj:
+def slim_deployment(deployment: Object) -> Object:
     """What FooHealth reads of a Deployment; the Pod template and the rest stay out of memory."""
     return {**_typed(deployment), "metadata": _keep(deployment.get("metadata") or {}, _META),
             "spec": _keep(deployment.get("spec") or {}, ("replicas",)), "status": deployment.get("status") or {}}
 
 
-def slim_pod(pod: Obj) -> Obj:
+def slim_pod(pod: Object) -> Object:
     status = pod.get("status") or {}
     containers = [{"name": c.get("name"), "restartCount": c.get("restartCount", 0),
                    "state": _keep(c.get("state") or {}, ("waiting",))}
@@ -112,7 +106,7 @@ def slim_pod(pod: Obj) -> Obj:
             "status": {**_keep(status, ("phase", "conditions")), "containerStatuses": containers}}
 
 
-def slim_event(event: Obj) -> Obj:
+def slim_event(event: Object) -> Object:
     return _keep(event, ("apiVersion", "kind", "involvedObject", "regarding", "type", "reason", "message", "lastTimestamp",
                          "firstTimestamp", "eventTime", "series")) | {
         "metadata": _keep(event.get("metadata") or {}, _META)}
@@ -123,7 +117,7 @@ def health_informers(client: KubeClient) -> dict[str, Informer]:
         "foos": Informer(client, FOOS, indexers=INDEXERS["foos"]),
         "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"], transform=slim_deployment),
         # Only Pods of Foo Deployments carry the label; everything else stays out of memory.
-        "pods": Informer(client, PODS, label_selector=CONTROLLER_LABEL, indexers=INDEXERS["pods"],
+        "pods": Informer(client, PODS, label_selector=POD_LABEL, indexers=INDEXERS["pods"],
                          transform=slim_pod),
         "events": Informer(client, EVENTS, field_selector=f"involvedObject.kind={KIND}", indexers=INDEXERS["events"],
                            transform=slim_event),
@@ -143,6 +137,6 @@ async def start_all(informers: list[Informer], wait: float) -> None:
     for informer in informers:
         informer.start()  # idempotent
     results = await asyncio.gather(*(i.wait_for_sync(wait) for i in informers))
-    for informer, synced in zip(informers, results):
+    for informer, synced in zip(informers, results, strict=True):
         if not synced:
             log.warning("informer %s has not synced after %.0fs; still trying", informer.name, wait)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from fooapi.views import Object
 
 from .resources import GROUP, GROUP_VERSION, RESOURCES, VERSION, Resource
-
-Obj = dict[str, Any]
 
 # The media type the aggregator asks /apis for; answering without these parameters makes it
 # fall back to legacy discovery. v2beta1 is the same document under an older name.
@@ -17,23 +15,23 @@ def aggregated_media_type(version: str) -> str:
     return f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
 
 
-def _version_ref() -> Obj:
+def _version_ref() -> Object:
     return {"groupVersion": GROUP_VERSION, "version": VERSION}
 
 
-def api_group() -> Obj:
+def api_group() -> Object:
     return {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [_version_ref()],
             "preferredVersion": _version_ref()}
 
 
-def api_group_list() -> Obj:
+def api_group_list() -> Object:
     group = api_group()
     del group["kind"], group["apiVersion"]
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]}
 
 
-def _api_resource(resource: Resource) -> Obj:
-    out: Obj = {"name": resource.name, "singularName": resource.singular, "namespaced": resource.namespaced,
+def _api_resource(resource: Resource) -> Object:
+    out: Object = {"name": resource.name, "singularName": resource.singular, "namespaced": resource.namespaced,
                 "kind": resource.kind, "verbs": list(resource.verbs)}
     if resource.short_names:
         out["shortNames"] = list(resource.short_names)
@@ -42,13 +40,13 @@ def _api_resource(resource: Resource) -> Obj:
     return out
 
 
-def api_resource_list() -> Obj:
+def api_resource_list() -> Object:
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION,
             "resources": [_api_resource(r) for r in RESOURCES.values()]}
 
 
-def _discovery_resource(resource: Resource) -> Obj:
-    out: Obj = {
+def _discovery_resource(resource: Resource) -> Object:
+    out: Object = {
         "resource": resource.name,
         "responseKind": {"group": GROUP, "version": VERSION, "kind": resource.kind},
         "scope": "Namespaced" if resource.namespaced else "Cluster",
@@ -62,7 +60,7 @@ def _discovery_resource(resource: Resource) -> Obj:
     return out
 
 
-def api_group_discovery_list(version: str = "v2") -> Obj:
+def api_group_discovery_list(version: str = "v2") -> Object:
     return {
         "kind": "APIGroupDiscoveryList",
         "apiVersion": f"apidiscovery.k8s.io/{version}",

@@ -11,17 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fooapi.defaults import DEFAULT_REPLICAS
+from fooapi.views import FooView, Object, ObjectView, integer, is_foo_reference
 
 from .resources import FOO_HEALTHS, GROUP_VERSION
-
-Obj = dict[str, Any]
 
 Health = Literal["Healthy", "Progressing", "Degraded", "Unavailable", "Unknown"]
 Rollout = Literal["Complete", "Progressing", "Stalled", "Pending", "Missing", "NotOwned"]
 
-# Labels the controller (like sample-controller) puts on the Deployment's Pods.
-CONTROLLER_LABEL = "controller"
 # The Deployment condition reason `kubectl rollout status` treats as a failed rollout.
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 # Ready=False reasons of the controller that mean "still rolling out": the rollout state says
@@ -34,7 +30,7 @@ _BAD_WAITING = {
 }
 
 
-def _dict(value: Any) -> Obj:
+def _dict(value: Any) -> Object:
     return value if isinstance(value, dict) else {}
 
 
@@ -42,11 +38,7 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _int(value: Any, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def event_time(event: Obj) -> str:
+def event_time(event: Object) -> str:
     """When an Event last happened, whichever of its time fields the writer filled (RFC 3339)."""
     series = _dict(event.get("series"))
     for value in (event.get("lastTimestamp"), series.get("lastObservedTime"), event.get("eventTime"),
@@ -56,7 +48,7 @@ def event_time(event: Obj) -> str:
     return ""
 
 
-def _condition(conditions: Any, type_: str) -> Obj | None:
+def _condition(conditions: Any, type_: str) -> Object | None:
     for condition in _list(conditions):
         if isinstance(condition, dict) and condition.get("type") == type_:
             return condition
@@ -69,15 +61,15 @@ class _Rollout:
     message: str
 
 
-def _controlled_by(obj: Obj, foo: Obj) -> bool:
-    foo_uid = _dict(foo.get("metadata")).get("uid")
+def _controlled_by(obj: Object, foo: Object) -> bool:
+    foo_uid = FooView(foo).uid
     for ref in _list(_dict(obj.get("metadata")).get("ownerReferences")):
-        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "Foo":
+        if isinstance(ref, dict) and ref.get("controller") and is_foo_reference(ref):
             return not foo_uid or ref.get("uid") == foo_uid
     return False
 
 
-def rollout(foo: Obj, deployment: Obj | None, deployment_name: str) -> _Rollout:
+def rollout(foo: Object, deployment: Object | None, deployment_name: str) -> _Rollout:
     """The Deployment's rollout as `kubectl rollout status` judges it, plus the Foo-level cases."""
     if deployment is None:
         if "observedGeneration" not in _dict(foo.get("status")):
@@ -86,13 +78,13 @@ def rollout(foo: Obj, deployment: Obj | None, deployment_name: str) -> _Rollout:
     if not _controlled_by(deployment, foo):
         return _Rollout("NotOwned", f'Resource "{deployment_name}" already exists and is not managed by Foo')
     metadata, spec, status = (_dict(deployment.get(k)) for k in ("metadata", "spec", "status"))
-    if _int(metadata.get("generation")) > _int(status.get("observedGeneration")):
+    if integer(metadata.get("generation")) > integer(status.get("observedGeneration")):
         return _Rollout("Pending", "waiting for the Deployment spec update to be observed")
     progressing = _condition(status.get("conditions"), "Progressing")
     if progressing is not None and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED:
         return _Rollout("Stalled", f'Deployment "{deployment_name}" exceeded its progress deadline')
-    wanted = _int(spec.get("replicas"), 1)
-    replicas, updated, available = (_int(status.get(k)) for k in ("replicas", "updatedReplicas", "availableReplicas"))
+    wanted = integer(spec.get("replicas"), 1)
+    replicas, updated, available = (integer(status.get(k)) for k in ("replicas", "updatedReplicas", "availableReplicas"))
     if updated < wanted:
         return _Rollout("Progressing", f"{updated} out of {wanted} new replicas have been updated")
     if replicas > updated:
@@ -102,11 +94,11 @@ def rollout(foo: Obj, deployment: Obj | None, deployment_name: str) -> _Rollout:
     return _Rollout("Complete", f'Deployment "{deployment_name}" successfully rolled out')
 
 
-def _pod_summary(pods: list[Obj]) -> tuple[Obj, Obj | None]:
+def _pod_summary(pods: list[Object]) -> tuple[Object, Object | None]:
     """Counts over the Pods, and the first container stuck for a reason that needs a human."""
     ready = pending = failed = restarts = 0
-    stuck: Obj | None = None
-    for pod in sorted(pods, key=lambda p: str(_dict(p.get("metadata")).get("name", ""))):
+    stuck: Object | None = None
+    for pod in sorted(pods, key=lambda p: ObjectView(p).name):
         status = _dict(pod.get("status"))
         phase = status.get("phase")
         pending += phase == "Pending"
@@ -115,10 +107,10 @@ def _pod_summary(pods: list[Obj]) -> tuple[Obj, Obj | None]:
         ready += condition is not None and condition.get("status") == "True"
         for container in _list(status.get("containerStatuses")):
             container = _dict(container)
-            restarts += _int(container.get("restartCount"))
+            restarts += integer(container.get("restartCount"))
             waiting = _dict(_dict(container.get("state")).get("waiting"))
             if stuck is None and waiting.get("reason") in _BAD_WAITING:
-                name = _dict(pod.get("metadata")).get("name", "")
+                name = ObjectView(pod).name
                 detail = f": {waiting['message']}" if waiting.get("message") else ""
                 stuck = {"reason": waiting["reason"], "source": "Pod",
                          "message": f"pod {name}: container {container.get('name', '')}: {waiting['reason']}{detail}"}
@@ -126,7 +118,7 @@ def _pod_summary(pods: list[Obj]) -> tuple[Obj, Obj | None]:
     return summary, stuck
 
 
-def _last_sync(foo: Obj, events: list[Obj]) -> str:
+def _last_sync(foo: Object, events: list[Object]) -> str:
     """The newest sign of a successful sync: a Synced event, or the time Ready turned True."""
     times = [event_time(e) for e in events if e.get("type") != "Warning" and e.get("reason") == "Synced"]
     ready = _condition(_dict(foo.get("status")).get("conditions"), "Ready")
@@ -136,8 +128,8 @@ def _last_sync(foo: Obj, events: list[Obj]) -> str:
     return max((t for t in times if t), default="")
 
 
-def _last_error(foo: Obj, deployment: Obj | None, rollout_: _Rollout, stuck: Obj | None,
-                events: list[Obj], last_sync: str) -> Obj | None:
+def _last_error(foo: Object, deployment: Object | None, rollout_: _Rollout, stuck: Object | None,
+                events: list[Object], last_sync: str) -> Object | None:
     """The most pressing current error, or the newest Warning event not followed by a good sync."""
     if rollout_.state == "NotOwned":
         return {"reason": "ErrResourceExists", "message": rollout_.message, "source": "Deployment"}
@@ -165,7 +157,7 @@ def _last_error(foo: Obj, deployment: Obj | None, rollout_: _Rollout, stuck: Obj
     return None
 
 
-def _health(desired: int, available: int, synced: bool, rollout_: _Rollout, error: Obj | None) -> Health:
+def _health(desired: int, available: int, synced: bool, rollout_: _Rollout, error: Object | None) -> Health:
     if rollout_.state in ("Missing", "NotOwned") or (desired > 0 and available == 0 and rollout_.state != "Pending"):
         return "Unavailable"
     if rollout_.state == "Pending":
@@ -177,9 +169,9 @@ def _health(desired: int, available: int, synced: bool, rollout_: _Rollout, erro
     return "Healthy"
 
 
-def _matching_events(foo: Obj, events: Iterable[Obj]) -> list[Obj]:
+def _matching_events(foo: Object, events: Iterable[Object]) -> list[Object]:
     """Events about this Foo; an event about an older Foo of the same name is not this one's."""
-    uid = _dict(foo.get("metadata")).get("uid")
+    uid = FooView(foo).uid
     out = []
     for event in events:
         involved = _dict(event.get("involvedObject") or event.get("regarding"))
@@ -189,33 +181,33 @@ def _matching_events(foo: Obj, events: Iterable[Obj]) -> list[Obj]:
     return out
 
 
-def foo_health(foo: Obj, deployment: Obj | None, pods: Iterable[Obj], events: Iterable[Obj],
-               *, resource_version: str = "") -> Obj:
+def foo_health(foo: Object, deployment: Object | None, pods: Iterable[Object], events: Iterable[Object],
+               *, resource_version: str = "") -> Object:
     """The FooHealth of a v1 Foo."""
-    metadata, spec, status = (_dict(foo.get(k)) for k in ("metadata", "spec", "status"))
-    template = _dict(spec.get("deployment"))
-    deployment_name = str(template.get("name") or "")
-    desired = _int(spec.get("replicas"), DEFAULT_REPLICAS)
+    view = FooView(foo)
+    metadata, status = view.metadata, view.status
+    deployment_name = view.deployment_name or ""
+    desired = view.replicas
     foo_events = _matching_events(foo, events)
     owned = deployment if deployment is not None and _controlled_by(deployment, foo) else None
     dep_status = _dict((owned or {}).get("status"))
     pod_list = list(pods) if owned is not None else []
     pod_summary, stuck = _pod_summary(pod_list)
     rollout_ = rollout(foo, deployment, deployment_name)
-    generation = _int(metadata.get("generation"), 0)
-    observed = _int(status.get("observedGeneration"), 0)
+    generation = view.generation or 0
+    observed = integer(status.get("observedGeneration"), 0)
     synced = "observedGeneration" in status and observed >= generation
     last_sync = _last_sync(foo, foo_events)
     error = _last_error(foo, deployment, rollout_, stuck, foo_events, last_sync)
-    available = _int(dep_status.get("availableReplicas"))
-    health_status: Obj = {
+    available = integer(dep_status.get("availableReplicas"))
+    health_status: Object = {
         "health": _health(desired, available, synced, rollout_, error),
         "deploymentName": deployment_name,
-        "image": str(template.get("image") or ""),
+        "image": view.image or "",
         "desiredReplicas": desired,
-        "replicas": _int(dep_status.get("replicas")),
-        "updatedReplicas": _int(dep_status.get("updatedReplicas")),
-        "readyReplicas": _int(dep_status.get("readyReplicas")),
+        "replicas": integer(dep_status.get("replicas")),
+        "updatedReplicas": integer(dep_status.get("updatedReplicas")),
+        "readyReplicas": integer(dep_status.get("readyReplicas")),
         "availableReplicas": available,
         "rollout": rollout_.state,
         "rolloutMessage": rollout_.message,
@@ -228,7 +220,7 @@ def foo_health(foo: Obj, deployment: Obj | None, pods: Iterable[Obj], events: It
         health_status["lastSyncTime"] = last_sync
     if error is not None:
         health_status["lastError"] = {k: v for k, v in error.items() if v != ""}
-    out_meta: Obj = {"name": metadata.get("name", ""), "namespace": metadata.get("namespace", "")}
+    out_meta: Object = {"name": view.name, "namespace": view.namespace}
     for key in ("creationTimestamp", "labels"):
         if metadata.get(key):
             out_meta[key] = metadata[key]

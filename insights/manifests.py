@@ -10,14 +10,13 @@ FooHealth is computed from, and roles that aggregate into the built-in view and 
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from fooapi import GROUP as FOO_GROUP
 from fooapi import PLURAL as FOO_PLURAL
+from fooapi.views import Object
 
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_PRIORITY_MINIMUM, VERSION, VERSION_PRIORITY
 
-Obj = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io/v1"
 APISERVICE_NAME = f"{VERSION}.{GROUP}"
 
@@ -27,12 +26,12 @@ def _b64(ca_bundle: bytes | str) -> str:
     return base64.b64encode(data).decode()
 
 
-def _service_account(name: str, namespace: str) -> Obj:
+def _service_account(name: str, namespace: str) -> Object:
     return {"kind": "ServiceAccount", "name": name, "namespace": namespace}
 
 
-def _meta(name: str, labels: dict[str, str] | None, namespace: str | None = None) -> Obj:
-    meta: Obj = {"name": name}
+def _meta(name: str, labels: dict[str, str] | None, namespace: str | None = None) -> Object:
+    meta: Object = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
     if labels:
@@ -41,7 +40,7 @@ def _meta(name: str, labels: dict[str, str] | None, namespace: str | None = None
 
 
 def api_service(*, namespace: str, service: str, ca_bundle: bytes | str, port: int = 443,
-                labels: dict[str, str] | None = None) -> Obj:
+                labels: dict[str, str] | None = None) -> Object:
     """`v1alpha1.insights.samplecontroller.k8s.io`, served by ``service`` and trusted through ``ca_bundle``."""
     return {
         "apiVersion": "apiregistration.k8s.io/v1",
@@ -59,7 +58,7 @@ def api_service(*, namespace: str, service: str, ca_bundle: bytes | str, port: i
 
 
 def auth_delegator_binding(*, name: str, namespace: str, service_account: str,
-                           labels: dict[str, str] | None = None) -> Obj:
+                           labels: dict[str, str] | None = None) -> Object:
     """Lets the service ask SubjectAccessReviews (and TokenReviews) of the cluster."""
     return {
         "apiVersion": RBAC, "kind": "ClusterRoleBinding",
@@ -70,7 +69,7 @@ def auth_delegator_binding(*, name: str, namespace: str, service_account: str,
 
 
 def authentication_reader_binding(*, name: str, namespace: str, service_account: str,
-                                  labels: dict[str, str] | None = None) -> Obj:
+                                  labels: dict[str, str] | None = None) -> Object:
     """Lets the service read kube-system/extension-apiserver-authentication (front-proxy trust)."""
     return {
         "apiVersion": RBAC, "kind": "RoleBinding",
@@ -81,7 +80,7 @@ def authentication_reader_binding(*, name: str, namespace: str, service_account:
     }
 
 
-def reader_cluster_role(*, name: str, labels: dict[str, str] | None = None) -> Obj:
+def reader_cluster_role(*, name: str, labels: dict[str, str] | None = None) -> Object:
     """What FooHealth is computed from: Foos, Deployments, Pods and Events, read-only."""
     read = ["get", "list", "watch"]
     return {
@@ -95,7 +94,7 @@ def reader_cluster_role(*, name: str, labels: dict[str, str] | None = None) -> O
     }
 
 
-def reader_binding(*, name: str, namespace: str, service_account: str, labels: dict[str, str] | None = None) -> Obj:
+def reader_binding(*, name: str, namespace: str, service_account: str, labels: dict[str, str] | None = None) -> Object:
     return {
         "apiVersion": RBAC, "kind": "ClusterRoleBinding",
         "metadata": _meta(f"{name}:insights-reader", labels),
@@ -104,7 +103,7 @@ def reader_binding(*, name: str, namespace: str, service_account: str, labels: d
     }
 
 
-def aggregate_to_view_role(*, name: str, labels: dict[str, str] | None = None) -> Obj:
+def aggregate_to_view_role(*, name: str, labels: dict[str, str] | None = None) -> Object:
     """Everyone with `view` (and so `edit` and `admin`) may read foohealths."""
     return {
         "apiVersion": RBAC, "kind": "ClusterRole",
@@ -114,7 +113,7 @@ def aggregate_to_view_role(*, name: str, labels: dict[str, str] | None = None) -
     }
 
 
-def aggregate_to_edit_role(*, name: str, labels: dict[str, str] | None = None) -> Obj:
+def aggregate_to_edit_role(*, name: str, labels: dict[str, str] | None = None) -> Object:
     """Everyone with `edit` (and so `admin`) may create fooreviews; like a dry run, they store nothing."""
     return {
         "apiVersion": RBAC, "kind": "ClusterRole",
@@ -126,7 +125,7 @@ def aggregate_to_edit_role(*, name: str, labels: dict[str, str] | None = None) -
 
 def aggregated_api_manifests(*, namespace: str, service: str, service_account: str, ca_bundle: bytes | str,
                              port: int = 443, name: str = "foo-operator",
-                             labels: dict[str, str] | None = None) -> list[Obj]:
+                             labels: dict[str, str] | None = None) -> list[Object]:
     """Everything above, in an order that applies cleanly (RBAC before the APIService goes live)."""
     return [
         auth_delegator_binding(name=name, namespace=namespace, service_account=service_account, labels=labels),

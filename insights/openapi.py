@@ -16,10 +16,9 @@ import orjson
 
 from fooapi.crd import openapi_schema
 from fooapi.models import FooV1
+from fooapi.views import Object
 
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, VERSION
-
-Obj = dict[str, Any]
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 OWN = "io.k8s.samplecontroller.insights." + VERSION
@@ -28,29 +27,29 @@ V3_PATH = f"apis/{GROUP}/{VERSION}"
 _REF = "#/ref/"
 
 
-def _ref(name: str, description: str = "") -> Obj:
+def _ref(name: str, description: str = "") -> Object:
     # A $ref cannot carry a description in OpenAPI; Kubernetes wraps it in allOf for that.
     if description:
         return {"allOf": [{"$ref": _REF + name}], "description": description, "default": {}}
     return {"$ref": _REF + name}
 
 
-def _string(description: str, **extra: Any) -> Obj:
+def _string(description: str, **extra: Any) -> Object:
     return {"type": "string", "description": description, **extra}
 
 
-def _integer(description: str) -> Obj:
+def _integer(description: str) -> Object:
     return {"type": "integer", "format": "int32", "description": description}
 
 
-def _object(description: str, properties: Obj, required: list[str] | None = None) -> Obj:
-    out: Obj = {"type": "object", "description": description, "properties": properties}
+def _object(description: str, properties: Object, required: list[str] | None = None) -> Object:
+    out: Object = {"type": "object", "description": description, "properties": properties}
     if required:
         out["required"] = required
     return out
 
 
-def _gvk(kind: str) -> list[Obj]:
+def _gvk(kind: str) -> list[Object]:
     return [{"group": GROUP, "version": VERSION, "kind": kind}]
 
 
@@ -58,14 +57,14 @@ _API_VERSION = _string("APIVersion defines the versioned schema of this represen
 _KIND = _string("Kind is a string value representing the REST resource this object represents.")
 
 
-def _top(kind: str, description: str, properties: Obj) -> Obj:
+def _top(kind: str, description: str, properties: Object) -> Object:
     schema = _object(description, {"apiVersion": _API_VERSION, "kind": _KIND,
                                    "metadata": _ref(OBJECT_META, "Standard object's metadata."), **properties})
     schema["x-kubernetes-group-version-kind"] = _gvk(kind)
     return schema
 
 
-def _list(kind: str, item: str) -> Obj:
+def _list(kind: str, item: str) -> Object:
     schema = _object(f"{kind} is a list of {item}.", {
         "apiVersion": _API_VERSION, "kind": _KIND,
         "metadata": _ref(LIST_META, "Standard list metadata."),
@@ -112,7 +111,7 @@ _FOO_HEALTH_STATUS = _object("What the cluster says about the Foo right now.", {
 _EMBEDDED_FOO = {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "x-kubernetes-embedded-resource": True}
 
 
-def _schemas() -> dict[str, Obj]:
+def _schemas() -> dict[str, Object]:
     foo_v1 = openapi_schema(FooV1)
     foo_v1["description"] = "The Foo after defaulting, at samplecontroller.k8s.io/v1, as admission would store it."
     foo_v1["x-kubernetes-embedded-resource"] = True
@@ -220,9 +219,9 @@ _TYPES = {"limit": "integer", "timeoutSeconds": "integer", "watch": "boolean", "
           "sendInitialEvents": "boolean"}
 
 
-def _parameter(name: str, where: str, description: str, v3: bool) -> Obj:
+def _parameter(name: str, where: str, description: str, v3: bool) -> Object:
     type_ = _TYPES.get(name, "string")
-    out: Obj = {"name": name, "in": where, "description": description, "required": where == "path"}
+    out: Object = {"name": name, "in": where, "description": description, "required": where == "path"}
     if v3:
         out["schema"] = {"type": type_}
     else:
@@ -231,9 +230,9 @@ def _parameter(name: str, where: str, description: str, v3: bool) -> Obj:
 
 
 def _operation(action: str, kind: str, operation_id: str, description: str, response: str, *, v3: bool,
-               path_params: tuple[str, ...], query: dict[str, str], code: str = "200") -> Obj:
+               path_params: tuple[str, ...], query: dict[str, str], code: str = "200") -> Object:
     ref = {"$ref": ("#/components/schemas/" if v3 else "#/definitions/") + f"{OWN}.{response}"}
-    operation: Obj = {
+    operation: Object = {
         "description": description, "operationId": operation_id, "tags": [f"insights_{VERSION}"],
         "parameters": [*(_parameter(p, "path", f"The {p} of the object.", v3) for p in path_params),
                        *(_parameter(n, "query", d, v3) for n, d in query.items())],
@@ -254,7 +253,7 @@ def _operation(action: str, kind: str, operation_id: str, description: str, resp
     return operation
 
 
-def _paths(v3: bool) -> Obj:
+def _paths(v3: bool) -> Object:
     health, review = FOO_HEALTHS.kind, FOO_REVIEWS.kind
     return {
         f"{_PREFIX}/{FOO_HEALTHS.name}": {"get": _operation(
@@ -298,7 +297,7 @@ def etag(document: bytes) -> str:
     return hashlib.sha512(document).hexdigest().upper()
 
 
-def openapi_v3_index() -> Obj:
+def openapi_v3_index() -> Object:
     """`/openapi/v3`: the group-versions this server owns, each with a content-addressed URL."""
     url = f"/openapi/v3/{V3_PATH}?hash={etag(openapi_v3_group_version())}"
     return {"paths": {V3_PATH: {"serverRelativeURL": url}}}

@@ -11,16 +11,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fooapi import API_VERSIONS, GROUP, HUB_API_VERSION, KIND, PLURAL, ConversionError, convert
+from fooapi import API_VERSIONS, CRD_NAME, GROUP, HUB_API_VERSION, KIND, ConversionError, convert
 from fooapi.errors import CauseType, FieldError, invalid, required
+from fooapi.views import Object
+from kube.admission import AdmissionRequest, Outcome
+from kube.foo_admission import mutate_foo, validate_foo
 from kube.status import Status, failure
 from kube.status import invalid as invalid_status
 
-from kube.admission import AdmissionRequest, Outcome
-from kube.foo_admission import mutate_foo, validate_foo
-from .resources import FOO_REVIEWS, GROUP as INSIGHTS_GROUP, GROUP_VERSION
+from .resources import FOO_REVIEWS, GROUP_VERSION
+from .resources import GROUP as INSIGHTS_GROUP
 
-Obj = dict[str, Any]
 OPERATIONS = ("CREATE", "UPDATE")
 
 
@@ -32,7 +33,7 @@ class ReviewError(Exception):
         self.status = status
 
 
-def apply_patch(document: Any, patch: list[Obj]) -> Any:
+def apply_patch(document: Any, patch: list[Object]) -> Any:
     """Apply the add/replace/remove JSONPatch ``admission.json_patch`` produces (object keys only)."""
     document = copy.deepcopy(document)
     for op in patch:
@@ -50,7 +51,7 @@ def apply_patch(document: Any, patch: list[Obj]) -> Any:
     return document
 
 
-def _spec_errors(review: Obj, namespace: str) -> tuple[Obj, list[FieldError]]:
+def _spec_errors(review: Object, namespace: str) -> tuple[Object, list[FieldError]]:
     spec = review.get("spec")
     if not isinstance(spec, dict):
         return {}, [required("spec", "a FooReview needs spec.object, the Foo to review")]
@@ -78,25 +79,25 @@ def _spec_errors(review: Obj, namespace: str) -> tuple[Obj, list[FieldError]]:
     return spec, errors
 
 
-def _in_namespace(foo: Obj, namespace: str) -> Obj:
+def _in_namespace(foo: Object, namespace: str) -> Object:
     metadata = foo.get("metadata")
     metadata = dict(metadata) if isinstance(metadata, dict) else {}
     metadata["namespace"] = namespace
     return {**foo, "metadata": metadata}
 
 
-def _admission_request(operation: str, foo: Obj, old: Obj | None, request_version: str) -> AdmissionRequest:
-    metadata: Obj = foo["metadata"] if isinstance(foo.get("metadata"), dict) else {}
+def _admission_request(operation: str, foo: Object, old: Object | None, request_version: str) -> AdmissionRequest:
+    metadata: Object = foo["metadata"] if isinstance(foo.get("metadata"), dict) else {}
     return AdmissionRequest(
         uid="fooreview", operation=operation, group=GROUP, version="v1", kind=KIND,
-        resource=f"{PLURAL}.{GROUP}", sub_resource="", request_version=request_version,
+        resource=CRD_NAME, sub_resource="", request_version=request_version,
         name=str(metadata.get("name") or ""), namespace=str(metadata.get("namespace") or ""),
         object=foo, old_object=old, dry_run=True, raw={},
     )
 
 
-def _verdict(outcome: Outcome, obj: Obj | None, patch: list[Obj], warnings: list[str]) -> Obj:
-    status: Obj = {"allowed": outcome.allowed}
+def _verdict(outcome: Outcome, obj: Object | None, patch: list[Object], warnings: list[str]) -> Object:
+    status: Object = {"allowed": outcome.allowed}
     if obj is not None:
         status["object"] = obj
     if patch:
@@ -115,7 +116,7 @@ def _verdict(outcome: Outcome, obj: Obj | None, patch: list[Obj], warnings: list
     return status
 
 
-def review(body: Any, namespace: str, *, default_image: str) -> Obj:
+def review(body: Any, namespace: str, *, default_image: str) -> Object:
     """The FooReview ``body`` answered: same metadata and spec, plus the verdict in status.
 
     Raises ReviewError (400 or 422) when the review itself is malformed; a bad Foo is a verdict.
@@ -126,7 +127,7 @@ def review(body: Any, namespace: str, *, default_image: str) -> Obj:
         raise ReviewError(failure(
             400, f"expected kind {FOO_REVIEWS.kind} of apiVersion {GROUP_VERSION}, "
                  f"got kind {body.get('kind')!r} of apiVersion {body.get('apiVersion')!r}"))
-    metadata: Obj = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
+    metadata: Object = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
     if metadata.get("namespace") not in (None, "", namespace):
         raise ReviewError(failure(
             400, "the namespace of the provided object does not match the namespace sent on the request"))
@@ -153,7 +154,7 @@ def review(body: Any, namespace: str, *, default_image: str) -> Obj:
     return _answer(body, metadata, namespace, _verdict(validation, defaulted, mutation.patch, warnings))
 
 
-def _answer(body: Obj, metadata: Obj, namespace: str, status: Obj) -> Obj:
+def _answer(body: Object, metadata: Object, namespace: str, status: Object) -> Object:
     out_meta = {**metadata, "namespace": namespace}
     out_meta.setdefault("creationTimestamp", None)
     return {"apiVersion": GROUP_VERSION, "kind": FOO_REVIEWS.kind, "metadata": out_meta,

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from fooapi import naming
+from fooapi.views import Object, ObjectView
 
 from .fields import FieldSelector, parse_field_selector
 from .labels import LabelSelector, SelectorError, go_quote, parse_label_selector
 
 __all__ = ["MAX_SELECTOR_LENGTH", "SelectorError", "Selectors", "parse_selectors"]
-
-Obj = dict[str, Any]
 
 # kube-apiserver has no cap of its own (Go's 1 MiB header limit bounds it); our HTTP parser stops a
 # request line at 8 KiB. 4 KiB per selector is far above what people and controllers send (label
@@ -27,9 +25,9 @@ Obj = dict[str, Any]
 MAX_SELECTOR_LENGTH = 4096
 
 # The fields every apiserver supports for every resource.
-FIELDS: dict[str, Callable[[Obj], str]] = {
-    "metadata.name": lambda o: str((o.get("metadata") or {}).get("name", "")),
-    "metadata.namespace": lambda o: str((o.get("metadata") or {}).get("namespace", "")),
+FIELDS: dict[str, Callable[[Object], str]] = {
+    "metadata.name": lambda o: ObjectView(o).name,
+    "metadata.namespace": lambda o: ObjectView(o).namespace,
 }
 
 
@@ -51,13 +49,13 @@ class Selectors:
                 raise SelectorError(f"{go_quote(requirement.field)} is not a known field selector: "
                                     f'only "metadata.name", "metadata.namespace"')
 
-    def matches(self, obj: Obj) -> bool:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
+    def matches(self, obj: Object) -> bool:
+        labels = ObjectView(obj).labels
         return self.labels.matches(labels) and all(
             (FIELDS.get(r.field, _unknown)(obj) == r.value) is (r.operator == "=") for r in self.fields.requirements)
 
 
-def _unknown(obj: Obj) -> str:
+def _unknown(obj: Object) -> str:
     return ""  # fields.Set.Get of a field the object does not have
 
 

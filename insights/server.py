@@ -7,8 +7,7 @@ import asyncio
 from aiohttp import web
 
 from kube.metrics import REGISTRY
-from kube.serving import (Readiness, ServingOptions, serve_until_stopped, serving_app, serving_metrics,
-                          stop_on_signals)
+from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_app, serving_metrics, stop_on_signals
 
 from . import setup_aggregated_api
 from .config import AggregatedConfig

@@ -6,7 +6,8 @@ import datetime
 from collections.abc import Iterable
 from typing import Any, Literal
 
-Obj = dict[str, Any]
+from fooapi.views import Object
+
 IncludeObject = Literal["None", "Metadata", "Object"]
 
 TABLE_API_VERSION = "meta.k8s.io/v1"
@@ -52,7 +53,7 @@ def parse_time(value: Any) -> datetime.datetime | None:
         parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
 
 
 def age(value: Any, now: datetime.datetime, missing: str = "<unknown>") -> str:
@@ -63,11 +64,11 @@ def age(value: Any, now: datetime.datetime, missing: str = "<unknown>") -> str:
     return human_duration((now - then).total_seconds())
 
 
-def _column(name: str, type_: str, description: str, priority: int = 0, format_: str = "") -> Obj:
+def _column(name: str, type_: str, description: str, priority: int = 0, format_: str = "") -> Object:
     return {"name": name, "type": type_, "format": format_, "description": description, "priority": priority}
 
 
-COLUMNS: list[Obj] = [
+COLUMNS: list[Object] = [
     _column("Name", "string", "Name of the Foo this health is about.", format_="name"),
     _column("Health", "string", "Healthy, Progressing, Degraded, Unavailable or Unknown."),
     _column("Ready", "string", "Ready replicas of the Deployment / replicas the Foo asks for."),
@@ -85,7 +86,7 @@ COLUMNS: list[Obj] = [
 ]
 
 
-def cells(health: Obj, now: datetime.datetime) -> list[Any]:
+def cells(health: Object, now: datetime.datetime) -> list[Any]:
     metadata, status = health.get("metadata", {}), health.get("status", {})
     error = status.get("lastError") or {}
     return [
@@ -106,7 +107,7 @@ def cells(health: Obj, now: datetime.datetime) -> list[Any]:
     ]
 
 
-def _row_object(obj: Obj, include: IncludeObject) -> Obj | None:
+def _row_object(obj: Object, include: IncludeObject) -> Object | None:
     if include == "None":
         return None
     if include == "Object":
@@ -114,18 +115,18 @@ def _row_object(obj: Obj, include: IncludeObject) -> Obj | None:
     return {"kind": "PartialObjectMetadata", "apiVersion": TABLE_API_VERSION, "metadata": obj.get("metadata", {})}
 
 
-def table(objects: Iterable[Obj], *, resource_version: str = "", include_object: IncludeObject = "Metadata",
-          headers: bool = True, now: datetime.datetime | None = None) -> Obj:
+def table(objects: Iterable[Object], *, resource_version: str = "", include_object: IncludeObject = "Metadata",
+          headers: bool = True, now: datetime.datetime | None = None) -> Object:
     """A Table of FooHealths; ``headers=False`` for every watch event after the first (as Kubernetes)."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     rows = []
     for obj in objects:
-        row: Obj = {"cells": cells(obj, now)}
+        row: Object = {"cells": cells(obj, now)}
         embedded = _row_object(obj, include_object)
         if embedded is not None:
             row["object"] = embedded
         rows.append(row)
     metadata = {"resourceVersion": resource_version} if resource_version else {}
-    out: Obj = {"kind": "Table", "apiVersion": TABLE_API_VERSION, "metadata": metadata, "rows": rows}
+    out: Object = {"kind": "Table", "apiVersion": TABLE_API_VERSION, "metadata": metadata, "rows": rows}
     out["columnDefinitions"] = COLUMNS if headers else []
     return out

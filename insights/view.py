@@ -16,49 +16,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fooapi import KIND
+from fooapi.views import BY_DEPLOYMENT, Object, ObjectView, deployment_index, namespaced_key, pod_foo_index
 from kube.informer import Store, object_key
 
-from .health import CONTROLLER_LABEL, foo_health
+from .health import foo_health
 
-log = logging.getLogger("insights.view")
+log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
 # Index names on the stores the view reads.
-BY_DEPLOYMENT = "deployment"  # Foos by "<ns>/<spec.deployment.name>"
-BY_CONTROLLER = "controller"  # Pods by "<ns>/<labels.controller>"
-BY_FOO = "foo"  # Events by "<ns>/<involvedObject.name>" for kind Foo
+# Index names on the Pod and Event stores (the Foo store's, BY_DEPLOYMENT, is fooapi's).
+BY_FOO = "foo"  # Pods by the Foo that labelled them; Events by "<ns>/<involvedObject.name>" for kind Foo
 
 
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def foo_deployment_index(foo: Obj) -> list[str]:
-    deployment = (foo.get("spec") or {}).get("deployment") if isinstance(foo.get("spec"), dict) else None
-    name = deployment.get("name") if isinstance(deployment, dict) else None
-    return [f"{_meta(foo).get('namespace', '')}/{name}"] if isinstance(name, str) and name else []
-
-
-def pod_controller_index(pod: Obj) -> list[str]:
-    controller = (_meta(pod).get("labels") or {}).get(CONTROLLER_LABEL)
-    return [f"{_meta(pod).get('namespace', '')}/{controller}"] if controller else []
-
-
-def event_foo_index(event: Obj) -> list[str]:
+def event_foo_index(event: Object) -> list[str]:
     involved = event.get("involvedObject") or event.get("regarding") or {}
-    if not isinstance(involved, dict) or involved.get("kind") != "Foo" or not involved.get("name"):
+    if not isinstance(involved, dict) or involved.get("kind") != KIND or not involved.get("name"):
         return []
-    namespace = involved.get("namespace") or _meta(event).get("namespace", "")
-    return [f"{namespace}/{involved['name']}"]
+    namespace = involved.get("namespace") or ObjectView(event).namespace
+    return [namespaced_key(namespace, involved["name"])]
 
 
-INDEXERS: dict[str, dict[str, Callable[[Obj], list[str]]]] = {
-    "foos": {BY_DEPLOYMENT: foo_deployment_index},
+INDEXERS: dict[str, dict[str, Callable[[Object], list[str]]]] = {
+    "foos": {BY_DEPLOYMENT: deployment_index},
     "deployments": {},
-    "pods": {BY_CONTROLLER: pod_controller_index},
+    "pods": {BY_FOO: pod_foo_index},
     "events": {BY_FOO: event_foo_index},
 }
 
@@ -70,8 +54,8 @@ class Change:
 
     resource_version: int
     type: EventType
-    old: Obj | None
-    new: Obj
+    old: Object | None
+    new: Object
 
 
 class Expired(Exception):
@@ -109,7 +93,7 @@ class Subscription:
             self.queue.put_nowait(None)
 
 
-def _without_version(health: Obj) -> Obj:
+def _without_version(health: Object) -> Object:
     meta = {k: v for k, v in health["metadata"].items() if k != "resourceVersion"}
     return {**health, "metadata": meta}
 
@@ -118,7 +102,7 @@ class HealthView:
     def __init__(self, foos: Store, deployments: Store, pods: Store, events: Store, *, history: int = 1024,
                  instance: int | None = None, synced: Callable[[], bool] = lambda: True) -> None:
         self.foos, self.deployments, self.pods, self.events = foos, deployments, pods, events
-        self._healths: dict[str, Obj] = {}
+        self._healths: dict[str, Object] = {}
         self._history: deque[Change] = deque(maxlen=history)
         self._subscribers: set[Subscription] = set()
         self._synced = synced
@@ -144,10 +128,10 @@ class HealthView:
     def resource_version(self) -> str:
         return str(self._counter)
 
-    def get(self, namespace: str, name: str) -> Obj | None:
+    def get(self, namespace: str, name: str) -> Object | None:
         return self._healths.get(f"{namespace}/{name}")
 
-    def healths(self, namespace: str | None = None) -> list[Obj]:
+    def healths(self, namespace: str | None = None) -> list[Object]:
         """FooHealths sorted by namespace then name (the order `kubectl get` shows)."""
         keys = sorted(self._healths)
         if namespace:
@@ -157,12 +141,12 @@ class HealthView:
 
     # ---- being told what changed ------------------------------------------------------------------
 
-    def handlers(self, kind: str) -> tuple[Callable[[Obj], None], Callable[[Obj, Obj], None], Callable[[Obj], None]]:
+    def handlers(self, kind: str) -> tuple[Callable[[Object], None], Callable[[Object, Object], None], Callable[[Object], None]]:
         """(on_add, on_update, on_delete) for the informer of ``kind`` (foos, deployments, pods, events)."""
         affected = {"foos": self._foo_keys, "deployments": self._deployment_foo_keys,
                     "pods": self._pod_foo_keys, "events": self._event_foo_keys}[kind]
 
-        def changed(*objects: Obj) -> None:
+        def changed(*objects: Object) -> None:
             keys: set[str] = set()
             for obj in objects:
                 keys.update(affected(obj))
@@ -171,16 +155,16 @@ class HealthView:
 
         return changed, changed, changed
 
-    def _foo_keys(self, foo: Obj) -> list[str]:
+    def _foo_keys(self, foo: Object) -> list[str]:
         return [object_key(foo)]
 
-    def _deployment_foo_keys(self, deployment: Obj) -> set[str]:
+    def _deployment_foo_keys(self, deployment: Object) -> set[str]:
         return self.foos.index_keys(BY_DEPLOYMENT, object_key(deployment))
 
-    def _pod_foo_keys(self, pod: Obj) -> list[str]:
-        return pod_controller_index(pod)
+    def _pod_foo_keys(self, pod: Object) -> list[str]:
+        return pod_foo_index(pod)
 
-    def _event_foo_keys(self, event: Obj) -> list[str]:
+    def _event_foo_keys(self, event: Object) -> list[str]:
         return event_foo_index(event)
 
     def _recompute(self, key: str) -> None:
@@ -191,12 +175,9 @@ class HealthView:
                 del self._healths[key]
                 self._publish("DELETED", old, {**old, "metadata": {**old["metadata"], "resourceVersion": self._next()}})
             return
-        namespace = _meta(foo).get("namespace", "")
-        deployment_name = next(iter(foo_deployment_index(foo)), None)
-        deployment = self.deployments.get(deployment_name) if deployment_name else None
-        name = _meta(foo).get("name", "")
-        health = foo_health(foo, deployment, self.pods.by_index(BY_CONTROLLER, f"{namespace}/{name}"),
-                            self.events.by_index(BY_FOO, key))
+        deployment_key = next(iter(deployment_index(foo)), None)
+        deployment = self.deployments.get(deployment_key) if deployment_key else None
+        health = foo_health(foo, deployment, self.pods.by_index(BY_FOO, key), self.events.by_index(BY_FOO, key))
         if old is not None and _without_version(old) == health:
             return
         health["metadata"]["resourceVersion"] = self._next()
@@ -207,7 +188,7 @@ class HealthView:
         self._counter += 1
         return str(self._counter)
 
-    def _publish(self, type_: EventType, old: Obj | None, new: Obj) -> None:
+    def _publish(self, type_: EventType, old: Object | None, new: Object) -> None:
         change = Change(self._counter, type_, old, new)
         self._history.append(change)
         for subscriber in list(self._subscribers):

@@ -11,22 +11,21 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from aiohttp import web
 
+from fooapi.views import Object
 from kube.status import failure
 
 from .resources import FOO_HEALTHS, GROUP_VERSION
 from .view import Change, Expired, HealthView, Subscription
 
-log = logging.getLogger("insights.watch")
+log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 # How an object goes on the wire: (health, is the first object of the stream) → JSON object.
-Render = Callable[[Obj, bool], Obj]
-Matches = Callable[[Obj], bool]
+Render = Callable[[Object, bool], Object]
+Matches = Callable[[Object], bool]
 JSON = "application/json"
 
 
@@ -40,7 +39,7 @@ class WatchOptions:
     idle_check: float = 2.0  # how often an idle watch checks whether its client is still there
 
 
-def event_for(change: Change, matches: Matches) -> tuple[str, Obj] | None:
+def event_for(change: Change, matches: Matches) -> tuple[str, Object] | None:
     """The watch event a change means to a watcher with this filter (objects moving in/out of it too)."""
     new_matches = matches(change.new)
     if change.type == "ADDED":
@@ -57,8 +56,8 @@ def event_for(change: Change, matches: Matches) -> tuple[str, Obj] | None:
     return None
 
 
-def bookmark(rv: str, initial_events_end: bool = False) -> Obj:
-    metadata: Obj = {"resourceVersion": rv}
+def bookmark(rv: str, initial_events_end: bool = False) -> Object:
+    metadata: Object = {"resourceVersion": rv}
     if initial_events_end:
         metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
     return {"kind": FOO_HEALTHS.kind, "apiVersion": GROUP_VERSION, "metadata": metadata}
@@ -69,7 +68,7 @@ class _Stream:
         self.response, self.render = response, render
         self.first = True
 
-    async def send(self, type_: str, obj: Obj) -> None:
+    async def send(self, type_: str, obj: Object) -> None:
         if type_ in ("ADDED", "MODIFIED", "DELETED"):
             obj = self.render(obj, self.first)
             self.first = False

@@ -18,7 +18,7 @@ from .cluster import RequestHeaderSource, health_informers, health_view, sar_aut
 from .config import AggregatedConfig
 from .view import HealthView
 
-log = logging.getLogger("insights")
+log = logging.getLogger(__name__)
 
 
 async def _not_connected(user: UserInfo, info: RequestInfo) -> Decision:

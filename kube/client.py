@@ -2,7 +2,8 @@
 
 kubernetes_asyncio brings the config loading, TLS and auth (tokens, exec plugins, in-cluster
 token refresh); we skip its typed models, which cost more than they give a controller. Every call
-passes the client-side QPS limiter and has a timeout; every failure is an ``ApiError``.
+passes the client-side QPS limiter and has a timeout; every failure is an ``ApiError``. The
+resources more than one process reads or writes are named here, once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from urllib.parse import quote
 
 import aiohttp
 from kubernetes_asyncio.client import ApiClient
+
+import fooapi
 
 from .ratelimit import TokenBucket
 
@@ -55,10 +58,22 @@ class Resource:
         return "/".join(parts)
 
 
+# The resources more than one process reads or writes, each named once.
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+PODS = Resource("", "v1", "pods", "Pod")
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
+
+
+def foos_at(version: str) -> Resource:
+    """Foos as served at ``version`` (each stored version is rewritten through its own)."""
+    return Resource(fooapi.GROUP, version, fooapi.PLURAL, fooapi.KIND)
+
+
+FOOS = foos_at(fooapi.HUB_VERSION)
 
 
 class ApiError(Exception):

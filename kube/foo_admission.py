@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fooapi import API_VERSIONS, GROUP, KIND, PLURAL, ConversionError, convert, default, validate
+from fooapi import API_VERSIONS, CRD_NAME, GROUP, KIND, ConversionError, convert, default, validate
 from fooapi.validation import deprecation_warnings, replicas_errors
 from kube.status import failure, invalid
 
 from .admission import AdmissionRequest, Outcome, allowed, denied, json_patch, misrouted, patched
 
-FOOS = f"{PLURAL}.{GROUP}"
 _WRITES = ("CREATE", "UPDATE")
 
 
@@ -40,12 +39,12 @@ def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
     webhooks run before the apiserver checks the CRD schema, whose bounds would otherwise answer
     first, one generic message per field instead of ours. foos/scale likewise.
     """
-    if request.resource != FOOS:
-        return misrouted(request, FOOS)
+    if request.resource != CRD_NAME:
+        return misrouted(request, CRD_NAME)
     if request.sub_resource == "scale":
         return _validate_scale(request)
     if request.sub_resource:
-        return misrouted(request, FOOS)
+        return misrouted(request, CRD_NAME)
     if request.operation not in _WRITES:
         return allowed()
     problem = _foo_or_denial(request, request.object)
@@ -71,12 +70,12 @@ def _in_requested_version(request: AdmissionRequest, obj: dict[str, Any]) -> dic
 
 def validate_foo(request: AdmissionRequest) -> Outcome:
     """All field errors at once as 422 Invalid, plus a warning for deprecated versions."""
-    if request.resource != FOOS:
-        return misrouted(request, FOOS)
+    if request.resource != CRD_NAME:
+        return misrouted(request, CRD_NAME)
     if request.sub_resource == "scale":
         return _validate_scale(request)
     if request.sub_resource:
-        return misrouted(request, FOOS)
+        return misrouted(request, CRD_NAME)
     if request.operation not in _WRITES:
         return allowed()
     problem = _foo_or_denial(request, request.object)

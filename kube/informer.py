@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from fooapi.views import Object
+
 from .client import ApiError, KubeClient, Resource
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 IndexFunc = Callable[[Object], Iterable[str]]
 AddHandler = Callable[[Object], None]
 UpdateHandler = Callable[[Object, Object], None]

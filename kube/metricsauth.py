@@ -24,7 +24,7 @@ from .client import ApiError, KubeClient
 from .http import status_response
 from .status import failure
 
-log = logging.getLogger("kube.metricsauth")
+log = logging.getLogger(__name__)
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

@@ -20,7 +20,7 @@ from .metrics import metrics_handler
 from .metricsauth import MetricsGuard, access_reviewer, token_reviewer
 from .tls import CertWatcher
 
-log = logging.getLogger("kube.metrics")
+log = logging.getLogger(__name__)
 
 
 class MetricsSetupError(Exception):

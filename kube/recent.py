@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .ratelimit import Clock
+from fooapi.views import Object
 
-Object = dict[str, Any]
+from .ratelimit import Clock
 
 
 def _rv(obj: Mapping[str, Any] | None) -> str | None:

@@ -27,7 +27,7 @@ from .status import failure
 from .tls import CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
-log = logging.getLogger("serving")
+log = logging.getLogger(__name__)
 
 # Above the apiserver's 90 s idle timeout: the client, not us, retires an idle connection, so it
 # never writes a request onto one we are closing (a lost POST).

@@ -23,7 +23,7 @@ from cryptography.x509.oid import NameOID
 
 from .tlspolicy import TLSPolicy
 
-log = logging.getLogger("webhook.tls")
+log = logging.getLogger(__name__)
 
 
 def _server_context(cert_file: Path, key_file: Path, policy: TLSPolicy) -> ssl.SSLContext:
@@ -123,7 +123,7 @@ def write_self_signed(directory: Path, host: str = "localhost", days: int = 365)
     metrics when given no certificate: callers authenticate with tokens, not by this identity."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     certificate = (
         x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
         .serial_number(x509.random_serial_number())

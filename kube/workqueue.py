@@ -6,6 +6,9 @@
 * ``add_after`` delays an add; ``add_rate_limited`` delays it by the rate limiter's answer
   (per-item exponential backoff combined with an overall token bucket by default).
 * ``shutdown`` stops new adds and wakes idle workers; ``drain`` waits for in-flight items.
+
+Time comes in through two seams, ``clock`` (now) and ``timers`` (call me after a delay), so tests
+drive delays on a fake clock instead of sleeping (client-go's queue takes a clock likewise).
 """
 
 from __future__ import annotations
@@ -13,13 +16,28 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Hashable
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Generic, Protocol, TypeVar
 
 from .metrics import Metrics
 from .ratelimit import Clock, RateLimiter, default_controller_rate_limiter
 
 T = TypeVar("T", bound=Hashable)
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Timers(Protocol):
+    """What schedules a delayed add: the running loop (``call_later``) or a test's fake clock."""
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
+
+
+class _LoopTimers:
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        return asyncio.get_running_loop().call_later(delay, callback)
 
 
 class ShutDown(Exception):
@@ -36,11 +54,13 @@ class WorkQueue(Generic[T]):
         rate_limiter: RateLimiter | None = None,
         metrics: Metrics | None = None,
         clock: Clock = time.monotonic,
+        timers: Timers | None = None,
     ) -> None:
         self.name = name
         self.rate_limiter: RateLimiter = rate_limiter or default_controller_rate_limiter()
         self._metrics = metrics
         self._clock = clock
+        self._timers: Timers = timers or _LoopTimers()
         self._queue: deque[T] = deque()
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
@@ -48,7 +68,7 @@ class WorkQueue(Generic[T]):
         self._started_at: dict[T, float] = {}
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
-        self._delayed: dict[T, tuple[float, asyncio.TimerHandle]] = {}
+        self._delayed: dict[T, tuple[float, Timer]] = {}
         self._shutting_down = False
 
     # ---- state -------------------------------------------------------------------------------
@@ -105,7 +125,7 @@ class WorkQueue(Generic[T]):
             if pending[0] <= ready_at:
                 return
             pending[1].cancel()
-        handle = asyncio.get_running_loop().call_later(delay, self._fire, item)
+        handle = self._timers.call_later(delay, lambda: self._fire(item))
         self._delayed[item] = (ready_at, handle)
 
     def _fire(self, item: T) -> None:

@@ -18,17 +18,24 @@ from aiohttp import web
 from fooapi import DEFAULT_IMAGE
 from kube import admission
 from kube.admission import AdmissionRequest, Outcome
+from kube.budget import ByteBudget, MiB, NeverFits, budget_for_memory_limit, parse_cost
 from kube.foo_admission import mutate_foo, validate_foo
-from kube.budget import MiB, ByteBudget, NeverFits, budget_for_memory_limit, parse_cost
-from kube.http import (BodyDeadlines, StatusError, check_json_content_type, gc_paused, json_response, parse_json,
-                       read_body)
+from kube.http import (
+    BodyDeadlines,
+    StatusError,
+    check_json_content_type,
+    gc_paused,
+    json_response,
+    parse_json,
+    read_body,
+)
 from kube.serving import Readiness, serving_app
 from kube.status import failure
 
 from . import conversion
 from .metrics import WebhookMetrics
 
-log = logging.getLogger("webhook")
+log = logging.getLogger(__name__)
 
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from fooapi import API_VERSIONS, KIND, ConversionError, convert
-
 from kube.review import review_request
 
 CONVERSION_API_VERSION = "apiextensions.k8s.io/v1"

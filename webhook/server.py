@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from certs.rotation import RotationPolicy
@@ -16,7 +16,7 @@ from kube.tls import CertWatcher
 from .app import Settings, build_app
 from .metrics import WebhookMetrics
 
-log = logging.getLogger("webhook")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,42 +46,68 @@ class ServerOptions(ServingOptions):
 async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT), then drain and return."""
     metrics = WebhookMetrics.create()
-    watcher = CertWatcher(
+    watcher = _certificate_watcher(options, metrics)
+    stop = stop or asyncio.Event()
+    stop_on_signals(stop)
+    rotation = await _start_rotation(options, watcher) if options.rotation is not None else None
+    try:
+        if rotation is not None and not await rotation.wrote_files(stop):
+            return
+        await _serve_app(options, settings, watcher, metrics, stop, background=rotation.tasks if rotation else [])
+    finally:
+        if rotation is not None:
+            await rotation.close()
+
+
+def _certificate_watcher(options: ServerOptions, metrics: WebhookMetrics) -> CertWatcher:
+    """The serving pair, reloaded when it changes; its expiry is a metric."""
+    return CertWatcher(
         options.cert_dir / options.cert_name,
         options.cert_dir / options.key_name,
         client_ca_file=options.client_ca_file,
         on_load=lambda cert: metrics.certificate_expiry.set(cert.not_valid_after_utc.timestamp()),
         policy=options.tls_policy,
     )
-    stop = stop or asyncio.Event()
-    stop_on_signals(stop)
+
+
+async def _serve_app(options: ServerOptions, settings: Settings, watcher: CertWatcher, metrics: WebhookMetrics,
+                     stop: asyncio.Event, *, background: list[asyncio.Task[None]]) -> None:
+    """The admission app on its TLS listener and the metrics listener, until ``stop``."""
     readiness = Readiness(checks=[lambda: watcher.loaded])
-    background: list[asyncio.Task[None]] = []
-    client: Any = None
-    if options.rotation is not None:
-        rotator, client = await _start_rotator(options, watcher)
-        background.append(asyncio.create_task(rotator.run(), name="cert-rotator"))
-        log.info("waiting for the certificate Secret", extra={"secret": f"{options.rotation.namespace}/{options.rotation.secret_name}"})
-        if not await _first_of(rotator.files_ready.wait(), stop.wait(), *background):
-            for task in background:
-                if task.done() and not task.cancelled() and task.exception() is not None:
-                    log.error("certificate rotation stopped", exc_info=task.exception())
-                task.cancel()
-            await client.close()
-            return
     app = build_app(settings, readiness=readiness, webhook_metrics=metrics)
-    try:
-        metrics_server = await serving_metrics(options, metrics.registry, name="webhook",
-                                               kubeconfig=options.rotation.kubeconfig if options.rotation
-                                               else options.kubeconfig)
-        await serve_until_stopped(app, options, watcher, stop, name="webhook", background=background,
-                                  metrics=metrics_server)
-    finally:
-        if client is not None:
-            await client.close()
+    kubeconfig = options.rotation.kubeconfig if options.rotation else options.kubeconfig
+    metrics_server = await serving_metrics(options, metrics.registry, name="webhook", kubeconfig=kubeconfig)
+    await serve_until_stopped(app, options, watcher, stop, name="webhook", background=background,
+                              metrics=metrics_server)
 
 
-async def _start_rotator(options: ServerOptions, watcher: CertWatcher) -> tuple[Any, Any]:
+@dataclass
+class _Rotation:
+    """The running certificate rotator (--cert-rotation) and the client it writes with."""
+
+    rotator: Any
+    client: Any
+    secret: str
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def wrote_files(self, stop: asyncio.Event) -> bool:
+        """Wait until the rotator has written the serving pair; False if stopped or it died first."""
+        log.info("waiting for the certificate Secret", extra={"secret": self.secret})
+        if await _first_of(self.rotator.files_ready.wait(), stop.wait(), *self.tasks):
+            return True
+        for task in self.tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("certificate rotation stopped", exc_info=task.exception())
+        return False
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.client.close()
+
+
+async def _start_rotation(options: ServerOptions, watcher: CertWatcher) -> _Rotation:
     """The Secret-backed rotator with a lease, so only one replica writes. Imported lazily: the
     Kubernetes client costs start-up time that a plain file-based webhook does not need."""
     from certs.rotator import BundleTargets, Rotator
@@ -100,7 +126,8 @@ async def _start_rotator(options: ServerOptions, watcher: CertWatcher) -> tuple[
         targets=BundleTargets(mutating=rotation.mutating, validating=rotation.validating, crd=rotation.crd,
                               apiservice=rotation.apiservice),
     )
-    return rotator, client
+    secret = f"{rotation.namespace}/{rotation.secret_name}"
+    return _Rotation(rotator, client, secret, [asyncio.create_task(rotator.run(), name="cert-rotator")])
 
 
 async def _first_of(ready: Any, stopped: Any, *tasks: asyncio.Task[None]) -> bool:

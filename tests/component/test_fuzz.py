@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.component.reviews import admission_review, conversion_review
-from tests.unit.foos import foo_v1, foo_v1alpha1
+from tests.objects import foo_v1, foo_v1alpha1
 from webhook.app import Settings, build_app
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))

@@ -9,10 +9,10 @@ from typing import Any
 
 import orjson
 
+from tests.objects import V1ALPHA1, foo_v1
 from webhook.app import BUDGET, Settings, build_app
 
 from .reviews import admission_review, conversion_review
-from tests.unit.foos import V1ALPHA1, foo_v1
 
 Client = Any
 

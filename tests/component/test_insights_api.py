@@ -27,12 +27,13 @@ from certs.authority import KeyPair, issue_client, issue_serving, new_ca
 from insights import AggregatedConfig
 from insights.authn import RequestHeaderConfig, UserInfo
 from insights.authz import Decision, RequestInfo
-from insights.view import HealthView
 from insights.server import build_app
+from insights.view import HealthView
+from tests.objects import deployment_of, foo_v1
 
 GV = "/apis/insights.samplecontroller.k8s.io/v1alpha1"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-NOW = datetime.datetime.now(datetime.timezone.utc)
+NOW = datetime.datetime.now(datetime.UTC)
 
 
 @dataclass(frozen=True)
@@ -64,35 +65,27 @@ def ts(seconds_ago: float) -> str:
     return (NOW - datetime.timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def foo(name: str, namespace: str = "ns", *, replicas: int = 2, labels: dict[str, str] | None = None,
-        generation: int = 1, observed: int | None = 1, uid: str | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid or f"uid-{name}", "generation": generation,
-                     "creationTimestamp": ts(600), "labels": labels or {}},
-        "spec": {"deployment": {"name": f"{name}-nginx", "image": "nginx:1.27"}, "replicas": replicas},
-        "status": {},
-    }
+def ready_foo(name: str, namespace: str = "ns", *, replicas: int = 2, labels: dict[str, str] | None = None,
+              generation: int = 1, observed: int | None = 1, uid: str | None = None) -> dict[str, Any]:
+    """A Foo made ten minutes ago; with ``observed``, its controller reported it Ready two minutes ago."""
+    status: dict[str, Any] = {}
     if observed is not None:
-        obj["status"] = {"observedGeneration": observed, "conditions": [
+        status = {"observedGeneration": observed, "conditions": [
             {"type": "Ready", "status": "True", "reason": "ReplicasAvailable", "message": "",
              "lastTransitionTime": ts(120)}]}
-    return obj
+    built = foo_v1(name, namespace=namespace, image="nginx:1.27", replicas=replicas, uid=uid or f"uid-{name}",
+                   generation=generation, labels=labels or {}, status=status)
+    built["metadata"]["creationTimestamp"] = ts(600)
+    return built
 
 
-def deployment(foo_obj: dict[str, Any], *, available: int | None = None) -> dict[str, Any]:
-    replicas = foo_obj["spec"]["replicas"]
+def rolled_out(foo: dict[str, Any], *, available: int | None = None) -> dict[str, Any]:
+    """The Deployment of ``foo``, rolled out, with ``available`` of its replicas available (all by default)."""
+    replicas = foo["spec"]["replicas"]
     available = replicas if available is None else available
-    meta = foo_obj["metadata"]
-    return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": foo_obj["spec"]["deployment"]["name"], "namespace": meta["namespace"], "generation": 1,
-                     "ownerReferences": [{"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-                                          "name": meta["name"], "uid": meta["uid"], "controller": True}]},
-        "spec": {"replicas": replicas},
-        "status": {"observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas,
-                   "readyReplicas": available, "availableReplicas": available},
-    }
+    return deployment_of(foo, generation=1, status={
+        "observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas,
+        "readyReplicas": available, "availableReplicas": available})
 
 
 class FakeRbac:
@@ -242,7 +235,7 @@ async def test_user_groups_and_extra_come_from_the_headers(insights: Insights) -
 
 
 async def test_user_without_rbac_is_forbidden_in_kubernetes_words(insights: Insights, view: HealthView) -> None:
-    add(view, foo("x"))
+    add(view, ready_foo("x"))
     status, body = await insights.json(f"{GV}/namespaces/ns/foohealths/x", user="bob")
     assert status == 403
     assert body["reason"] == "Forbidden"
@@ -274,7 +267,7 @@ def names(body: dict[str, Any]) -> list[str]:
 async def test_a_user_allowed_one_name_lists_that_one_only_whatever_the_field_selector(
         insights: Insights, view: HealthView, field_selector: str, status: int, listed: list[str] | None,
         asked_about: str) -> None:
-    add(view, foo("allowed"), foo("secret"))
+    add(view, ready_foo("allowed"), ready_foo("secret"))
     insights.rbac.allow("bob", "list", "foohealths", name="allowed")
     got, body = await insights.json(f"{GV}/namespaces/ns/foohealths?fieldSelector={quote(field_selector, safe='')}",
                                     user="bob")
@@ -375,8 +368,8 @@ async def test_openapi_v3_index_points_at_a_content_addressed_document(insights:
 
 
 async def test_get_returns_the_live_health_and_404_names_the_missing_one(insights: Insights, view: HealthView) -> None:
-    foo_obj = foo("web", replicas=3)
-    add(view, foo_obj, deployment(foo_obj, available=3))
+    foo_obj = ready_foo("web", replicas=3)
+    add(view, foo_obj, rolled_out(foo_obj, available=3))
     insights.rbac.allow("alice", "get", "foohealths")
     status, health = await insights.json(f"{GV}/namespaces/ns/foohealths/web")
     assert status == 200
@@ -389,7 +382,7 @@ async def test_get_returns_the_live_health_and_404_names_the_missing_one(insight
 
 
 async def test_list_filters_by_namespace_and_label_selector(insights: Insights, view: HealthView) -> None:
-    add(view, foo("a", labels={"tier": "web"}), foo("b", labels={"tier": "db"}), foo("c", "other", labels={"tier": "web"}))
+    add(view, ready_foo("a", labels={"tier": "web"}), ready_foo("b", labels={"tier": "db"}), ready_foo("c", "other", labels={"tier": "web"}))
     insights.rbac.allow("alice", "list", "foohealths")
     insights.rbac.allow("alice", "list", "foohealths", "")
     _, items = await insights.json(f"{GV}/namespaces/ns/foohealths")
@@ -418,7 +411,7 @@ async def test_selectors_that_do_not_parse_are_bad_requests_in_apimachinerys_wor
 
 
 async def test_list_pages_with_limit_and_continue(insights: Insights, view: HealthView) -> None:
-    add(view, *(foo(f"f{i}") for i in range(5)))
+    add(view, *(ready_foo(f"f{i}") for i in range(5)))
     insights.rbac.allow("alice", "list", "foohealths")
     _, page = await insights.json(f"{GV}/namespaces/ns/foohealths?limit=2")
     names = [i["metadata"]["name"] for i in page["items"]]
@@ -429,8 +422,8 @@ async def test_list_pages_with_limit_and_continue(insights: Insights, view: Heal
 
 
 async def test_table_has_on_call_columns_and_wide_ones_at_priority_one(insights: Insights, view: HealthView) -> None:
-    foo_obj = foo("web", replicas=3)
-    add(view, foo_obj, deployment(foo_obj, available=1))
+    foo_obj = ready_foo("web", replicas=3)
+    add(view, foo_obj, rolled_out(foo_obj, available=1))
     insights.rbac.allow("alice", "list", "foohealths")
     status, headers, body = await insights.call(f"{GV}/namespaces/ns/foohealths",
                                                 headers={"Accept": f"{TABLE},application/json"})
@@ -482,14 +475,14 @@ async def _watch(insights: Insights, query: str, headers: dict[str, str] | None 
 async def test_watch_streams_added_modified_deleted_as_the_cluster_changes(insights: Insights,
                                                                            view: HealthView) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
-    foo_obj = foo("web", replicas=2)
+    foo_obj = ready_foo("web", replicas=2)
     add(view, foo_obj)
     response = await _watch(insights, "")
     try:
         assert response.status == 200
         [added] = await _read_events(response, 1)
         assert added["type"] == "ADDED" and added["object"]["status"]["rollout"] == "Missing"
-        add(view, deployment(foo_obj, available=2))
+        add(view, rolled_out(foo_obj, available=2))
         [modified] = await _read_events(response, 1)
         assert modified["type"] == "MODIFIED" and modified["object"]["status"]["health"] == "Healthy"
         assert int(modified["object"]["metadata"]["resourceVersion"]) > int(added["object"]["metadata"]["resourceVersion"])
@@ -503,9 +496,9 @@ async def test_watch_streams_added_modified_deleted_as_the_cluster_changes(insig
 async def test_watch_resumes_from_a_resource_version_and_old_ones_expire(insights: Insights, view: HealthView) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
     insights.rbac.allow("alice", "list", "foohealths")
-    add(view, foo("a"))
+    add(view, ready_foo("a"))
     _, listed = await insights.json(f"{GV}/namespaces/ns/foohealths")
-    add(view, foo("b"))
+    add(view, ready_foo("b"))
     response = await _watch(insights, f"resourceVersion={listed['metadata']['resourceVersion']}")
     try:
         [event] = await _read_events(response, 1)
@@ -524,11 +517,11 @@ async def test_watch_resumes_from_a_resource_version_and_old_ones_expire(insight
 async def test_watch_label_selector_turns_leaving_objects_into_deletions(insights: Insights,
                                                                          view: HealthView) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
-    add(view, foo("a", labels={"team": "x"}))
+    add(view, ready_foo("a", labels={"team": "x"}))
     response = await _watch(insights, "labelSelector=team%3Dx")
     try:
         assert (await _read_events(response, 1))[0]["type"] == "ADDED"
-        add(view, foo("a", labels={"team": "y"}))
+        add(view, ready_foo("a", labels={"team": "y"}))
         [event] = await _read_events(response, 1)
         assert event["type"] == "DELETED"
     finally:
@@ -537,7 +530,7 @@ async def test_watch_label_selector_turns_leaving_objects_into_deletions(insight
 
 async def test_watch_sends_bookmarks_and_the_initial_events_end_marker(insights: Insights, view: HealthView) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
-    add(view, foo("a"))
+    add(view, ready_foo("a"))
     response = await _watch(insights, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
     try:
         added, end, idle = await _read_events(response, 3)
@@ -551,7 +544,7 @@ async def test_watch_sends_bookmarks_and_the_initial_events_end_marker(insights:
 
 async def test_watch_as_table_sends_column_definitions_only_first(insights: Insights, view: HealthView) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
-    add(view, foo("a"), foo("b"))
+    add(view, ready_foo("a"), ready_foo("b"))
     response = await _watch(insights, "", headers={"Accept": TABLE})
     try:
         first, second = await _read_events(response, 2)

@@ -13,7 +13,7 @@ import pytest
 
 from certs.__main__ import main as certs_main
 from tests.component.reviews import admission_review
-from tests.unit.foos import foo_v1
+from tests.objects import foo_v1
 from webhook.app import Settings
 from webhook.server import ServerOptions, serve
 

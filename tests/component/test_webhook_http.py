@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from tests.component.reviews import admission_review, conversion_review, decoded_patch
-from tests.unit.foos import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from kube.metricsserver import metrics_app
 from kube.serving import READINESS
+from tests.component.reviews import admission_review, conversion_review, decoded_patch
+from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from webhook.app import METRICS, Settings, build_app
 
 Client = TestClient  # type: ignore[type-arg]

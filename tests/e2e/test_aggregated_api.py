@@ -17,7 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from hack.netns import NetNamespace
 from hack.procs import Component
 from hack.product import LocalProduct
 from insights.manifests import APISERVICE_NAME, aggregated_api_manifests
+from tests.e2e.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP = "insights.samplecontroller.k8s.io"
@@ -52,18 +53,6 @@ class Insights:
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
         return self.plane.kubectl(*args, check=check, input=input)
-
-
-def _wait(what: str, ready: Callable[[], bool], timeout: float = 60, interval: float = 0.5,
-          server: Component | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if server is not None:
-            server.check_alive()
-        if time.monotonic() > deadline:
-            logs = server.describe_log(60) if server is not None else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{logs}")
-        time.sleep(interval)
 
 
 def _apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
@@ -139,7 +128,7 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
                 except OSError:
                     return False
 
-            _wait("the insights server's /readyz inside the network namespace", ready, interval=0.05, server=server)
+            wait_for("the insights server's /readyz inside the network namespace", ready, interval=0.05, server=server)
             print(f"insights server ready {time.monotonic() - started:.2f}s after start")
             yield Insights(plane=plane, netns=netns, ca_pem=ca.cert_pem, workdir=workdir, server=server)
         finally:
@@ -158,7 +147,7 @@ def _available(insights: Insights) -> bool:
 @pytest.fixture(scope="module")
 def available(insights: Insights) -> Insights:
     began = time.monotonic()
-    _wait("the APIService to become Available", lambda: _available(insights), timeout=90, server=insights.server)
+    wait_for("the APIService to become Available", lambda: _available(insights), timeout=90, server=insights.server)
     print(f"APIService Available {time.monotonic() - began:.1f}s after the insights server was ready")
     return insights
 
@@ -234,7 +223,7 @@ def test_kube_apiservers_aggregated_discovery_lists_our_group_and_resources(avai
                 for version in group["versions"] if version["version"] == "v1alpha1"
                 for r in version.get("resources") or []}
 
-    _wait(f"{GROUP} in kube-apiserver's aggregated discovery", lambda: bool(our_resources()), timeout=60)
+    wait_for(f"{GROUP} in kube-apiserver's aggregated discovery", lambda: bool(our_resources()), timeout=60)
     assert our_resources() == {"foohealths", "fooreviews"}
 
 
@@ -242,7 +231,7 @@ def test_kubectl_explain_reads_our_openapi(available: Insights) -> None:
     def explained() -> bool:
         return available.kubectl("explain", "foohealth.status.rollout", check=False).returncode == 0
 
-    _wait("kubectl explain foohealth (OpenAPI v3 aggregated)", explained, timeout=90)
+    wait_for("kubectl explain foohealth (OpenAPI v3 aggregated)", explained, timeout=90)
     out = available.kubectl("explain", "foohealth").stdout
     assert "KIND:       FooHealth" in out and f"GROUP:      {GROUP}" in out
     assert "live health of one Foo" in out
@@ -257,7 +246,7 @@ def test_kubectl_get_foohealths_shows_the_on_call_table(available: Insights, nam
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("web", replicas=2, labels={"tier": "front"}))
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("lonely", replicas=1))
     _run_like_the_controller(available, namespace, "web", 2)
-    _wait("foohealth/web to be Healthy (kwok runs the Pods)",
+    wait_for("foohealth/web to be Healthy (kwok runs the Pods)",
           lambda: _health(available, namespace, "web").get("status", {}).get("health") == "Healthy", timeout=90)
 
     table = available.kubectl("get", "foohealths", "-n", namespace).stdout.splitlines()
@@ -281,7 +270,7 @@ def test_a_missing_foohealth_is_not_found(available: Insights, namespace: str) -
 
 def test_watch_reports_changes_of_the_underlying_objects(available: Insights, namespace: str) -> None:
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("watched", replicas=1))
-    _wait("foohealth/watched", lambda: bool(_health(available, namespace, "watched")))
+    wait_for("foohealth/watched", lambda: bool(_health(available, namespace, "watched")))
     path = f"/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths?watch=1&timeoutSeconds=20"
     watch = subprocess.Popen([str(available.plane.bin.kubectl), f"--kubeconfig={available.plane.kubeconfig}",
                               "get", "--raw", path], stdout=subprocess.PIPE, text=True, env=available.plane.env())
@@ -367,7 +356,7 @@ def test_rbac_on_the_new_resources_reaches_users_through_view_and_edit(available
         f'"foohealths" in API group "{GROUP}" in the namespace "{namespace}"')
     # `view` gains foohealths through the aggregate-to-view ClusterRole.
     available.kubectl("create", "rolebinding", "bob-view", "--clusterrole=view", "--user=bob", "-n", namespace)
-    _wait("bob to be allowed (the view role aggregates foohealths)",
+    wait_for("bob to be allowed (the view role aggregates foohealths)",
           lambda: available.kubectl("get", "foohealths", "-n", namespace, "--as=bob", check=False).returncode == 0,
           timeout=60)
     out = available.kubectl("get", "foohealths", "-n", namespace, "--as=bob").stdout
@@ -388,7 +377,7 @@ def test_rbac_on_the_new_resources_reaches_users_through_view_and_edit(available
                                                                "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}))
         return result.returncode == 0 and json.loads(result.stdout)["status"]["allowed"] is False
 
-    _wait("bob to be allowed to create fooreviews through edit", reviewed, timeout=60)
+    wait_for("bob to be allowed to create fooreviews through edit", reviewed, timeout=60)
 
 
 def test_our_own_subject_access_review_guards_requests_that_skip_the_apiserver(available: Insights,
@@ -415,7 +404,7 @@ def test_our_own_subject_access_review_guards_requests_that_skip_the_apiserver(a
     assert body["message"] == (f'foohealths.{GROUP} is forbidden: User "carol" cannot list resource "foohealths" '
                                f'in API group "{GROUP}" in the namespace "{namespace}"')
     available.kubectl("create", "rolebinding", "carol-view", "--clusterrole=view", "--user=carol", "-n", namespace)
-    _wait("carol's SubjectAccessReview to allow (after the 10 s denial cache)", lambda: call("carol")[0] == 200,
+    wait_for("carol's SubjectAccessReview to allow (after the 10 s denial cache)", lambda: call("carol")[0] == 200,
           timeout=60)
     assert call("carol")[1]["kind"] == "FooHealthList"
 
@@ -491,7 +480,7 @@ def test_a_user_allowed_one_name_lists_only_that_one_whatever_the_field_selector
     same parse, or a selector one reads differently from the other lists objects the user may not see."""
     for name in ("allowed", "secret"):
         available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo(name))
-    _wait("both foohealths", lambda: bool(_health(available, namespace, "allowed"))
+    wait_for("both foohealths", lambda: bool(_health(available, namespace, "allowed"))
           and bool(_health(available, namespace, "secret")))
     available.kubectl("create", "role", "one-health", "-n", namespace, "--verb=list",
                       f"--resource=foohealths.{GROUP}", "--resource-name=allowed")
@@ -505,7 +494,7 @@ def test_a_user_allowed_one_name_lists_only_that_one_whatever_the_field_selector
             return result.returncode, [], result.stderr.strip()
         return 0, [i["metadata"]["name"] for i in json.loads(result.stdout)["items"]], ""
 
-    _wait("dana's list of the one name to be allowed (RBAC, then our 10 s denial cache)",
+    wait_for("dana's list of the one name to be allowed (RBAC, then our 10 s denial cache)",
           lambda: listed("metadata.name=allowed")[0] == 0, timeout=60)
     assert listed("metadata.name=allowed")[1] == ["allowed"]
     code, _, error = listed("")

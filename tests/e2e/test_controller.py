@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from fooapi.crd import CRD_NAME, crd_manifest
-from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane, free_port
+from tests.e2e.waiting import wait_for
+from tests.objects import foo_v1
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "foo-operator-controller"
@@ -38,18 +39,6 @@ def get(plane: LocalControlPlane, *args: str, check: bool = True) -> dict[str, A
 def apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
     document = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
     plane.kubectl("apply", "-f", "-", input=json.dumps(document))
-
-
-def foo(name: str, namespace: str, *, deployment: str | None = None, replicas: int = 1, image: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"deployment": {"name": deployment or f"{name}-nginx"}, "replicas": replicas}
-    if image is not None:
-        spec["deployment"]["image"] = image
-    return {
-        "apiVersion": "samplecontroller.k8s.io/v1",
-        "kind": "Foo",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
 
 
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -111,6 +100,17 @@ class Controller:
             if series == (f"{metric}{{{wanted}}}" if labels else metric):
                 return float(value)
         return None
+
+    def reconciles(self) -> float:
+        """controller_runtime_reconcile_total of the Foo controller, whatever the result."""
+        _, text = self._get(self.metrics_port, "/metrics")
+        return sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
+                   if line.startswith('controller_runtime_reconcile_total{controller="foo",'))
+
+    def idle(self) -> bool:
+        """Nothing queued and no reconcile running: what the controller was told, it has done."""
+        return (self.metric("workqueue_depth", name="foo") == 0
+                and self.metric("controller_runtime_active_workers", controller="foo") == 0)
 
     def check_alive(self) -> None:
         assert self.proc is not None
@@ -182,7 +182,7 @@ def deployment_of(plane: LocalControlPlane, namespace: str, name: str) -> dict[s
 
 @pytest.mark.smoke
 def test_a_new_foo_gets_sample_controllers_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo("example", namespace, replicas=2, image="nginx:1.27"))
+    apply(control_plane, foo_v1("example", namespace=namespace, replicas=2, image="nginx:1.27"))
     the_foo = get(control_plane, "foo", "example", "-n", namespace)
     assert the_foo is not None
 
@@ -215,7 +215,7 @@ def test_a_new_foo_gets_sample_controllers_deployment(control_plane: LocalContro
 
 @pytest.mark.smoke
 def test_scaling_the_foo_scales_the_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo("scaled", namespace, replicas=1))
+    apply(control_plane, foo_v1("scaled", namespace=namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "scaled-nginx"))
 
     control_plane.kubectl("scale", "foo/scaled", "--replicas=3", "-n", namespace)
@@ -227,7 +227,7 @@ def test_scaling_the_foo_scales_the_deployment(control_plane: LocalControlPlane,
 
 
 def test_a_hand_edited_deployment_is_reverted(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo("edited", namespace, replicas=2))
+    apply(control_plane, foo_v1("edited", namespace=namespace, replicas=2))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "edited-nginx"))
 
     control_plane.kubectl("scale", "deployment/edited-nginx", "--replicas=5", "-n", namespace)
@@ -247,7 +247,7 @@ def test_a_hand_edited_deployment_is_reverted(control_plane: LocalControlPlane, 
 
 @pytest.mark.smoke
 def test_foo_status_follows_the_real_rollout(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo("rolled", namespace, replicas=3))
+    apply(control_plane, foo_v1("rolled", namespace=namespace, replicas=3))
 
     def ready_foo() -> dict[str, Any] | None:
         the_foo = get(control_plane, "foo", "rolled", "-n", namespace)
@@ -275,18 +275,34 @@ def test_foo_status_follows_the_real_rollout(control_plane: LocalControlPlane, n
     )
 
 
+def _rolled_out_and_reported(plane: LocalControlPlane, namespace: str, name: str) -> bool:
+    """The Deployment has finished rolling out and the Foo's status says so: nothing left to change."""
+    current, deployment = get(plane, "foo", name, "-n", namespace) or {}, deployment_of(plane, namespace, f"{name}-nginx")
+    if deployment is None:
+        return False
+    rolled_out = (deployment.get("status", {}).get("observedGeneration") == deployment["metadata"]["generation"]
+                  and condition(deployment, "Progressing").get("reason") == "NewReplicaSetAvailable")
+    reported = (current.get("status", {}).get("observedGeneration") == current["metadata"].get("generation")
+                and condition(current, "Ready").get("status") == "True"
+                and condition(current, "Progressing").get("reason") == "NewReplicaSetAvailable")
+    return rolled_out and reported
+
+
 def test_a_quiet_foo_costs_no_writes(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo("quiet", namespace, replicas=1))
-    wait_for(
-        "the Foo to become Ready",
-        lambda: condition(get(control_plane, "foo", "quiet", "-n", namespace) or {}, "Ready").get("status") == "True",
-        timeout=90,
-    )
-    time.sleep(2)  # let the last watch events settle
-    before = (get(control_plane, "foo", "quiet", "-n", namespace) or {})["metadata"]["resourceVersion"]
+    apply(control_plane, foo_v1("quiet", namespace=namespace, replicas=1))
+    wait_for("the rollout, reported in the Foo's status",
+             lambda: _rolled_out_and_reported(control_plane, namespace, "quiet"), timeout=90)
+    wait_for("the controller to be idle", controller.idle)
     deployment_before = (deployment_of(control_plane, namespace, "quiet-nginx") or {})["metadata"]["resourceVersion"]
-    time.sleep(10)
-    assert (get(control_plane, "foo", "quiet", "-n", namespace) or {})["metadata"]["resourceVersion"] == before
+    reconciles = controller.reconciles()
+
+    # A change that is not the controller's business makes it look again; looking costs no write.
+    control_plane.kubectl("label", "foo", "quiet", "looked-at=yes", "-n", namespace)
+    labelled = (get(control_plane, "foo", "quiet", "-n", namespace) or {})["metadata"]["resourceVersion"]
+    wait_for("the controller to reconcile the labelled Foo", lambda: controller.reconciles() > reconciles)
+    wait_for("the controller to be idle again", controller.idle)
+
+    assert (get(control_plane, "foo", "quiet", "-n", namespace) or {})["metadata"]["resourceVersion"] == labelled
     assert (deployment_of(control_plane, namespace, "quiet-nginx") or {})["metadata"]["resourceVersion"] == deployment_before
 
 
@@ -295,7 +311,7 @@ def test_a_foreign_deployment_is_left_alone_and_reported(control_plane: LocalCon
     before = deployment_of(control_plane, namespace, "taken")
     assert before is not None
 
-    apply(control_plane, foo("intruder", namespace, deployment="taken", replicas=4))
+    apply(control_plane, foo_v1("intruder", namespace=namespace, deployment="taken", replicas=4))
 
     events = wait_for(
         "the ErrResourceExists event",
@@ -327,7 +343,7 @@ def test_a_foreign_deployment_is_left_alone_and_reported(control_plane: LocalCon
 
 @pytest.mark.smoke
 def test_deleting_the_foo_garbage_collects_its_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo("doomed", namespace))
+    apply(control_plane, foo_v1("doomed", namespace=namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "doomed-nginx"))
 
     control_plane.kubectl("delete", "foo", "doomed", "-n", namespace)
@@ -337,7 +353,7 @@ def test_deleting_the_foo_garbage_collects_its_deployment(control_plane: LocalCo
 
 
 def test_foreground_deletion_is_not_fought(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo("careful", namespace))
+    apply(control_plane, foo_v1("careful", namespace=namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "careful-nginx"))
 
     # The Foo stays (with a deletionTimestamp) until the collector removed the Deployment;
@@ -345,7 +361,7 @@ def test_foreground_deletion_is_not_fought(control_plane: LocalControlPlane, nam
     control_plane.kubectl("delete", "foo", "careful", "-n", namespace, "--cascade=foreground", "--timeout=60s")
 
     assert get(control_plane, "foo", "careful", "-n", namespace, check=False) is None
-    time.sleep(2)
+    wait_for("the controller to be idle", controller.idle)
     assert deployment_of(control_plane, namespace, "careful-nginx") is None
 
 
@@ -368,7 +384,7 @@ def test_one_of_two_controllers_leads_and_the_other_takes_over(
     leader, standby = (a, b) if leader_id == "ctl-a" else (b, a)
     assert leader.metric("leader_election_master_status", name=LEASE) == 1
     assert standby.metric("leader_election_master_status", name=LEASE) == 0
-    apply(control_plane, foo("first", namespace))
+    apply(control_plane, foo_v1("first", namespace=namespace, replicas=1))
     wait_for("the leader's Deployment", lambda: deployment_of(control_plane, namespace, "first-nginx"))
     assert standby.metric("controller_runtime_reconcile_total", controller="foo", result="success") is None
 
@@ -380,7 +396,7 @@ def test_one_of_two_controllers_leads_and_the_other_takes_over(
     # 15 s lease; the standby's retry period (2 s, jittered up to 2.2x) bounds the slack.
     assert took <= 15 + 2 * 2.2 + 1, f"takeover took {took:.1f}s"
     print(f"\nfailover after SIGKILL: {took:.1f}s (lease 15s)")
-    apply(control_plane, foo("second", namespace))
+    apply(control_plane, foo_v1("second", namespace=namespace, replicas=1))
     wait_for("the new leader's Deployment", lambda: deployment_of(control_plane, namespace, "second-nginx"))
 
     # A graceful stop hands the lease over at once.
@@ -400,7 +416,7 @@ def standby_id(ctl: Controller) -> str:
 
 
 def test_sigterm_finishes_in_flight_work_and_exits_zero(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, *(foo(f"busy-{i}", namespace) for i in range(10)))
+    apply(control_plane, *(foo_v1(f"busy-{i}", namespace=namespace, replicas=1) for i in range(10)))
     assert controller.terminate() == 0
     log = controller.log_tail(200)
     assert "stopping workers" in log and "stopped" in log
@@ -408,13 +424,13 @@ def test_sigterm_finishes_in_flight_work_and_exits_zero(control_plane: LocalCont
 
 
 def test_converges_after_kube_apiserver_restarts(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo("survivor", namespace, replicas=1))
+    apply(control_plane, foo_v1("survivor", namespace=namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "survivor-nginx"))
 
     control_plane.restart_apiserver()
 
     control_plane.kubectl("scale", "foo/survivor", "--replicas=2", "-n", namespace)
-    apply(control_plane, foo("newcomer", namespace, replicas=1))
+    apply(control_plane, foo_v1("newcomer", namespace=namespace, replicas=1))
     wait_for(
         "the scale to reach the Deployment",
         lambda: (deployment_of(control_plane, namespace, "survivor-nginx") or {}).get("spec", {}).get("replicas") == 2,
@@ -459,7 +475,7 @@ def test_convergence_time_for_100_foos(control_plane: LocalControlPlane, namespa
         control_plane.kubectl("delete", "namespace", baseline_ns, "--wait=false", check=False)
 
     # 100 Foos waiting for a controller, as after an install or a long outage.
-    apply(control_plane, *(foo(f"bulk-{i}", namespace) for i in range(count)))
+    apply(control_plane, *(foo_v1(f"bulk-{i}", namespace=namespace, replicas=1) for i in range(count)))
     ctl = Controller(control_plane, namespace, "--namespace", namespace).start()
     controllers.append(ctl)
     began = time.monotonic()

@@ -26,19 +26,17 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from fooapi.crd import CRD_NAME
-from tests.e2e.waiting import wait_for
+from fooapi.views import Object
 from hack.binaries import BUILD_SCRIPT, find_binaries
 from hack.cluster import LocalControlPlane
 from hack.procs import Component, wait_until
 from hack.product import LocalProduct
-
-Object = dict[str, Any]
+from tests.e2e.waiting import wait_for
 
 FOOS = 20
 NAMESPACE = "switch-from-sample-controller"

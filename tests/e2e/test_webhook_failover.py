@@ -266,7 +266,7 @@ class EndpointsController:
                                    server_hostname=SERVICE_HOST,
                                    timeout=aiohttp.ClientTimeout(total=1.0)) as response:
                 return response.status, await response.text()
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             return None
 
     async def metrics(self, session: aiohttp.ClientSession, replica: Replica) -> dict[str, float] | None:
@@ -275,7 +275,7 @@ class EndpointsController:
             async with session.get(f"http://{replica.ip}:{METRICS_PORT}/metrics",
                                    timeout=aiohttp.ClientTimeout(total=1.0)) as response:
                 answer = response.status, await response.text()
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             return None
         if answer[0] != 200:
             return None

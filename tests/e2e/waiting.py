@@ -7,18 +7,24 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from hack.procs import Component
+
 T = TypeVar("T")
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.25) -> T:
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.25, *,
+             server: Component | None = None) -> T:
     """Poll ``probe`` until it answers something truthy and return that; fail naming ``what``.
 
     A kubectl that fails (e.g. NotFound while the object is being created) counts as "not yet";
-    its error is what the failure message shows as last seen.
+    its error is what the failure message shows as last seen. With ``server``, a server that
+    exits fails the wait at once, and a timeout shows the end of its log.
     """
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:
+        if server is not None:
+            server.check_alive()
         try:
             value = probe()
         except subprocess.CalledProcessError as exc:
@@ -28,5 +34,6 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, in
                 return value
             last = value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last saw: {last!r}")
+            logs = f"\n{server.describe_log(60)}" if server is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last saw: {last!r}{logs}")
         time.sleep(interval)

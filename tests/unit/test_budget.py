@@ -9,10 +9,10 @@ import tracemalloc
 import orjson
 import pytest
 
+from bench.foos import conversion_of
 from kube.budget import ByteBudget, MiB, NeverFits, budget_for_memory_limit, parse_cost
 from tests.component.reviews import admission_review
-from bench.foos import conversion_of
-from tests.unit.foos import foo_v1
+from tests.objects import foo_v1
 
 N = 512 * 1024
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hack import gen_crd
-
 from fooapi.crd import API_APPROVAL, CRD_NAME, crd_manifest
+from hack import gen_crd
 from webhook.manifests import service_client_config
 
 from .test_chart import NAMESPACE, SERVICE, find, render

@@ -12,16 +12,16 @@ from cryptography.hazmat.primitives import serialization
 from certs.authority import service_dns_names
 from controller.settings import parse as parse_controller_flags
 from insights.__main__ import parse_args as parse_insights_flags
+from insights.manifests import aggregated_api_manifests
 from kube.tlspolicy import parse_tls_policy
 from webhook.__main__ import parse_args as parse_webhook_flags
-from webhook.server import RotationOptions
-from insights.manifests import aggregated_api_manifests
 from webhook.manifests import (
     CONFIGURATION_NAME,
     mutating_configuration,
     service_client_config,
     validating_configuration,
 )
+from webhook.server import RotationOptions
 
 from .test_chart import (
     MODES,

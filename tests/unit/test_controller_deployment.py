@@ -7,31 +7,19 @@ from typing import Any
 
 import pytest
 
-from controller.controller import deployment_index, owning_foo_key
+from controller.controller import owning_foo_key
 from controller.deployment import desired_deployment, drift_patch, is_controlled_by
+from fooapi.views import deployment_index
+from tests.objects import foo_v1
 
 UID = "6b8e5b0c-1f0e-4c38-9d61-0f6a5f5a0001"
 
 
-def foo(
-    name: str = "example-foo",
-    *,
-    deployment: str | None = "example-foo",
-    image: str | None = None,
-    replicas: int | None = 1,
-    namespace: str = "default",
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if deployment is not None or image is not None:
-        spec["deployment"] = {k: v for k, v in (("name", deployment), ("image", image)) if v is not None}
-    if replicas is not None:
-        spec["replicas"] = replicas
-    return {
-        "apiVersion": "samplecontroller.k8s.io/v1",
-        "kind": "Foo",
-        "metadata": {"name": name, "namespace": namespace, "uid": UID, "generation": 1, "resourceVersion": "7"},
-        "spec": spec,
-    }
+def example_foo(name: str = "example-foo", *, deployment: str | None = "example-foo", image: str | None = None,
+                replicas: int | None = 1, namespace: str = "default") -> dict[str, Any]:
+    """The Foo of sample-controller's example, as the informer caches it."""
+    return foo_v1(name, namespace=namespace, deployment=deployment, image=image, replicas=replicas, uid=UID,
+                  generation=1, resource_version="7")
 
 
 # What sample-controller's newDeployment(foo) serialises to for the same Foo, spelled out
@@ -65,15 +53,15 @@ SAMPLE_CONTROLLER_DEPLOYMENT = {
 
 
 def test_desired_deployment_of_an_unchanged_foo_is_exactly_sample_controllers() -> None:
-    assert desired_deployment(foo()) == SAMPLE_CONTROLLER_DEPLOYMENT
+    assert desired_deployment(example_foo()) == SAMPLE_CONTROLLER_DEPLOYMENT
 
 
 def test_desired_deployment_defaults_image_and_replicas_like_the_webhook() -> None:
-    assert desired_deployment(foo(replicas=None)) == SAMPLE_CONTROLLER_DEPLOYMENT
+    assert desired_deployment(example_foo(replicas=None)) == SAMPLE_CONTROLLER_DEPLOYMENT
 
 
 def test_desired_deployment_pod_template_has_one_container_and_nothing_else() -> None:
-    template = desired_deployment(foo(image="nginx:1.27", replicas=3))["spec"]["template"]
+    template = desired_deployment(example_foo(image="nginx:1.27", replicas=3))["spec"]["template"]
     assert template == {
         "metadata": {"labels": {"app": "nginx", "controller": "example-foo"}},
         "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]},
@@ -81,12 +69,12 @@ def test_desired_deployment_pod_template_has_one_container_and_nothing_else() ->
 
 
 def test_desired_deployment_uses_a_chart_configured_default_image() -> None:
-    built = desired_deployment(foo(), default_image="registry.local/nginx:stable")
+    built = desired_deployment(example_foo(), default_image="registry.local/nginx:stable")
     assert built["spec"]["template"]["spec"]["containers"] == [{"name": "nginx", "image": "registry.local/nginx:stable"}]
 
 
 def test_desired_deployment_does_not_share_label_dicts_between_selector_and_template() -> None:
-    built = desired_deployment(foo())
+    built = desired_deployment(example_foo())
     assert built["spec"]["selector"]["matchLabels"] is not built["spec"]["template"]["metadata"]["labels"]
 
 
@@ -112,7 +100,7 @@ def deployment_owned_by(uid: str | None, *, api_version: str = "samplecontroller
     ids=["v1-ref", "v1alpha1-ref", "other-uid", "not-controller", "no-owner"],
 )
 def test_ownership_is_decided_by_the_controller_refs_uid(deployment: dict[str, Any], owned: bool) -> None:
-    assert is_controlled_by(deployment, foo()) is owned
+    assert is_controlled_by(deployment, example_foo()) is owned
 
 
 def live(replicas: int = 1, image: str = "nginx:latest", **container: Any) -> dict[str, Any]:
@@ -131,21 +119,21 @@ def live(replicas: int = 1, image: str = "nginx:latest", **container: Any) -> di
 @pytest.mark.parametrize(
     ("the_foo", "deployment", "patch"),
     [
-        (foo(), live(), None),
-        (foo(replicas=3), live(1), {"spec": {"replicas": 3}}),
-        (foo(replicas=1), live(5), {"spec": {"replicas": 1}}),
+        (example_foo(), live(), None),
+        (example_foo(replicas=3), live(1), {"spec": {"replicas": 3}}),
+        (example_foo(replicas=1), live(5), {"spec": {"replicas": 1}}),
         (
-            foo(image="nginx:1.27"),
+            example_foo(image="nginx:1.27"),
             live(),
             {"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}}},
         ),
         (
-            foo(image="nginx:1.27", replicas=2),
+            example_foo(image="nginx:1.27", replicas=2),
             live(4, "nginx:1.25"),
             {"spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}}},
         ),
         # Fields the apiserver defaulted or a user added are nobody's drift.
-        (foo(), live(env=[{"name": "A", "value": "1"}]), None),
+        (example_foo(), live(env=[{"name": "A", "value": "1"}]), None),
     ],
     ids=["in-sync", "scale-up", "hand-scaled", "image", "both", "extra-fields"],
 )
@@ -158,13 +146,13 @@ def test_drift_patch_touches_only_replicas_and_the_nginx_image(
 def test_drift_patch_never_adds_a_missing_nginx_container() -> None:
     deployment = live()
     deployment["spec"]["template"]["spec"]["containers"] = [{"name": "web", "image": "httpd"}]
-    assert drift_patch(foo(image="nginx:1.27"), deployment) is None
+    assert drift_patch(example_foo(image="nginx:1.27"), deployment) is None
 
 
 def test_a_deployment_without_replicas_counts_as_one() -> None:
     deployment = live()
     del deployment["spec"]["replicas"]
-    assert drift_patch(foo(replicas=1), deployment) is None
+    assert drift_patch(example_foo(replicas=1), deployment) is None
 
 
 def test_deployment_events_map_to_the_owning_foo_whatever_version_its_ref_names() -> None:
@@ -176,13 +164,13 @@ def test_deployment_events_map_to_the_owning_foo_whatever_version_its_ref_names(
 
 
 def test_foos_are_indexed_by_the_deployment_they_name() -> None:
-    assert deployment_index(foo(deployment="web")) == ["default/web"]
-    assert deployment_index(foo(deployment=None)) == []
+    assert deployment_index(example_foo(deployment="web")) == ["default/web"]
+    assert deployment_index(example_foo(deployment=None)) == []
 
 
 
 def test_the_deployment_we_build_is_controlled_by_its_foo() -> None:
-    assert is_controlled_by(desired_deployment(foo()), foo())
+    assert is_controlled_by(desired_deployment(example_foo()), example_foo())
 
 
 def test_the_cached_projection_of_a_deployment_answers_every_question_the_controller_asks() -> None:
@@ -200,7 +188,7 @@ def test_the_cached_projection_of_a_deployment_answers_every_question_the_contro
         ],
     }  # fmt: skip
     projected = deployment_projection(copy.deepcopy(full))
-    the_foo = foo(replicas=2, image="nginx:1.27")
+    the_foo = example_foo(replicas=2, image="nginx:1.27")
     assert is_controlled_by(projected, the_foo) == is_controlled_by(full, the_foo)
     assert drift_patch(the_foo, projected) == drift_patch(the_foo, full)
     now = "2025-01-01T00:00:00Z"
@@ -212,7 +200,7 @@ def test_the_cached_projection_of_a_deployment_answers_every_question_the_contro
 def test_the_cached_foo_drops_kubectls_last_applied_copy_and_managed_fields() -> None:
     from controller.controller import foo_projection
 
-    the_foo = foo()
+    the_foo = example_foo()
     the_foo["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{...}", "keep": "me"}
     the_foo["metadata"]["managedFields"] = [{}]
     projected = foo_projection(the_foo)

@@ -16,22 +16,18 @@ from kube.client import ApiError, Resource
 from kube.informer import Store
 from kube.metrics import metrics_for
 from kube.workqueue import WorkQueue
+from tests.objects import foo_v1
 
 UID = "uid-foo"
 DEPLOYMENT_UID = "uid-deployment"
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def foo(replicas: int = 2, image: str = "nginx:latest", generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "samplecontroller.k8s.io/v1",
-        "kind": "Foo",
-        "metadata": {"name": "f", "namespace": "ns", "uid": UID, "generation": generation, "resourceVersion": "1"},
-        "spec": {"deployment": {"name": "web", "image": image}, "replicas": replicas},
-    }
-    if status is not None:
-        obj["status"] = status
-    return obj
+def cached_foo(replicas: int = 2, image: str = "nginx:latest", generation: int = 1,
+               status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Foo ns/f in the informer's cache."""
+    return foo_v1("f", namespace="ns", deployment="web", image=image, replicas=replicas, uid=UID,
+                  generation=generation, resource_version="1", status=status)
 
 
 class FakeApi:
@@ -107,7 +103,7 @@ def live_deployment(replicas: int = 2, image: str = "nginx:latest", owner_uid: s
 
 
 def synced_status(replicas: int = 2, available: int = 2) -> dict[str, Any]:
-    reconciler, api, _ = world(foo(replicas), live_deployment(replicas, available=available))
+    reconciler, api, _ = world(cached_foo(replicas), live_deployment(replicas, available=available))
     return reconciler_status(reconciler)
 
 
@@ -126,7 +122,7 @@ async def test_a_foo_that_is_gone_is_done_without_writes() -> None:
 
 
 async def test_a_foo_being_deleted_gets_no_new_deployment() -> None:
-    deleting = foo()
+    deleting = cached_foo()
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
     reconciler, api, _ = world(deleting)
     assert await reconciler.reconcile("ns/f") == Done("Foo is being deleted")
@@ -134,7 +130,7 @@ async def test_a_foo_being_deleted_gets_no_new_deployment() -> None:
 
 
 async def test_a_missing_deployment_is_created_then_status_written_and_synced_recorded() -> None:
-    reconciler, api, events = world(foo())
+    reconciler, api, events = world(cached_foo())
     outcome = await reconciler.reconcile("ns/f")
     assert isinstance(outcome, Done)
     assert [w[:2] for w in api.writes] == [("create", "deployments"), ("patch-status", "foos")]
@@ -146,14 +142,14 @@ async def test_a_missing_deployment_is_created_then_status_written_and_synced_re
 
 
 async def test_a_second_reconcile_before_the_cache_sees_our_create_does_not_create_again() -> None:
-    reconciler, api, _ = world(foo())
+    reconciler, api, _ = world(cached_foo())
     await reconciler.reconcile("ns/f")
     await reconciler.reconcile("ns/f")  # caches still empty/stale
     assert [w[0] for w in api.writes] == ["create", "patch-status"]
 
 
 async def test_a_converged_foo_costs_zero_writes_and_zero_events() -> None:
-    reconciler, api, events = world(foo(status=synced_status()), live_deployment())
+    reconciler, api, events = world(cached_foo(status=synced_status()), live_deployment())
     assert await reconciler.reconcile("ns/f") == Done("in sync")
     assert api.writes == [] and events.recorded == []
 
@@ -169,20 +165,20 @@ async def test_a_converged_foo_costs_zero_writes_and_zero_events() -> None:
     ids=["replicas", "image"],
 )
 async def test_drift_is_reverted_with_a_patch_of_only_that_field_on_the_deployment_judged(deployment: dict[str, Any], patch: dict[str, Any]) -> None:
-    reconciler, api, events = world(foo(status=synced_status()), deployment)
+    reconciler, api, events = world(cached_foo(status=synced_status()), deployment)
     assert isinstance(await reconciler.reconcile("ns/f"), Done)
     assert api.writes[0] == ("patch", "deployments", patch)
     assert ("Normal", "Synced", "Foo synced successfully") in events.recorded
 
 
 async def test_sample_controllers_deployment_is_adopted_without_any_change() -> None:
-    reconciler, api, _ = world(foo(status=synced_status()), live_deployment(owner_version="v1alpha1"))
+    reconciler, api, _ = world(cached_foo(status=synced_status()), live_deployment(owner_version="v1alpha1"))
     assert await reconciler.reconcile("ns/f") == Done("in sync")
     assert api.writes == []
 
 
 async def test_a_foreign_deployment_is_left_alone_and_reported() -> None:
-    reconciler, api, events = world(foo(), live_deployment(replicas=7, owner_uid=None))
+    reconciler, api, events = world(cached_foo(), live_deployment(replicas=7, owner_uid=None))
     outcome = await reconciler.reconcile("ns/f")
     assert outcome == PermanentFailure("ErrResourceExists", 'Resource "web" already exists and is not managed by Foo')
     assert [w[0] for w in api.writes] == ["patch-status"]  # the Deployment is never written
@@ -192,7 +188,7 @@ async def test_a_foreign_deployment_is_left_alone_and_reported() -> None:
 
 
 async def test_a_deployment_owned_by_a_previous_foo_of_the_same_name_is_foreign() -> None:
-    reconciler, api, _ = world(foo(), live_deployment(owner_uid="uid-of-a-deleted-foo"))
+    reconciler, api, _ = world(cached_foo(), live_deployment(owner_uid="uid-of-a-deleted-foo"))
     assert isinstance(await reconciler.reconcile("ns/f"), PermanentFailure)
     assert all(w[0] == "patch-status" for w in api.writes)
 
@@ -206,7 +202,7 @@ async def test_a_deployment_owned_by_a_previous_foo_of_the_same_name_is_foreign(
 async def test_a_foo_the_schema_would_refuse_gets_no_deployment_write_and_says_why(
         spec: dict[str, Any], message: str) -> None:
     # As if stored where no webhook looked (an excluded namespace, before the CRD had bounds).
-    the_foo = foo()
+    the_foo = cached_foo()
     the_foo["spec"].update(spec)
     reconciler, api, _ = world(the_foo, live_deployment())
     outcome = await reconciler.reconcile("ns/f")
@@ -218,7 +214,7 @@ async def test_a_foo_the_schema_would_refuse_gets_no_deployment_write_and_says_w
 
 
 async def test_a_foo_without_deployment_name_fails_for_good() -> None:
-    the_foo = foo()
+    the_foo = cached_foo()
     the_foo["spec"]["deployment"] = {}
     reconciler, _, _ = world(the_foo)
     assert await reconciler.reconcile("ns/f") == PermanentFailure("InvalidSpec", "spec.deployment.name must be specified")
@@ -237,7 +233,7 @@ async def test_a_foo_without_deployment_name_fails_for_good() -> None:
     ids=["already-exists", "server-error", "unreachable", "throttled", "invalid", "conflict"],
 )
 async def test_api_errors_become_typed_outcomes(verb: str, error: ApiError, expected: type) -> None:
-    reconciler, api, _ = world(foo())
+    reconciler, api, _ = world(cached_foo())
     api.fail[verb] = error
     outcome = await reconciler.reconcile("ns/f")
     assert isinstance(outcome, expected)
@@ -246,7 +242,7 @@ async def test_api_errors_become_typed_outcomes(verb: str, error: ApiError, expe
 
 
 async def test_a_status_write_for_a_foo_deleted_meanwhile_is_done() -> None:
-    reconciler, api, _ = world(foo(), live_deployment())
+    reconciler, api, _ = world(cached_foo(), live_deployment())
     api.fail["patch-status"] = ApiError(404, {"reason": "NotFound"})
     assert await reconciler.reconcile("ns/f") == Done("Foo is gone")
 
@@ -269,7 +265,7 @@ def controller_with(outcome: Any) -> tuple[FooController, WorkQueue[str], Events
     events = Events()
     controller = FooController(None, events, metrics=metrics_for(registry))  # type: ignore[arg-type]
     controller.reconciler = Scripted(outcome)  # type: ignore[assignment]
-    controller.foos.store.put("ns/f", foo())
+    controller.foos.store.put("ns/f", cached_foo())
     queue: WorkQueue[str] = WorkQueue("foo")
     return controller, queue, events, registry
 
@@ -324,8 +320,8 @@ async def drained(queue: WorkQueue[str]) -> list[str]:
 
 async def test_a_new_term_queues_every_cached_foo() -> None:
     controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
-    controller.foos.store.put("ns/f", foo())
-    controller.foos.store.put("ns/g", foo())
+    controller.foos.store.put("ns/f", cached_foo())
+    controller.foos.store.put("ns/g", cached_foo())
     queue = controller.start_workers()
     assert await drained(queue) == ["ns/f", "ns/g"]
     await controller.stop_workers()
@@ -333,10 +329,10 @@ async def test_a_new_term_queues_every_cached_foo() -> None:
 
 
 async def test_deployment_events_enqueue_the_owner_and_any_foo_naming_it() -> None:
-    from controller.controller import deployment_index
+    from fooapi.views import deployment_index
 
     controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
-    named_web = {**foo(), "metadata": {**foo()["metadata"], "name": "g", "uid": "uid-g"}}
+    named_web = {**cached_foo(), "metadata": {**cached_foo()["metadata"], "name": "g", "uid": "uid-g"}}
     named_web["spec"] = {"deployment": {"name": "web"}}
     controller.foos.store.put("ns/g", named_web)
     assert deployment_index(named_web) == ["ns/web"]
@@ -355,5 +351,5 @@ async def test_deployment_events_enqueue_the_owner_and_any_foo_naming_it() -> No
 
 async def test_no_keys_are_queued_while_not_leading() -> None:
     controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
-    controller._on_foo(foo())  # no term, no queue: nothing to do, nothing kept
+    controller._on_foo(cached_foo())  # no term, no queue: nothing to do, nothing kept
     assert controller.queue is None

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from fooapi import ConversionError, convert
 from fooapi.conversion import CONVERSION_ANNOTATION
-from tests.unit.foos import V1, V1ALPHA1, foo_v1, foo_v1alpha1
+from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 
 
 def test_sample_controller_foo_converts_to_v1() -> None:

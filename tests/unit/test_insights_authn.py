@@ -39,7 +39,7 @@ def test_the_aggregator_certificate_makes_the_header_user() -> None:
 
 def _client_cert(not_before: datetime.timedelta, not_after: datetime.timedelta) -> bytes:
     """The aggregator's certificate, valid from now + not_before to now + not_after."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     valid = issue_client(FRONT_PROXY_CA, common_name="front-proxy-client").certificate
     builder = (x509.CertificateBuilder().subject_name(valid.subject).issuer_name(FRONT_PROXY_CA.certificate.subject)
                .public_key(valid.public_key()).serial_number(x509.random_serial_number())
@@ -144,7 +144,7 @@ def test_the_config_map_source_updates_the_authenticator_and_the_tls_ca_file(tmp
 def test_a_trusted_certificates_verdict_ends_at_its_not_after_on_a_kept_alive_connection() -> None:
     # A kept-alive connection presents the same certificate on every request, for as long as it
     # lives: the cached "trusted" must not outlive the certificate.
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     peer = _client_cert(datetime.timedelta(minutes=-1), datetime.timedelta(seconds=30))
     clock = [now]
     authenticator = Authenticator(CONFIG, clock=lambda: clock[0])
@@ -157,7 +157,7 @@ def test_a_trusted_certificates_verdict_ends_at_its_not_after_on_a_kept_alive_co
 
 
 def test_a_certificate_not_yet_valid_is_trusted_once_it_is() -> None:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     peer = _client_cert(datetime.timedelta(seconds=10), datetime.timedelta(hours=1))
     clock = [now]
     authenticator = Authenticator(CONFIG, clock=lambda: clock[0])

@@ -17,6 +17,7 @@ from insights.authz import (
     subject_access_review,
 )
 from insights.cluster import sar_authorizer
+from tests.clock import FakeClock
 
 G = "insights.samplecontroller.k8s.io"
 GV = f"/apis/{G}/v1alpha1"
@@ -100,16 +101,9 @@ def test_forbidden_appends_the_authorizers_reason() -> None:
     assert status["details"] == {"name": "x", "group": G, "kind": "foohealths"}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 async def test_decisions_are_cached_for_their_ttl_then_asked_again() -> None:
-    clock, asked = Clock(), []
+    clock, asked = FakeClock(100.0), []
 
     async def authorize(user: UserInfo, info: RequestInfo) -> Decision:
         asked.append(info.verb)

@@ -9,39 +9,36 @@ import pytest
 
 from insights.cluster import slim_deployment, slim_event, slim_pod
 from insights.health import event_time, foo_health
+from tests.objects import deployment, foo_v1
 
 UID = "uid-web"
 
 
-def foo(*, replicas: int = 3, generation: int = 2, observed: int | None = 2, ready: str | None = "True",
-        ready_reason: str = "ReplicasAvailable", ready_message: str = "", ready_at: str = "2025-01-01T10:00:00Z",
-        image: str = "nginx:1.27") -> dict[str, Any]:
+def shop_foo(*, replicas: int = 3, generation: int = 2, observed: int | None = 2, ready: str | None = "True",
+             ready_reason: str = "ReplicasAvailable", ready_message: str = "", ready_at: str = "2025-01-01T10:00:00Z",
+             image: str = "nginx:1.27") -> dict[str, Any]:
+    """The Foo shop/web with the status its controller last wrote."""
     status: dict[str, Any] = {}
     if observed is not None:
         status["observedGeneration"] = observed
     if ready is not None:
         status["conditions"] = [{"type": "Ready", "status": ready, "reason": ready_reason, "message": ready_message,
                                  "lastTransitionTime": ready_at}]
-    return {
-        "apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-        "metadata": {"name": "web", "namespace": "shop", "uid": UID, "generation": generation,
-                     "creationTimestamp": "2025-01-01T09:00:00Z", "labels": {"team": "a"}},
-        "spec": {"deployment": {"name": "web-nginx", "image": image}, "replicas": replicas},
-        "status": status,
-    }
+    built = foo_v1("web", namespace="shop", image=image, replicas=replicas, uid=UID, generation=generation,
+                   labels={"team": "a"}, status=status)
+    built["metadata"]["creationTimestamp"] = "2025-01-01T09:00:00Z"
+    return built
 
 
-def deployment(*, replicas: int = 3, updated: int = 3, ready: int = 3, available: int = 3, total: int | None = None,
-               generation: int = 5, observed: int = 5, owner_uid: str | None = UID,
-               conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "web-nginx", "namespace": "shop", "generation": generation}
-    if owner_uid is not None:
-        meta["ownerReferences"] = [{"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "name": "web",
-                                    "uid": owner_uid, "controller": True}]
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {"replicas": replicas},
-            "status": {"observedGeneration": observed, "replicas": replicas if total is None else total,
-                       "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": available,
-                       "conditions": conditions or []}}
+def web_deployment(*, replicas: int = 3, updated: int = 3, ready: int = 3, available: int = 3,
+                   total: int | None = None, generation: int = 5, observed: int = 5, owner_uid: str | None = UID,
+                   conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """shop/web-nginx mid-rollout as the test says, controlled by the Foo with ``owner_uid`` (None: by nobody)."""
+    owner = foo_v1("web", namespace="shop", uid=owner_uid) if owner_uid is not None else None
+    return deployment("web-nginx", namespace="shop", owner=owner, replicas=replicas, generation=generation,
+                      status={"observedGeneration": observed, "replicas": replicas if total is None else total,
+                              "updatedReplicas": updated, "readyReplicas": ready, "availableReplicas": available,
+                              "conditions": conditions or []})
 
 
 def pod(name: str, *, ready: bool = True, phase: str = "Running", restarts: int = 0,
@@ -66,33 +63,33 @@ THREE_PODS = [pod("web-1"), pod("web-2"), pod("web-3")]
 
 CASES = [
     ("rolled out and synced",
-     (foo(), deployment(), THREE_PODS, []),
+     (shop_foo(), web_deployment(), THREE_PODS, []),
      {"health": "Healthy", "rollout": "Complete", "readyReplicas": 3, "availableReplicas": 3, "synced": True}),
     ("controller has not seen the Foo yet",
-     (foo(observed=None, ready=None), None, [], []),
+     (shop_foo(observed=None, ready=None), None, [], []),
      {"health": "Unknown", "rollout": "Pending", "synced": False, "availableReplicas": 0}),
     ("Deployment deleted behind the controller's back",
-     (foo(), None, [], []),
+     (shop_foo(), None, [], []),
      {"health": "Unavailable", "rollout": "Missing"}),
     ("a Deployment of that name belongs to someone else",
-     (foo(), deployment(owner_uid=None), THREE_PODS, []),
+     (shop_foo(), web_deployment(owner_uid=None), THREE_PODS, []),
      {"health": "Unavailable", "rollout": "NotOwned", "availableReplicas": 0,
       "lastError": {"reason": "ErrResourceExists", "source": "Deployment",
                     "message": 'Resource "web-nginx" already exists and is not managed by Foo'}}),
     ("new replicas still coming",
-     (foo(), deployment(updated=1, ready=2, available=2), THREE_PODS, []),
+     (shop_foo(), web_deployment(updated=1, ready=2, available=2), THREE_PODS, []),
      {"health": "Progressing", "rollout": "Progressing", "rolloutMessage": "1 out of 3 new replicas have been updated"}),
     ("old replicas pending termination",
-     (foo(), deployment(total=4), THREE_PODS, []),
+     (shop_foo(), web_deployment(total=4), THREE_PODS, []),
      {"rollout": "Progressing", "rolloutMessage": "1 old replicas are pending termination"}),
     ("updated but not yet available",
-     (foo(), deployment(available=2), THREE_PODS, []),
+     (shop_foo(), web_deployment(available=2), THREE_PODS, []),
      {"rollout": "Progressing", "rolloutMessage": "2 of 3 updated replicas are available"}),
     ("Deployment spec change not observed yet",
-     (foo(), deployment(generation=6, observed=5), THREE_PODS, []),
+     (shop_foo(), web_deployment(generation=6, observed=5), THREE_PODS, []),
      {"rollout": "Pending", "rolloutMessage": "waiting for the Deployment spec update to be observed"}),
     ("progress deadline exceeded",
-     (foo(), deployment(available=1, conditions=[{"type": "Progressing", "status": "False",
+     (shop_foo(), web_deployment(available=1, conditions=[{"type": "Progressing", "status": "False",
                                                   "reason": "ProgressDeadlineExceeded",
                                                   "message": 'ReplicaSet "web-nginx-x" has timed out progressing.',
                                                   "lastUpdateTime": "2025-01-01T10:10:00Z"}]), THREE_PODS, []),
@@ -100,48 +97,48 @@ CASES = [
       "lastError": {"reason": "ProgressDeadlineExceeded", "source": "Deployment", "time": "2025-01-01T10:10:00Z",
                     "message": 'ReplicaSet "web-nginx-x" has timed out progressing.'}}),
     ("quota stops the ReplicaSet",
-     (foo(), deployment(available=2, updated=2, conditions=[{"type": "ReplicaFailure", "status": "True",
+     (shop_foo(), web_deployment(available=2, updated=2, conditions=[{"type": "ReplicaFailure", "status": "True",
                                                              "reason": "FailedCreate", "message": "exceeded quota"}]),
       THREE_PODS, []),
      {"health": "Degraded", "lastError": {"reason": "FailedCreate", "message": "exceeded quota",
                                           "source": "Deployment"}}),
     ("a container crash-loops",
-     (foo(), deployment(available=2, ready=2), [pod("web-1"), pod("web-2", ready=False, restarts=7,
+     (shop_foo(), web_deployment(available=2, ready=2), [pod("web-1"), pod("web-2", ready=False, restarts=7,
                                                                     waiting="CrashLoopBackOff"), pod("web-3")], []),
      {"health": "Degraded", "pods": {"total": 3, "ready": 2, "pending": 0, "failed": 0, "restarts": 7},
       "lastError": {"reason": "CrashLoopBackOff", "source": "Pod",
                     "message": "pod web-2: container nginx: CrashLoopBackOff: back-off 5m0s restarting failed "
                                "container"}}),
     ("Ready=False from the controller is the error",
-     (foo(ready="False", ready_reason="DeploymentRejected", ready_message="Deployment shop/web-nginx rejected"),
-      deployment(), THREE_PODS, []),
+     (shop_foo(ready="False", ready_reason="DeploymentRejected", ready_message="Deployment shop/web-nginx rejected"),
+      web_deployment(), THREE_PODS, []),
      {"health": "Degraded", "lastError": {"reason": "DeploymentRejected", "source": "Foo",
                                           "message": "Deployment shop/web-nginx rejected",
                                           "time": "2025-01-01T10:00:00Z"}}),
     ("Ready=False while replicas are still coming is progress, not an error",
-     (foo(ready="False", ready_reason="ReplicasUnavailable", ready_message="1/3 replicas available"),
-      deployment(available=1, updated=3), THREE_PODS, []),
+     (shop_foo(ready="False", ready_reason="ReplicasUnavailable", ready_message="1/3 replicas available"),
+      web_deployment(available=1, updated=3), THREE_PODS, []),
      {"health": "Progressing", "lastError": None}),
     ("a Warning after the last good sync is the last error",
-     (foo(), deployment(), THREE_PODS, [event("Synced", at="2025-01-01T10:05:00Z"),
+     (shop_foo(), web_deployment(), THREE_PODS, [event("Synced", at="2025-01-01T10:05:00Z"),
                                         event("ErrResourceExists", type_="Warning", at="2025-01-01T10:06:00Z",
                                               message='Resource "web-nginx" already exists')]),
      {"health": "Degraded", "lastSyncTime": "2025-01-01T10:05:00Z",
       "lastError": {"reason": "ErrResourceExists", "source": "Event", "time": "2025-01-01T10:06:00Z",
                     "message": 'Resource "web-nginx" already exists'}}),
     ("a Warning before the last good sync is history",
-     (foo(), deployment(), THREE_PODS, [event("ErrResourceExists", type_="Warning", at="2025-01-01T10:04:00Z"),
+     (shop_foo(), web_deployment(), THREE_PODS, [event("ErrResourceExists", type_="Warning", at="2025-01-01T10:04:00Z"),
                                         event("Synced", at="2025-01-01T10:05:00Z")]),
      {"health": "Healthy", "lastSyncTime": "2025-01-01T10:05:00Z"}),
     ("events about an earlier Foo of the same name are ignored",
-     (foo(), deployment(), THREE_PODS, [event("ErrResourceExists", type_="Warning", at="2030-01-01T00:00:00Z",
+     (shop_foo(), web_deployment(), THREE_PODS, [event("ErrResourceExists", type_="Warning", at="2030-01-01T00:00:00Z",
                                               uid="uid-of-a-deleted-foo")]),
      {"health": "Healthy", "lastSyncTime": "2025-01-01T10:00:00Z"}),
     ("a new generation the controller has not acted on",
-     (foo(generation=3, observed=2), deployment(), THREE_PODS, []),
+     (shop_foo(generation=3, observed=2), web_deployment(), THREE_PODS, []),
      {"health": "Progressing", "synced": False, "generation": 3, "observedGeneration": 2}),
     ("replicas defaulted when the Foo leaves them out",
-     ({**foo(), "spec": {"deployment": {"name": "web-nginx"}}}, None, [], []),
+     ({**shop_foo(), "spec": {"deployment": {"name": "web-nginx"}}}, None, [], []),
      {"desiredReplicas": 1, "image": "", "deploymentName": "web-nginx"}),
 ]
 
@@ -162,21 +159,21 @@ def test_the_slim_objects_the_informers_keep_give_the_same_health(name: str, inp
 
 
 def test_health_has_the_foos_identity_and_labels_for_selectors() -> None:
-    health = foo_health(foo(), deployment(), THREE_PODS, [], resource_version="42")
+    health = foo_health(shop_foo(), web_deployment(), THREE_PODS, [], resource_version="42")
     assert health["apiVersion"] == "insights.samplecontroller.k8s.io/v1alpha1" and health["kind"] == "FooHealth"
     assert health["metadata"] == {"name": "web", "namespace": "shop", "creationTimestamp": "2025-01-01T09:00:00Z",
                                   "labels": {"team": "a"}, "resourceVersion": "42"}
 
 
 def test_health_does_not_change_its_inputs() -> None:
-    inputs = (foo(), deployment(available=1), [pod("web-1", waiting="ImagePullBackOff")], [event("Synced")])
+    inputs = (shop_foo(), web_deployment(available=1), [pod("web-1", waiting="ImagePullBackOff")], [event("Synced")])
     before = copy.deepcopy(inputs)
     foo_health(*inputs)
     assert inputs == before
 
 
 def test_the_same_inputs_give_the_same_health() -> None:
-    inputs = (foo(), deployment(), THREE_PODS, [event("Synced")])
+    inputs = (shop_foo(), web_deployment(), THREE_PODS, [event("Synced")])
     assert foo_health(*inputs) == foo_health(*copy.deepcopy(inputs))
 
 

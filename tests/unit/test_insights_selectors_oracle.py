@@ -161,7 +161,7 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
 @given(rnd=st.randoms(use_true_random=True))
 def test_label_selectors_parse_as_apimachinery_parses_them(oracle: Oracle, rnd: random.Random) -> None:
     selectors = [label_selector(rnd) for _ in range(BATCH)]
-    for selector, answer in zip(selectors, oracle.ask("label", selectors)):
+    for selector, answer in zip(selectors, oracle.ask("label", selectors), strict=True):
         assert ours_label(selector) == theirs(answer, "label"), repr(selector)
 
 
@@ -169,7 +169,7 @@ def test_label_selectors_parse_as_apimachinery_parses_them(oracle: Oracle, rnd: 
 @given(rnd=st.randoms(use_true_random=True))
 def test_field_selectors_parse_as_apimachinery_parses_them(oracle: Oracle, rnd: random.Random) -> None:
     selectors = [field_selector(rnd) for _ in range(BATCH)]
-    for selector, answer in zip(selectors, oracle.ask("field", selectors)):
+    for selector, answer in zip(selectors, oracle.ask("field", selectors), strict=True):
         assert ours_field(selector) == theirs(answer, "field"), repr(selector)
 
 

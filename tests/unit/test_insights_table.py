@@ -9,7 +9,7 @@ import pytest
 from insights.health import foo_health
 from insights.table import COLUMNS, age, human_duration, table
 
-NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+NOW = datetime.datetime(2025, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 
 
 @pytest.mark.parametrize("seconds, shown", [

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from kube.client import ApiError
 from kube.events import EventCorrelator, EventRecorder
 from kube.metrics import metrics_for
+from tests.clock import FakeClock
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 FOO = {
@@ -23,13 +24,6 @@ FOO = {
 def other(name: str) -> dict[str, Any]:
     return {**FOO, "metadata": {**FOO["metadata"], "name": name, "uid": f"uid-{name}"}}
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_first_occurrence_creates_an_event_like_client_gos_recorder() -> None:
@@ -79,7 +73,7 @@ def test_a_different_message_reason_type_or_object_is_a_different_event() -> Non
 
 
 def test_a_hot_loop_cannot_flood_the_apiserver_per_object_budget() -> None:
-    clock = Clock()
+    clock = FakeClock()
     correlator = EventCorrelator("c", "h", burst=25, refill_seconds=300, clock=clock)
     writes = [correlator.correlate(FOO, "Warning", "R", f"attempt {i}", NOW) for i in range(1000)]
     assert sum(w is not None for w in writes) == 25

@@ -22,6 +22,7 @@ from kube.leader import (
     released_record,
 )
 from kube.metrics import metrics_for
+from tests.clock import FakeClock
 
 NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -137,15 +138,8 @@ class LeaseApi:
         return "" if self.lease is None else self.lease["spec"]["holderIdentity"]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
 
-    def __call__(self) -> float:
-        return self.now
-
-
-def elector(api: LeaseApi, identity: str, clock: Clock, **kwargs: Any) -> LeaderElector:
+def elector(api: LeaseApi, identity: str, clock: FakeClock, **kwargs: Any) -> LeaderElector:
     return LeaderElector(
         api,  # type: ignore[arg-type]
         namespace="ns",
@@ -158,7 +152,7 @@ def elector(api: LeaseApi, identity: str, clock: Clock, **kwargs: Any) -> Leader
 
 
 async def test_first_candidate_creates_the_lease_and_the_second_waits() -> None:
-    api, clock = LeaseApi(), Clock()
+    api, clock = LeaseApi(), FakeClock()
     a, b = elector(api, "a", clock), elector(api, "b", clock)
     assert await a.try_acquire_or_renew()
     assert api.holder == "a"
@@ -167,7 +161,7 @@ async def test_first_candidate_creates_the_lease_and_the_second_waits() -> None:
 
 
 async def test_a_silent_holder_is_replaced_after_a_lease_duration_on_the_candidates_clock() -> None:
-    api, clock = LeaseApi(), Clock()
+    api, clock = LeaseApi(), FakeClock()
     a, b = elector(api, "a", clock), elector(api, "b", clock)
     await a.try_acquire_or_renew()
     assert not await b.try_acquire_or_renew()  # b starts counting now
@@ -180,7 +174,7 @@ async def test_a_silent_holder_is_replaced_after_a_lease_duration_on_the_candida
 
 
 async def test_a_renewing_holder_is_never_replaced() -> None:
-    api, clock = LeaseApi(), Clock()
+    api, clock = LeaseApi(), FakeClock()
     a, b = elector(api, "a", clock), elector(api, "b", clock)
     await a.try_acquire_or_renew()
     for _ in range(20):
@@ -190,7 +184,7 @@ async def test_a_renewing_holder_is_never_replaced() -> None:
 
 
 async def test_release_lets_the_next_candidate_in_at_once() -> None:
-    api, clock = LeaseApi(), Clock()
+    api, clock = LeaseApi(), FakeClock()
     a, b = elector(api, "a", clock), elector(api, "b", clock)
     await a.acquire()
     assert a.is_leader
@@ -222,7 +216,7 @@ async def test_hold_gives_up_after_the_renew_deadline_when_the_apiserver_is_gone
 
 
 async def test_hold_stops_at_once_when_someone_else_took_the_lease() -> None:
-    api, clock = LeaseApi(), Clock()
+    api = LeaseApi()
     a = LeaderElector(api, namespace="ns", name="lock", identity="a",  # type: ignore[arg-type]
                       lease_duration=3, renew_deadline=2, retry_period=0.05)
     await a.acquire()
@@ -239,7 +233,7 @@ async def test_elector_refuses_inconsistent_timings() -> None:
 
 
 async def test_a_candidate_wakes_up_right_when_the_observed_lease_expires() -> None:
-    api, clock = LeaseApi(), Clock()
+    api, clock = LeaseApi(), FakeClock()
     a, b = elector(api, "a", clock), elector(api, "b", clock)
     await a.try_acquire_or_renew()
     await b.try_acquire_or_renew()  # b saw a's record at t=0

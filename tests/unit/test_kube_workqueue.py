@@ -1,4 +1,7 @@
-"""kube.workqueue and kube.ratelimit: client-go's queue semantics, driven on the real event loop."""
+"""kube.workqueue and kube.ratelimit: client-go's queue semantics, on the real event loop and a fake clock.
+
+No test sleeps: delays run on ``tests.clock.FakeClock`` and workers are let run with ``settle``.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +14,24 @@ from prometheus_client import CollectorRegistry
 
 from kube.metrics import metrics_for
 from kube.ratelimit import (
-    BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
+    RateLimiter,
     TokenBucket,
     default_controller_rate_limiter,
 )
 from kube.workqueue import ShutDown, WorkQueue
+from tests.clock import FakeClock
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
+async def settle() -> None:
+    """Let every ready task run until it waits on something (a few loop turns, no time passes)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
 
-    def __call__(self) -> float:
-        return self.now
+
+def queue_on(clock: FakeClock, rate_limiter: RateLimiter | None = None) -> WorkQueue[str]:
+    return WorkQueue("t", rate_limiter=rate_limiter, clock=clock, timers=clock)
 
 
 # ---- rate limiters ---------------------------------------------------------------------------
@@ -64,7 +70,7 @@ def test_backoff_is_per_item() -> None:
 
 
 def test_token_bucket_allows_the_burst_then_spaces_callers_by_one_over_qps() -> None:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     bucket = TokenBucket(10, 100, clock=clock)
     assert [bucket.reserve() for _ in range(100)] == [0.0] * 100
     assert [bucket.reserve() for _ in range(3)] == pytest.approx([0.1, 0.2, 0.3])
@@ -73,7 +79,7 @@ def test_token_bucket_allows_the_burst_then_spaces_callers_by_one_over_qps() -> 
 
 
 def test_token_bucket_try_take_never_borrows() -> None:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     bucket = TokenBucket(1, 2, clock=clock)
     assert [bucket.try_take() for _ in range(3)] == [True, True, False]
     clock.now += 1
@@ -86,7 +92,7 @@ def test_token_bucket_with_zero_qps_is_unlimited() -> None:
 
 
 def test_default_controller_limiter_is_the_max_of_item_backoff_and_overall_bucket() -> None:
-    clock = FakeClock()
+    clock = FakeClock(1000.0)
     limiter = default_controller_rate_limiter(clock=clock)
     # 100 distinct items fail once: the bucket's burst covers them, item backoff says 5 ms.
     assert {limiter.when(i) for i in range(100)} == {0.005}
@@ -134,7 +140,7 @@ async def test_an_item_is_never_processed_by_two_workers_at_once() -> None:
     queue.add("a")  # changed again while a worker holds it
     assert len(queue) == 0  # ... so it waits for done(), not for a second worker
     second_worker = asyncio.create_task(queue.get())
-    await asyncio.sleep(0.01)
+    await settle()
     assert not second_worker.done()
     queue.done(first)
     assert await asyncio.wait_for(second_worker, 1) == "a"
@@ -153,8 +159,8 @@ async def test_re_adds_while_processing_collapse_into_one() -> None:
 async def test_concurrent_workers_never_overlap_on_a_key() -> None:
     queue: WorkQueue[int] = WorkQueue("t")
     active: set[int] = set()
-    overlaps = []
-    processed = []
+    overlaps: list[int] = []
+    processed: list[int] = []
 
     async def worker() -> None:
         while True:
@@ -165,7 +171,7 @@ async def test_concurrent_workers_never_overlap_on_a_key() -> None:
             if item in active:
                 overlaps.append(item)
             active.add(item)
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0)  # another worker runs while this one holds the item
             if len(processed) < 200:
                 queue.add(item)  # keep re-adding while processing
             processed.append(item)
@@ -176,22 +182,28 @@ async def test_concurrent_workers_never_overlap_on_a_key() -> None:
         queue.add(i)
     workers = [asyncio.create_task(worker()) for _ in range(8)]
     while len(processed) < 200:
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0)
     queue.shutdown()
     await asyncio.wait_for(asyncio.gather(*workers), 5)
     assert overlaps == []
 
 
 async def test_add_after_delays_the_add_and_an_earlier_pending_time_wins() -> None:
-    queue: WorkQueue[str] = WorkQueue("t")
-    queue.add_after("a", 0.05)
+    clock = FakeClock(1000.0)
+    queue = queue_on(clock)
+    queue.add_after("a", 5)
     queue.add_after("a", 10)  # later than what is pending: ignored
     assert len(queue) == 0 and queue.delayed == 1
-    assert await asyncio.wait_for(queue.get(), 1) == "a"
+    clock.step(4.9)
+    assert len(queue) == 0
+    clock.step(0.1)
+    assert len(queue) == 1 and queue.delayed == 0
+    assert await queue.get() == "a"
     queue.add_after("b", 10)
-    queue.add_after("b", 0.01)  # sooner: replaces the pending one
-    assert await asyncio.wait_for(queue.get(), 1) == "b"
-    assert queue.delayed == 0
+    queue.add_after("b", 1)  # sooner: replaces the pending one
+    clock.step(1)
+    assert len(queue) == 1 and queue.delayed == 0 and clock.pending == 0
+    assert await queue.get() == "b"
 
 
 async def test_add_after_with_no_delay_adds_at_once() -> None:
@@ -201,11 +213,13 @@ async def test_add_after_with_no_delay_adds_at_once() -> None:
 
 
 async def test_add_rate_limited_backs_off_and_forget_resets() -> None:
-    queue: WorkQueue[str] = WorkQueue("t", rate_limiter=ItemExponentialFailureRateLimiter(0.01, 1.0))
-    queue.add_rate_limited("a")
-    queue.add_rate_limited("a")
+    clock = FakeClock(1000.0)
+    queue = queue_on(clock, rate_limiter=ItemExponentialFailureRateLimiter(1, 100))
+    queue.add_rate_limited("a")  # due in 1 s
+    queue.add_rate_limited("a")  # due in 2 s: the pending earlier add wins
     assert queue.num_requeues("a") == 2
-    assert await asyncio.wait_for(queue.get(), 1) == "a"
+    clock.step(1)
+    assert await queue.get() == "a"
     queue.forget("a")
     assert queue.num_requeues("a") == 0
 
@@ -213,7 +227,7 @@ async def test_add_rate_limited_backs_off_and_forget_resets() -> None:
 async def test_shutdown_refuses_adds_and_wakes_idle_workers() -> None:
     queue: WorkQueue[str] = WorkQueue("t")
     idle = asyncio.create_task(queue.get())
-    await asyncio.sleep(0)
+    await settle()
     queue.shutdown()
     with pytest.raises(ShutDown):
         await asyncio.wait_for(idle, 1)
@@ -253,7 +267,7 @@ async def test_drain_waits_for_in_flight_items() -> None:
     item = await queue.get()
     queue.shutdown()
     drained = asyncio.create_task(queue.drain())
-    await asyncio.sleep(0.01)
+    await settle()
     assert not drained.done()
     queue.done(item)
     assert await asyncio.wait_for(drained, 1) is True
@@ -263,7 +277,7 @@ async def test_a_cancelled_getter_does_not_swallow_an_item() -> None:
     queue: WorkQueue[str] = WorkQueue("t")
     first = asyncio.create_task(queue.get())
     second = asyncio.create_task(queue.get())
-    await asyncio.sleep(0)
+    await settle()
     queue.add("a")
     first.cancel()  # woken for "a" but cancelled before it ran
     assert await asyncio.wait_for(second, 1) == "a"

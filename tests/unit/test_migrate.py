@@ -27,9 +27,9 @@ from controller.migrate import (
 )
 from fooapi import GROUP, convert
 from fooapi.crd import CRD_NAME, crd_manifest
+from fooapi.views import Object
 from kube.client import ApiError, KubeClient, Resource
 
-Object = dict[str, Any]
 V1, V1ALPHA1 = f"{GROUP}/v1", f"{GROUP}/v1alpha1"
 
 

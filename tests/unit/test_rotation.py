@@ -8,7 +8,7 @@ from certs.rotation import RotationPolicy, SecretState, next_state
 
 NAMES = ["foo-operator-webhook", "foo-operator-webhook.ops.svc"]
 # Certificates are stamped with the real clock, so the story starts now.
-T0 = datetime.datetime.now(datetime.timezone.utc)
+T0 = datetime.datetime.now(datetime.UTC)
 OVERLAP = datetime.timedelta(minutes=5)
 ALWAYS_RENEW = RotationPolicy(renew_fraction=1.0, overlap=OVERLAP)
 

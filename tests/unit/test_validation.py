@@ -6,7 +6,7 @@ import pytest
 
 from fooapi import validate
 from fooapi.errors import CauseType, invalid_message
-from tests.unit.foos import foo_v1, foo_v1alpha1
+from tests.objects import foo_v1, foo_v1alpha1
 
 
 def errors_of(new: dict[str, Any], old: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:

@@ -1,0 +1,148 @@
+"""Read-only typed views over raw objects, and the facts the controller and insights share.
+
+The wire stays a dict (the informer caches hold 10,000 of them); code reads it through these thin
+views (kopf's ``bodies`` pattern): no copy, no validation per event, and every field has one
+spelling and one default for the whole tree. A view never raises on a malformed object: a field
+of the wrong type reads as absent, which is what the controller and insights want of a cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .defaults import DEFAULT_REPLICAS
+from .names import GROUP, KIND
+
+# A Kubernetes object as it travels: decoded JSON, never copied into a model on the hot path.
+Object = dict[str, Any]
+
+# The label the controller (like sample-controller) puts on its Deployments' Pods: the Foo's name.
+POD_LABEL = "controller"
+# sample-controller's other Pod label and container name; kept so its Pods are ours unchanged.
+APP_LABEL = "nginx"
+# Index on Foo stores: Foos by the Deployment they name, "<namespace>/<spec.deployment.name>".
+BY_DEPLOYMENT = "deployment"
+
+
+def mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else an empty one: absent and wrongly typed read alike."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def integer(value: Any, default: int = 0) -> int:
+    """``value`` when it is a JSON integer (not a bool), else ``default``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def optional_integer(value: Any) -> int | None:
+    """``value`` when it is a JSON integer (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def text(value: Any) -> str | None:
+    """``value`` when it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def namespaced_key(namespace: str, name: str) -> str:
+    """``namespace/name``: how stores, queues and indexes name a namespaced object."""
+    return f"{namespace}/{name}"
+
+
+class ObjectView:
+    """Any object, read where all kinds agree: its ``metadata``."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self.raw = raw
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        return mapping(self.raw.get("metadata"))
+
+    @property
+    def name(self) -> str:
+        return text(self.metadata.get("name")) or ""
+
+    @property
+    def namespace(self) -> str:
+        return text(self.metadata.get("namespace")) or ""
+
+    @property
+    def uid(self) -> str | None:
+        return text(self.metadata.get("uid"))
+
+    @property
+    def generation(self) -> int | None:
+        return optional_integer(self.metadata.get("generation"))
+
+    @property
+    def resource_version(self) -> str:
+        return text(self.metadata.get("resourceVersion")) or ""
+
+    @property
+    def labels(self) -> Mapping[str, Any]:
+        return mapping(self.metadata.get("labels"))
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.metadata.get("deletionTimestamp"))
+
+
+class FooView(ObjectView):
+    """A v1 Foo (the hub: what the controller and insights cache and read)."""
+
+    __slots__ = ()
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return mapping(self.raw.get("spec"))
+
+    @property
+    def deployment_name(self) -> str | None:
+        """``spec.deployment.name``: required by validation, so None only for a Foo that slipped past it."""
+        return text(mapping(self.spec.get("deployment")).get("name"))
+
+    @property
+    def replicas(self) -> int:
+        """``spec.replicas``, with the schema's default where a Foo has none."""
+        return integer(self.spec.get("replicas"), DEFAULT_REPLICAS)
+
+    @property
+    def image(self) -> str | None:
+        """``spec.deployment.image`` (v1); None leaves the choice to the operator's default image."""
+        return text(mapping(self.spec.get("deployment")).get("image"))
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        return mapping(self.raw.get("status"))
+
+    @property
+    def observed_generation(self) -> int | None:
+        return optional_integer(self.status.get("observedGeneration"))
+
+    @property
+    def pod_labels(self) -> dict[str, str]:
+        """The labels of the Pods this Foo's Deployment runs (and its selector)."""
+        return {"app": APP_LABEL, POD_LABEL: self.name}
+
+
+def deployment_index(foo: Mapping[str, Any]) -> list[str]:
+    """Index function on Foo stores (``BY_DEPLOYMENT``): the key of the Deployment the Foo names."""
+    view = FooView(foo)
+    name = view.deployment_name
+    return [namespaced_key(view.namespace, name)] if name and view.namespace else []
+
+
+def pod_foo_index(pod: Mapping[str, Any]) -> list[str]:
+    """Index function on Pod stores: the key of the Foo whose controller labelled the Pod."""
+    view = ObjectView(pod)
+    foo_name = text(view.labels.get(POD_LABEL))
+    return [namespaced_key(view.namespace, foo_name)] if foo_name else []
+
+
+def is_foo_reference(ref: Mapping[str, Any]) -> bool:
+    """An ownerReference to a Foo of any version (sample-controller's say ``v1alpha1``)."""
+    return ref.get("kind") == KIND and str(ref.get("apiVersion", "")).partition("/")[0] == GROUP
