@@ -2,8 +2,8 @@
 # Builds the local control plane from Go modules into a cache outside the repo:
 #   kube-apiserver, kubectl, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
 #   etcd, helm, kwok (+ its stage definitions), selector-oracle (hack/selector-oracle:
-#   apimachinery's selector parsers, for a differential test); `sample-controller` and the
-#   real node's parts on request.
+#   apimachinery's selector parsers, for a differential test), promtool (checks and unit-tests
+#   the chart's PrometheusRule); `sample-controller` and the real node's parts on request.
 #
 # Usage: hack/build.sh [--force] [sample-controller] [node]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
@@ -16,7 +16,7 @@
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
 # Environment:
 #   FOO_OPERATOR_CACHE   cache dir (default ~/.cache/foo-operator)
-#   K8S_VERSION ETCD_VERSION HELM_VERSION KWOK_VERSION SAMPLE_CONTROLLER_VERSION
+#   K8S_VERSION ETCD_VERSION HELM_VERSION KWOK_VERSION SAMPLE_CONTROLLER_VERSION PROMETHEUS_VERSION
 #                        override hack/versions.env
 #   KUBEBUILDER_ASSETS   dir with envtest's etcd, kube-apiserver, kubectl: used, not built
 #   TEST_ASSET_ETCD TEST_ASSET_KUBE_APISERVER TEST_ASSET_KUBECTL  same, one binary each
@@ -332,6 +332,26 @@ build_kwok_in() {
   build_binary "$1" sigs.k8s.io/kwok/cmd/kwok "$2" -ldflags "-s -w"
 }
 
+# ---------------------------------------------------------------- promtool
+# Prometheus' own rule checker and rule unit-test runner, for the chart's PrometheusRule.
+# `remove_all_sd` leaves out every service-discovery plugin (AWS, Azure, GCE, Kubernetes, ...):
+# promtool's rule commands need none of them, and without them the build is about half.
+PROMTOOL_TAGS=remove_all_sd
+build_promtool() {
+  local out="$BIN/prometheus-$PROMETHEUS_VERSION/promtool"
+  if is_built "$out"; then log "promtool $PROMETHEUS_VERSION: cached"; return; fi
+  log "building promtool $PROMETHEUS_VERSION (~3 min with a cold Go cache)"
+  timed "promtool $PROMETHEUS_VERSION" build_promtool_in "$SRC/prometheus-$PROMETHEUS_VERSION" "$out"
+}
+
+build_promtool_in() {
+  WRAPPER_TAGS="$PROMTOOL_TAGS" init_wrapper "$1" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
+    github.com/prometheus/prometheus/cmd/promtool
+  # Stamped as Prometheus' Makefile (promu) does, so `promtool --version` names the release.
+  build_binary "$1" github.com/prometheus/prometheus/cmd/promtool "$2" -tags "$PROMTOOL_TAGS" \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}"
+}
+
 # ---------------------------------------------------------------- sample-controller
 # The Go peer for side-by-side tests and benchmarks. Not on the proxy's version list and
 # not in the checksum database: exact version, GONOSUMDB.
@@ -490,6 +510,7 @@ build_kubernetes
 build_kwok
 build_helm
 build_selector_oracle
+build_promtool
 if $want_sample_controller; then build_sample_controller; fi
 if $want_node; then build_node; fi
 log "ready in $((SECONDS - total_start))s; binaries under $BIN"

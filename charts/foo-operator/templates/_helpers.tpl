@@ -140,6 +140,24 @@ v1alpha1.insights.samplecontroller.k8s.io
 {{- include "foo-operator.webhookName" . }}
 {{- end }}
 
+{{/* certManager mode without an issuerRef: the chart's own CA (Certificate, its Secret, its Issuer). */}}
+{{- define "foo-operator.caCertificateName" -}}
+{{- include "foo-operator.webhookName" . }}-ca
+{{- end }}
+
+{{/*
+Where cainjector reads every caBundle from: the CA Certificate, so serving-certificate renewals
+never move a caBundle; with your own issuerRef, the serving Certificate (its Secret's ca.crt is
+your issuer's CA).
+*/}}
+{{- define "foo-operator.caSourceCertificateName" -}}
+{{- if .Values.tls.certManager.issuerRef }}
+{{- include "foo-operator.certificateName" . }}
+{{- else }}
+{{- include "foo-operator.caCertificateName" . }}
+{{- end }}
+{{- end }}
+
 {{/*
 Every name the apiserver may dial a Service by — the webhook's and, when installed, the insights
 server's: both serve the one certificate, so one caBundle covers the four objects that carry it.
@@ -205,7 +223,7 @@ the key is left out and `helm upgrade` never overwrites their value.
 {{/* cert-manager's cainjector fills the caBundle of an object carrying this annotation. */}}
 {{- define "foo-operator.caInjectionAnnotations" -}}
 {{- if eq .Values.tls.mode "certManager" }}
-cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "foo-operator.certificateName" . }}
+cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "foo-operator.caSourceCertificateName" . }}
 {{- end }}
 {{- end }}
 
