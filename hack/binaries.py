@@ -62,6 +62,7 @@ class Binaries:
     helm: Path
     sample_controller: Path  # only built by `hack/build.sh sample-controller`
     sample_controller_crd: Path
+    promtool: Path  # Prometheus' rule checker, for the chart's PrometheusRule (not part of the plane)
     k8s_version: str
     # True when kube-apiserver/kubectl come from KUBEBUILDER_ASSETS or TEST_ASSET_*, so their
     # version is whatever the user supplied, not `k8s_version`.
@@ -129,6 +130,7 @@ def find_binaries(env: Mapping[str, str] | None = None) -> Binaries:
         helm=bin_dir / f"helm-{v['HELM_VERSION']}" / "helm",
         sample_controller=bin_dir / f"sample-controller-{sc}" / "sample-controller",
         sample_controller_crd=share / f"sample-controller-{sc}" / "crd-status-subresource.yaml",
+        promtool=bin_dir / f"prometheus-{v['PROMETHEUS_VERSION']}" / "promtool",
         k8s_version=v["K8S_VERSION"],
         user_supplied=frozenset(user),
     )

@@ -340,7 +340,7 @@ PROMTOOL_TAGS=remove_all_sd
 build_promtool() {
   local out="$BIN/prometheus-$PROMETHEUS_VERSION/promtool"
   if is_built "$out"; then log "promtool $PROMETHEUS_VERSION: cached"; return; fi
-  log "building promtool $PROMETHEUS_VERSION (~3 min with a cold Go cache)"
+  log "building promtool $PROMETHEUS_VERSION (~4 min with a cold Go cache)"
   timed "promtool $PROMETHEUS_VERSION" build_promtool_in "$SRC/prometheus-$PROMETHEUS_VERSION" "$out"
 }
 

@@ -341,3 +341,16 @@ podAntiAffinity:
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The components with a /metrics listener, as a JSON list (fromJsonArray). */}}
+{{- define "foo-operator.metricsComponents" -}}
+{{- $components := list "webhook" }}
+{{- if .Values.insights.enabled }}{{ $components = append $components "insights" }}{{ end }}
+{{- if .Values.controller.enabled }}{{ $components = append $components "controller" }}{{ end }}
+{{- toJson $components }}
+{{- end }}
+
+{{/* A component's metrics Service; Prometheus' `job` label for its targets. Call with (dict "root" $ "component" "webhook"). */}}
+{{- define "foo-operator.metricsServiceName" -}}
+{{- printf "%s-%s-metrics" (include "foo-operator.fullname" .root) .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
