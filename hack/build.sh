@@ -341,7 +341,7 @@ build_kwok_in() {
 # ---------------------------------------------------------------- promtool
 # Prometheus' own rule checker and rule unit-test runner, for the chart's PrometheusRule.
 # `remove_all_sd` leaves out every service-discovery plugin (AWS, Azure, GCE, Kubernetes, ...):
-# promtool's rule commands need none of them, and without them the build is about half.
+# promtool's rule commands need none of them, and their SDKs are most of its dependencies.
 PROMTOOL_TAGS=remove_all_sd
 build_promtool() {
   local out="$BIN/prometheus-$PROMETHEUS_VERSION/promtool"
