@@ -374,7 +374,7 @@ build_cert_manager() {
   if is_built "$out/controller" && is_built "$out/cainjector"; then
     log "cert-manager $version: cached"
   else
-    log "building cert-manager $version controller and cainjector (~10 min with a cold Go cache)"
+    log "building cert-manager $version controller and cainjector (~12 min with a cold Go cache)"
     timed "cert-manager $version" build_cert_manager_in "$src" "$out"
   fi
   if [[ ! -f "$crds" ]]; then
