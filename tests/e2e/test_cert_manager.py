@@ -88,6 +88,7 @@ def _build_cert_manager() -> None:
 def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     _build_cert_manager()
     binaries = cert_manager()
+    assert not binaries.missing(), f"hack/build.sh cert-manager left no {binaries.missing()}: hack/binaries.py disagrees"
     workdir = tmp_path_factory.mktemp("cert-manager")
     began = time.monotonic()
     with NodeBridge() as bridge, LocalControlPlane(workdir, address=bridge.address) as plane, \

@@ -16,7 +16,7 @@ import yaml
 from hack.binaries import find_binaries
 from tests.monitoring import DASHBOARD, dashboard, dashboard_queries, metric_names, rule_queries
 
-from .test_chart import NAMESPACE, RELEASE, find, render, render_error
+from .test_chart import CHART, NAMESPACE, RELEASE, find, helm_with_values, render, render_error
 
 PROMTOOL_TESTS = Path(__file__).parent / "promtool" / "alerts.test.yaml"
 ALL_ON = {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
@@ -48,6 +48,14 @@ def run_promtool(*args: str) -> subprocess.CompletedProcess[str]:
 def test_nothing_for_prometheus_or_grafana_unless_asked() -> None:
     kinds = {o["kind"] for o in render()}
     assert not kinds & {"ServiceMonitor", "PrometheusRule", "ConfigMap"}
+
+
+@pytest.mark.parametrize("secure", [True, False], ids=["secure", "plain"])
+def test_helm_lint_strict_is_clean_with_all_of_it_on(secure: bool) -> None:
+    values = {"metrics": {**ALL_ON["metrics"], "secure": secure}}
+    result = helm_with_values("lint", values, str(CHART), "--strict", "--namespace", NAMESPACE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
 
 
 # ----------------------------------------------------------------------------- ServiceMonitors
