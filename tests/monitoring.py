@@ -13,8 +13,23 @@ DASHBOARD = REPO_ROOT / "charts" / "foo-operator" / "dashboards" / "foo-operator
 
 # Series Prometheus makes itself for every target, not the processes.
 SYNTHETIC = frozenset({"up"})
-_KEYWORDS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
-                       "unless", "offset", "inf", "nan"})
+_KEYWORDS = frozenset(
+    {
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "inf",
+        "nan",
+    }
+)
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 _IDENTIFIER = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -28,7 +43,7 @@ def metric_names(expr: str) -> set[str]:
     text = _GROUPING.sub(" ", text)
     names = set()
     for match in _IDENTIFIER.finditer(text):
-        rest = text[match.end():].lstrip()
+        rest = text[match.end() :].lstrip()
         word = match.group()
         start = match.start()
         if rest.startswith("(") or word.lower() in _KEYWORDS or (start and text[start - 1] in "$."):
@@ -61,8 +76,14 @@ def rule_queries(prometheus_rule: dict[str, Any]) -> list[str]:
 def exported_names(exposition: str) -> set[str]:
     """The series names a /metrics text can carry: every family it declares (`# TYPE`), with its
     type's suffixes — a labelled family with no child yet still names its metric."""
-    suffixes = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
-                "summary": ("_sum", "_count", "_created"), "gauge": ("",), "untyped": ("",), "info": ("_info",)}
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "summary": ("_sum", "_count", "_created"),
+        "gauge": ("",),
+        "untyped": ("",),
+        "info": ("_info",),
+    }
     names = set()
     for line in exposition.splitlines():
         if line.startswith("# TYPE "):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import socket
 import ssl
@@ -73,33 +74,47 @@ class Cluster:
 
     def pods(self) -> dict[str, dict[str, Any]]:
         items = self.get("pods", "-n", NAMESPACE, "-l", f"app.kubernetes.io/instance={RELEASE}")["items"]
-        return {p["metadata"]["labels"]["app.kubernetes.io/component"]: p for p in items
-                if p["metadata"]["labels"]["app.kubernetes.io/component"] in SERVING_PORTS}
+        return {
+            p["metadata"]["labels"]["app.kubernetes.io/component"]: p
+            for p in items
+            if p["metadata"]["labels"]["app.kubernetes.io/component"] in SERVING_PORTS
+        }
 
 
 def _build_cert_manager() -> None:
     result = subprocess.run(["bash", str(BUILD_SCRIPT), "cert-manager"], capture_output=True, text=True)
     if result.returncode != 0:
-        pytest.fail(f"hack/build.sh cert-manager failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}",
-                    pytrace=False)
+        pytest.fail(
+            f"hack/build.sh cert-manager failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}", pytrace=False
+        )
 
 
 @pytest.fixture(scope="module")
 def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     _build_cert_manager()
     binaries = cert_manager()
-    assert not binaries.missing(), f"hack/build.sh cert-manager left no {binaries.missing()}: hack/binaries.py disagrees"
+    assert not binaries.missing(), (
+        f"hack/build.sh cert-manager left no {binaries.missing()}: hack/binaries.py disagrees"
+    )
     workdir = tmp_path_factory.mktemp("cert-manager")
     began = time.monotonic()
-    with NodeBridge() as bridge, LocalControlPlane(workdir, address=bridge.address) as plane, \
-            RealNode(plane, bridge) as node:
+    with (
+        NodeBridge() as bridge,
+        LocalControlPlane(workdir, address=bridge.address) as plane,
+        RealNode(plane, bridge) as node,
+    ):
         print(f"plane and real node up in {time.monotonic() - began:.1f}s")
         node.load_image(node_image["archive"])
         plane.kubectl("apply", "--server-side", "-f", str(binaries.crds))
         plane.kubectl("wait", "--for=condition=Established", "-f", str(binaries.crds), "--timeout=60s")
-        processes = [Component(f"cert-manager-{name}", [str(path), f"--kubeconfig={plane.kubeconfig}", "-v=2"],
-                               plane.logs_dir / f"cert-manager-{name}.log")
-                     for name, path in (("controller", binaries.controller), ("cainjector", binaries.cainjector))]
+        processes = [
+            Component(
+                f"cert-manager-{name}",
+                [str(path), f"--kubeconfig={plane.kubeconfig}", "-v=2"],
+                plane.logs_dir / f"cert-manager-{name}.log",
+            )
+            for name, path in (("controller", binaries.controller), ("cainjector", binaries.cainjector))
+        ]
         for process in processes:
             process.start()
         values = chart_values(node, node_image["ref"])
@@ -108,8 +123,19 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
         values_file.write_text(yaml.safe_dump(values))
         try:
             began = time.monotonic()
-            plane.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace", "-f", str(values_file),
-                       "--wait", "--timeout=180s", timeout=240)
+            plane.helm(
+                "install",
+                RELEASE,
+                str(CHART),
+                "-n",
+                NAMESPACE,
+                "--create-namespace",
+                "-f",
+                str(values_file),
+                "--wait",
+                "--timeout=180s",
+                timeout=240,
+            )
             print(f"helm install --wait (certificates from cert-manager): {time.monotonic() - began:.1f}s")
             plane.kubectl("create", "namespace", FOOS)
             yield Cluster(plane, node)
@@ -130,6 +156,10 @@ def _serving_serial(ip: str, port: int) -> int:
     return x509.load_der_x509_certificate(der).serial_number
 
 
+def _serves(ip: str, port: int, serial: int) -> bool:
+    return _serving_serial(ip, port) == serial
+
+
 def _secret_serial(cluster: Cluster) -> int:
     return x509.load_pem_x509_certificate(cluster.secret(f"{SERVING}-tls", "tls.crt")).serial_number
 
@@ -147,11 +177,24 @@ def _injected(cluster: Cluster) -> dict[str, str] | None:
 
 def _renew(cluster: Cluster) -> None:
     """What `cmctl renew` does: mark the Certificate Issuing (reason ManuallyTriggered)."""
-    condition = {"type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
-                 "message": "Certificate re-issuance manually triggered", "lastTransitionTime":
-                 time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    cluster.plane.kubectl("patch", "certificate", SERVING, "-n", NAMESPACE, "--subresource=status", "--type=json",
-                          "-p", json.dumps([{"op": "add", "path": "/status/conditions/-", "value": condition}]))
+    condition = {
+        "type": "Issuing",
+        "status": "True",
+        "reason": "ManuallyTriggered",
+        "message": "Certificate re-issuance manually triggered",
+        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    cluster.plane.kubectl(
+        "patch",
+        "certificate",
+        SERVING,
+        "-n",
+        NAMESPACE,
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "add", "path": "/status/conditions/-", "value": condition}]),
+    )
 
 
 @contextlib.contextmanager
@@ -164,8 +207,7 @@ def _steady_load(plane: LocalControlPlane) -> Iterator[tuple[Counter[str], list[
     requests = [
         ("write", "POST", f"/apis/samplecontroller.k8s.io/v1/namespaces/{FOOS}/foos?dryRun=All", 201),
         ("v1alpha1 read", "GET", f"/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{FOOS}/foos", 200),
-        ("insights read", "GET", f"/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/{FOOS}/foohealths",
-         200),
+        ("insights read", "GET", f"/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/{FOOS}/foohealths", 200),
     ]
 
     def load() -> None:
@@ -175,8 +217,12 @@ def _steady_load(plane: LocalControlPlane) -> Iterator[tuple[Counter[str], list[
             for what, method, path, expected in requests:
                 body = None
                 if method == "POST":
-                    body = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-                            "metadata": {"name": f"load-{n}"}, "spec": {"deployment": {"name": f"load-{n}"}}}
+                    body = {
+                        "apiVersion": "samplecontroller.k8s.io/v1",
+                        "kind": "Foo",
+                        "metadata": {"name": f"load-{n}"},
+                        "spec": {"deployment": {"name": f"load-{n}"}},
+                    }
                 try:
                     status, answer = plane.request(method, path, body)
                 except OSError as err:
@@ -207,8 +253,12 @@ def test_the_ca_chain_is_issued_and_every_ca_bundle_is_the_ca(cluster: Cluster) 
 def test_two_renewals_under_load_fail_no_request_and_move_no_ca_bundle(cluster: Cluster) -> None:
     # Some stored Foos, so every v1alpha1 list goes through the webhook pod's conversion.
     for i in range(3):
-        foo = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": f"stored-{i}"},
-               "spec": {"deployment": {"name": f"stored-{i}"}}}
+        foo = {
+            "apiVersion": "samplecontroller.k8s.io/v1",
+            "kind": "Foo",
+            "metadata": {"name": f"stored-{i}"},
+            "spec": {"deployment": {"name": f"stored-{i}"}},
+        }
         cluster.plane.kubectl("apply", "-n", FOOS, "-f", "-", input=json.dumps(foo))
     bundles = wait_for("all four caBundles", lambda: _injected(cluster), timeout=60)
     pods = cluster.pods()
@@ -221,17 +271,24 @@ def test_two_renewals_under_load_fail_no_request_and_move_no_ca_bundle(cluster: 
         for renewal in (1, 2):
             began = time.monotonic()
             _renew(cluster)
-            serial = wait_for(f"renewal {renewal} to reach the Secret",
-                              lambda: _new_serial(cluster, serials), timeout=60)
+            serial = wait_for(
+                f"renewal {renewal} to reach the Secret", lambda: _new_serial(cluster, serials), timeout=60
+            )
             serials.append(serial)
             issued = time.monotonic() - began
             for component, port in SERVING_PORTS.items():
-                wait_for(f"the {component} pod to serve renewal {renewal}",
-                         lambda: _serving_serial(addresses[component], port) == serial, timeout=180, interval=1)
+                wait_for(
+                    f"the {component} pod to serve renewal {renewal}",
+                    functools.partial(_serves, addresses[component], port, serial),
+                    timeout=180,
+                    interval=1,
+                )
             if cluster.ca_bundles() != bundles:
                 moved.append(renewal)
-            print(f"renewal {renewal}: in the Secret after {issued:.1f}s, served by both pods after "
-                  f"{time.monotonic() - began:.1f}s; caBundles unchanged: {renewal not in moved}")
+            print(
+                f"renewal {renewal}: in the Secret after {issued:.1f}s, served by both pods after "
+                f"{time.monotonic() - began:.1f}s; caBundles unchanged: {renewal not in moved}"
+            )
         time.sleep(2)
     print(f"requests during two renewals: {dict(outcomes)}, failed: {len(failures)}")
     assert failures == [], f"{len(failures)} of {sum(outcomes.values())} requests failed: {failures[:5]}"

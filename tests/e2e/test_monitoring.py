@@ -38,23 +38,49 @@ def _scrapable(port: int) -> bool:
 
 
 @pytest.fixture
-def controller_and_insights(control_plane: LocalControlPlane, foo_operator: LocalProduct,
-                            namespace: str) -> Iterator[dict[str, int]]:
+def controller_and_insights(
+    control_plane: LocalControlPlane, foo_operator: LocalProduct, namespace: str
+) -> Iterator[dict[str, int]]:
     """Both as their own processes, plain /metrics on loopback. The controller watches only this
     test's namespace and elects itself leader there: it touches nothing another test owns."""
     ports = {"controller": free_port(), "insights": free_port()}
     argv = {
-        "controller": ["-m", "controller", "--kubeconfig", str(control_plane.kubeconfig), "--namespace", namespace,
-                       "--leader-elect", "--leader-elect-namespace", namespace,
-                       "--metrics-bind-address", f"127.0.0.1:{ports['controller']}",
-                       "--health-probe-bind-address", f"127.0.0.1:{free_port()}"],
-        "insights": ["-m", "insights", "--kubeconfig", str(control_plane.kubeconfig),
-                     "--cert-dir", str(foo_operator.cert_dir), "--bind-address", "127.0.0.1",
-                     "--port", str(free_port()), "--metrics-bind-address", f"127.0.0.1:{ports['insights']}"],
+        "controller": [
+            "-m",
+            "controller",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--namespace",
+            namespace,
+            "--leader-elect",
+            "--leader-elect-namespace",
+            namespace,
+            "--metrics-bind-address",
+            f"127.0.0.1:{ports['controller']}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{free_port()}",
+        ],
+        "insights": [
+            "-m",
+            "insights",
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "--cert-dir",
+            str(foo_operator.cert_dir),
+            "--bind-address",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            "--metrics-bind-address",
+            f"127.0.0.1:{ports['insights']}",
+        ],
     }
-    processes = [Component(f"{name}-monitoring", [sys.executable, *args],
-                           control_plane.logs_dir / f"{name}-monitoring-{namespace}.log")
-                 for name, args in argv.items()]
+    processes = [
+        Component(
+            f"{name}-monitoring", [sys.executable, *args], control_plane.logs_dir / f"{name}-monitoring-{namespace}.log"
+        )
+        for name, args in argv.items()
+    ]
     for process in processes:
         process.start()
     try:
@@ -67,11 +93,17 @@ def controller_and_insights(control_plane: LocalControlPlane, foo_operator: Loca
 
 
 def test_every_metric_the_dashboard_and_the_alerts_query_is_exported(
-        control_plane: LocalControlPlane, foo_operator: LocalProduct, namespace: str,
-        controller_and_insights: dict[str, int]) -> None:
-    foo = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-           "metadata": {"name": "watched", "namespace": namespace},
-           "spec": {"deployment": {"name": "watched-nginx"}, "replicas": 1}}
+    control_plane: LocalControlPlane,
+    foo_operator: LocalProduct,
+    namespace: str,
+    controller_and_insights: dict[str, int],
+) -> None:
+    foo = {
+        "apiVersion": "samplecontroller.k8s.io/v1",
+        "kind": "Foo",
+        "metadata": {"name": "watched", "namespace": namespace},
+        "spec": {"deployment": {"name": "watched-nginx"}, "replicas": 1},
+    }
     control_plane.kubectl("apply", "-f", "-", input=json.dumps(foo))  # admission: webhook samples
     control_plane.kubectl("get", "foos.v1alpha1.samplecontroller.k8s.io", "-n", namespace)  # conversion
 
@@ -81,12 +113,19 @@ def test_every_metric_the_dashboard_and_the_alerts_query_is_exported(
 
     wait_until("the controller to lead and reconcile the Foo", reconciled_as_leader, timeout=60)
 
-    live = {"webhook": scrape(foo_operator.metrics_port),
-            **{name: scrape(port) for name, port in controller_and_insights.items()}}
+    live = {
+        "webhook": scrape(foo_operator.metrics_port),
+        **{name: scrape(port) for name, port in controller_and_insights.items()},
+    }
     for name, text in live.items():
         # prometheus-client's own process and runtime collectors, in every process.
-        for family in ("process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
-                       "python_info", "python_gc_collections_total"):
+        for family in (
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "python_info",
+            "python_gc_collections_total",
+        ):
             assert f"\n{family}" in text, f"{name} lacks {family}"
     assert 'controller_runtime_webhook_requests_total{code="200",webhook="/mutate-foo"}' in live["webhook"]
 
@@ -102,8 +141,10 @@ def test_every_metric_the_dashboard_and_the_alerts_query_is_exported(
 
 def test_a_scraper_asking_for_openmetrics_gets_it(foo_operator: LocalProduct) -> None:
     """prometheus-client's own handler negotiates the format, as Prometheus asks for it."""
-    request = urllib.request.Request(f"http://127.0.0.1:{foo_operator.metrics_port}/metrics",
-                                     headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{foo_operator.metrics_port}/metrics",
+        headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+    )
     with urllib.request.urlopen(request, timeout=5) as response:
         body = response.read().decode()
         assert response.headers["Content-Type"].startswith("application/openmetrics-text")

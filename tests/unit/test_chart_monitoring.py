@@ -19,8 +19,13 @@ from tests.monitoring import DASHBOARD, dashboard, dashboard_queries, metric_nam
 from .test_chart import CHART, NAMESPACE, RELEASE, find, helm_with_values, render, render_error
 
 PROMTOOL_TESTS = Path(__file__).parent / "promtool" / "alerts.test.yaml"
-ALL_ON = {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
-                      "grafanaDashboard": {"enabled": True}}}
+ALL_ON = {
+    "metrics": {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True},
+        "grafanaDashboard": {"enabled": True},
+    }
+}
 
 
 def promtool() -> Path:
@@ -61,13 +66,18 @@ def test_helm_lint_strict_is_clean_with_all_of_it_on(secure: bool) -> None:
 # ----------------------------------------------------------------------------- ServiceMonitors
 @pytest.mark.parametrize("secure", [True, False], ids=["secure", "plain"])
 def test_a_service_monitor_scrapes_each_metrics_service_by_its_port(secure: bool) -> None:
-    objects = render({"metrics": {"secure": secure, "serviceMonitor": {"enabled": True,
-                                                                       "labels": {"release": "kps"}}}})
-    services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"
-                and o["metadata"]["name"].endswith("-metrics")}
+    objects = render({"metrics": {"secure": secure, "serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}}})
+    services = {
+        o["metadata"]["name"]: o
+        for o in objects
+        if o["kind"] == "Service" and o["metadata"]["name"].endswith("-metrics")
+    }
     monitors = [o for o in objects if o["kind"] == "ServiceMonitor"]
-    assert sorted(m["metadata"]["name"] for m in monitors) == sorted(services) == [
-        f"{RELEASE}-controller-metrics", f"{RELEASE}-insights-metrics", f"{RELEASE}-webhook-metrics"]
+    assert (
+        sorted(m["metadata"]["name"] for m in monitors)
+        == sorted(services)
+        == [f"{RELEASE}-controller-metrics", f"{RELEASE}-insights-metrics", f"{RELEASE}-webhook-metrics"]
+    )
     for monitor in monitors:
         service = services[monitor["metadata"]["name"]]
         assert monitor["metadata"]["labels"]["release"] == "kps"
@@ -84,8 +94,13 @@ def test_a_service_monitor_scrapes_each_metrics_service_by_its_port(secure: bool
 
 
 def test_service_monitors_follow_the_components_installed() -> None:
-    objects = render({"insights": {"enabled": False}, "controller": {"enabled": False},
-                      "metrics": {"serviceMonitor": {"enabled": True}}})
+    objects = render(
+        {
+            "insights": {"enabled": False},
+            "controller": {"enabled": False},
+            "metrics": {"serviceMonitor": {"enabled": True}},
+        }
+    )
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceMonitor"] == [f"{RELEASE}-webhook-metrics"]
 
 
@@ -103,8 +118,17 @@ def test_monitoring_values_are_checked_by_the_schema() -> None:
 
 # ----------------------------------------------------------------------------- the dashboard
 def test_the_dashboard_config_map_carries_the_repository_json_and_the_sidecar_label() -> None:
-    objects = render({"metrics": {"grafanaDashboard": {"enabled": True, "namespace": "monitoring",
-                                                       "annotations": {"grafana_folder": "Operators"}}}})
+    objects = render(
+        {
+            "metrics": {
+                "grafanaDashboard": {
+                    "enabled": True,
+                    "namespace": "monitoring",
+                    "annotations": {"grafana_folder": "Operators"},
+                }
+            }
+        }
+    )
     config_map = find(objects, "ConfigMap", f"{RELEASE}-dashboard")
     assert config_map["metadata"]["namespace"] == "monitoring"
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
@@ -128,9 +152,14 @@ def test_every_alert_names_a_severity_and_says_what_is_wrong() -> None:
     rule = find(render(ALL_ON), "PrometheusRule")
     alerts = [r for group in rule["spec"]["groups"] for r in group["rules"]]
     assert [a["alert"] for a in alerts] == [
-        "FooOperatorTargetDown", "FooOperatorCertificateExpiresSoon", "FooOperatorWebhookErrors",
-        "FooOperatorWebhookSlow", "FooOperatorReconcileErrors", "FooOperatorWorkqueueBacklog",
-        "FooOperatorNoLeader"]
+        "FooOperatorTargetDown",
+        "FooOperatorCertificateExpiresSoon",
+        "FooOperatorWebhookErrors",
+        "FooOperatorWebhookSlow",
+        "FooOperatorReconcileErrors",
+        "FooOperatorWorkqueueBacklog",
+        "FooOperatorNoLeader",
+    ]
     for alert in alerts:
         assert alert["labels"]["severity"] in ("warning", "critical")
         assert alert["annotations"]["summary"] and alert["annotations"]["description"]
@@ -146,8 +175,11 @@ def test_controller_alerts_only_with_a_controller_and_leader_alert_only_with_ele
     assert not {"FooOperatorReconcileErrors", "FooOperatorWorkqueueBacklog", "FooOperatorNoLeader"} & set(without)
 
 
-@pytest.mark.parametrize("values", [{}, {"controller": {"enabled": False}, "insights": {"enabled": False}}],
-                         ids=["everything", "webhook-only"])
+@pytest.mark.parametrize(
+    "values",
+    [{}, {"controller": {"enabled": False}, "insights": {"enabled": False}}],
+    ids=["everything", "webhook-only"],
+)
 def test_promtool_accepts_the_rules(values: dict[str, Any], tmp_path: Path) -> None:
     path = rules_file(render({**ALL_ON, **values}), tmp_path)
     result = run_promtool("check", "rules", str(path))
