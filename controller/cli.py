@@ -10,34 +10,32 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from .flags import positive_float, positive_int
+from kube.cli import KUBECONFIG_HELP, add_subcommand, command_parser, positive_float, positive_int, subcommands
+
 from .migrate import MigrationSettings, migrate_storage
 
 EXIT_INTERRUPTED = 130
 
 
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="foo-operator", description="foo-operator's commands.")
-    commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    migrate = commands.add_parser(
-        "migrate-storage",
-        help="re-write every Foo at the CRD's storage version, then prune status.storedVersions",
-        description="Re-writes every Foo at the Foo CRD's storage version (v1 once foo-operator is installed) and "
+def parser(prog: str = "foo-operator") -> argparse.ArgumentParser:
+    p = command_parser(prog, "foo-operator's commands.")
+    migrate = add_subcommand(
+        subcommands(p), "migrate-storage",
+        "re-write every Foo at the CRD's storage version, then prune status.storedVersions",
+        "Re-writes every Foo at the Foo CRD's storage version (v1 once foo-operator is installed) and "
         "then removes every other version from the CRD's status.storedVersions. Refuses to start while "
         "the conversion webhook is not answering. Safe to run again: Foos already stored at that "
         "version are counted as such and not written.",
     )
     defaults = MigrationSettings()
-    migrate.add_argument("--kubeconfig", help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)")
+    migrate.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     migrate.add_argument("--context", help="kubeconfig context to use (default: the current one)")
     migrate.add_argument("--qps", type=positive_float, default=defaults.qps,
-                         help=f"at most this many requests a second (default {defaults.qps:g})")
+                         help="at most this many requests a second")
     migrate.add_argument("--page-size", type=positive_int, default=defaults.page_size,
-                         help=f"Foos per list page (default {defaults.page_size})")
+                         help="Foos per list page")
     migrate.add_argument("--probe-timeout", type=positive_float, default=defaults.probe_timeout,
-                         help=f"seconds to wait for the conversion webhook probe (default {defaults.probe_timeout:g})")
+                         help="seconds to wait for the conversion webhook probe")
     return p
 
 

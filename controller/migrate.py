@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from fooapi.crd import CRD_NAME
 from kube.client import ApiError, KubeClient, Resource
 from kube.config import ClientSettings, connect
 from kube.informer import object_key
+from kube.kubeconfig import KubeconfigError
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 FIELD_MANAGER = "foo-operator-migrate-storage"
@@ -358,14 +358,6 @@ class Migration:
         raise Refusal(f"CRD {self.settings.crd_name} kept changing: could not prune status.storedVersions; run again")
 
 
-def _kubeconfig_source(kubeconfig: str | None) -> str:
-    if kubeconfig:
-        return kubeconfig
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return "the in-cluster service account"
-    return os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
-
-
 def _client_settings(settings: MigrationSettings) -> ClientSettings:
     return ClientSettings(
         qps=settings.qps,
@@ -378,14 +370,13 @@ def _client_settings(settings: MigrationSettings) -> ClientSettings:
 
 async def migrate_storage(settings: MigrationSettings, say: Say, warn: Say) -> int:
     """The command: 0 when every Foo is at the storage version and storedVersions is pruned, else 1."""
-    source = _kubeconfig_source(settings.kubeconfig)
-    if settings.kubeconfig and not os.path.isfile(os.path.expanduser(settings.kubeconfig)):
-        warn(f"error: kubeconfig {settings.kubeconfig}: no such file")
-        return 1
     try:
         client = await connect(settings.kubeconfig, context=settings.context, settings=_client_settings(settings))
+    except KubeconfigError as exc:
+        warn(f"error: {exc}")
+        return 1
     except Exception as exc:  # the loaders raise anything from ConfigException to yaml and OS errors
-        warn(f"error: cannot load kubeconfig from {source}: {_one_line(str(exc))}")
+        warn(f"error: cannot load the kubeconfig: {_one_line(str(exc))}")
         return 1
     async with client:
         migration = Migration(client, settings, say, warn)

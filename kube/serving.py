@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from aiohttp import hdrs, web
 from prometheus_client import CollectorRegistry
 
+from .cli import add_log_flags, non_negative_float, port
 from .http import StatusError, status_response
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .status import failure
@@ -28,6 +30,9 @@ from .tls import CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 log = logging.getLogger("serving")
+
+# The file names ``foo-operator-certs generate`` writes and a Secret of type kubernetes.io/tls holds.
+CA_FILE, CERT_FILE, KEY_FILE = "ca.crt", "tls.crt", "tls.key"
 
 # Above the apiserver's 90 s idle timeout: the client, not us, retires an idle connection, so it
 # never writes a request onto one we are closing (a lost POST).
@@ -205,11 +210,11 @@ async def serve_until_stopped(app: web.Application, options: ServingOptions, wat
 def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int) -> None:
     """Where to listen, which certificate to serve, how to log: the same words in every server."""
     parser.add_argument("--cert-dir", type=Path, required=True, help="directory holding tls.crt and tls.key")
-    parser.add_argument("--cert-name", default="tls.crt", help="certificate file in --cert-dir")
-    parser.add_argument("--key-name", default="tls.key", help="private key file in --cert-dir")
+    parser.add_argument("--cert-name", default=CERT_FILE, help="certificate file in --cert-dir")
+    parser.add_argument("--key-name", default=KEY_FILE, help="private key file in --cert-dir")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("--port", type=int, default=default_port, help="TCP port to serve HTTPS on")
-    parser.add_argument("--drain-seconds", type=float, default=0.0,
+    parser.add_argument("--port", type=port, default=default_port, help="TCP port to serve HTTPS on")
+    parser.add_argument("--drain-seconds", type=non_negative_float, default=0.0,
                         help="time between turning unready and closing the listener on SIGTERM")
     tls = parser.add_argument_group("TLS (the words kube-apiserver takes)")
     tls.add_argument("--tls-min-version", default="VersionTLS12", help="VersionTLS12 or VersionTLS13")
@@ -223,27 +228,42 @@ def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int) -> 
     metrics.add_argument("--metrics-secure", action="store_true",
                          help="serve /metrics over HTTPS with the serving certificate, to callers whose bearer "
                               "token passes a TokenReview and a SubjectAccessReview (get on /metrics)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    add_log_flags(parser)
     parser.add_argument("--no-uvloop", action="store_true", help="use asyncio's own event loop")
 
 
-def check_serving_flags(args: argparse.Namespace, prog: str, *, certificates_made_here: bool = False) -> str | None:
+def check_serving_flags(args: argparse.Namespace, prog: str, *, certificates_made_here: bool = False,
+                        service: str | None = None, namespace: str = "default") -> str | None:
     """One line saying what is wrong with the serving flags, or None."""
     for name in () if certificates_made_here else (args.cert_name, args.key_name):
         if not (args.cert_dir / name).is_file():
-            return (f"{prog}: {args.cert_dir / name} does not exist (make a pair with: foo-operator-certs generate "
-                    f"--service {prog} --namespace default --out {args.cert_dir})")
-    if not 0 < args.port < 65536:
-        return f"{prog}: --port {args.port} is not a TCP port"
+            command = generate_command(args.cert_dir, service or prog, namespace, args.cert_name, args.key_name)
+            return f"{args.cert_dir / name} does not exist (make a pair with: {command})"
     try:
         parse_tls_policy(args.tls_min_version, args.tls_cipher_suites)
         _, metrics_port = parse_bind_address(args.metrics_bind_address)
     except ValueError as err:
-        return f"{prog}: {err}"
+        return str(err)
     if metrics_port and metrics_port == args.port:
-        return f"{prog}: --metrics-bind-address must not use the serving port {args.port}"
+        return f"--metrics-bind-address must not use the serving port {args.port}"
     return None
+
+
+def generate_command(cert_dir: Path, service: str, namespace: str, cert_name: str = CERT_FILE,
+                     key_name: str = KEY_FILE) -> str:
+    """The ``foo-operator-certs generate`` line that makes the pair a server looks for, as a shell reads it.
+
+    Names other than the defaults are passed on, and files already there are overwritten
+    (``--force``): a half pair is of no use, and the printed line must work as printed.
+    """
+    command = ["foo-operator-certs", "generate", "--service", service, "--namespace", namespace, "--out", str(cert_dir)]
+    if cert_name != CERT_FILE:
+        command += ["--cert-name", cert_name]
+    if key_name != KEY_FILE:
+        command += ["--key-name", key_name]
+    if any((cert_dir / name).exists() for name in (CA_FILE, cert_name, key_name)):
+        command.append("--force")
+    return shlex.join(command)
 
 
 def serving_options(args: argparse.Namespace, kind: type[Options] = ServingOptions,  # type: ignore[assignment]

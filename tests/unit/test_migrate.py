@@ -399,7 +399,7 @@ def test_a_broken_kubeconfig_is_one_line_not_a_traceback(capsys: pytest.CaptureF
     broken.write_text("clusters: [\n")
     code, _, err = run_cli(["migrate-storage", "--kubeconfig", str(broken)], capsys)
     assert code == 1
-    assert err.startswith(f"error: cannot load kubeconfig from {broken}: ")
+    assert err.startswith(f"error: {broken}: not YAML: ")
     assert err.count("\n") == 1
 
 
