@@ -75,7 +75,7 @@ bench: venv build-plane
 # Layering (import-linter) and types (mypy --strict, settings in pyproject.toml).
 lint: venv
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/mypy fooapi kube webhook insights certs controller
+	$(VENV)/bin/mypy fooapi kube webhook insights certs controller kubectl_foo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -17,16 +17,23 @@ from .migrate import MigrationSettings, migrate_storage
 EXIT_INTERRUPTED = 130
 
 
+MIGRATE_SUMMARY = "re-write every Foo at the CRD's storage version, then prune status.storedVersions"
+MIGRATE_DESCRIPTION = (
+    "Re-writes every Foo at the Foo CRD's storage version (v1 once foo-operator is installed) and "
+    "then removes every other version from the CRD's status.storedVersions. Refuses to start while "
+    "the conversion webhook is not answering. Safe to run again: Foos already stored at that "
+    "version are counted as such and not written."
+)
+
+
 def parser(prog: str = "foo-operator") -> argparse.ArgumentParser:
     p = command_parser(prog, "foo-operator's commands.")
-    migrate = add_subcommand(
-        subcommands(p), "migrate-storage",
-        "re-write every Foo at the CRD's storage version, then prune status.storedVersions",
-        "Re-writes every Foo at the Foo CRD's storage version (v1 once foo-operator is installed) and "
-        "then removes every other version from the CRD's status.storedVersions. Refuses to start while "
-        "the conversion webhook is not answering. Safe to run again: Foos already stored at that "
-        "version are counted as such and not written.",
-    )
+    add_migrate_flags(add_subcommand(subcommands(p), "migrate-storage", MIGRATE_SUMMARY, MIGRATE_DESCRIPTION))
+    return p
+
+
+def add_migrate_flags(migrate: argparse.ArgumentParser) -> None:
+    """The flags of ``migrate-storage``, here and in ``kubectl foo migrate-storage``."""
     defaults = MigrationSettings()
     migrate.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     migrate.add_argument("--context", help="kubeconfig context to use (default: the current one)")
@@ -36,7 +43,6 @@ def parser(prog: str = "foo-operator") -> argparse.ArgumentParser:
                          help="Foos per list page")
     migrate.add_argument("--probe-timeout", type=positive_float, default=defaults.probe_timeout,
                          help="seconds to wait for the conversion webhook probe")
-    return p
 
 
 def _say(line: str) -> None:
@@ -48,7 +54,11 @@ def _warn(line: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    sys.exit(run_migrate(parser().parse_args(argv)))
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    """Run migrate-storage as ``args`` ask; the exit code."""
     settings = MigrationSettings(kubeconfig=args.kubeconfig, context=args.context, qps=args.qps,
                                  page_size=args.page_size, probe_timeout=args.probe_timeout)
     try:
@@ -59,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as exc:  # a bug of ours: still one line for the user, never a traceback
         _warn(f"error: unexpected {type(exc).__name__}: {exc} (please report it); running again is safe")
         code = 1
-    sys.exit(code)
+    return code
 
 
 if __name__ == "__main__":

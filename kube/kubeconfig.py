@@ -132,3 +132,13 @@ def load(explicit: str | None = None, environ: Mapping[str, str] = os.environ,
             raise KubeconfigError(f"{path}: {err}" if not str(err).startswith(str(path)) else str(err)) from None
         files.append(path)
     return Loaded(merge(configs), tuple(files))
+
+
+def context_namespace(config: Mapping[str, Any], context: str | None = None) -> str | None:
+    """The namespace the context (default: current-context) names, as kubectl's -n defaults to."""
+    wanted = context or config.get("current-context")
+    for entry in _named(config, "contexts"):
+        if entry["name"] == wanted:
+            namespace = (entry.get("context") or {}).get("namespace")
+            return str(namespace) if namespace else None
+    return None

@@ -17,6 +17,7 @@ import certs.__main__ as certs_main
 import controller.cli
 import controller.settings
 import insights.__main__ as insights_main
+import kubectl_foo.__main__ as kubectl_foo_main
 import webhook.__main__ as webhook_main
 from kube.cli import env_default, pod_namespace, version
 from kube.serving import check_serving_flags
@@ -29,7 +30,10 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "foo-operator-controller": controller.settings.parser,
     "foo-operator-certs": certs_main.parser,
     "foo-operator": controller.cli.parser,
+    "kubectl-foo": kubectl_foo_main.parser,
 }
+# kubectl shows a plugin by the command a user types.
+SHOWN_AS = {"kubectl-foo": "kubectl foo"}
 
 
 def console_scripts() -> list[str]:
@@ -51,7 +55,7 @@ def test_every_console_script_has_a_parser_under_test() -> None:
 @pytest.mark.parametrize("script", console_scripts())
 def test_every_command_prints_its_version(script: str) -> None:
     done = subprocess.run([BIN / script, "--version"], capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout.strip()) == (0, f"{script} {version()}")
+    assert (done.returncode, done.stdout.strip()) == (0, f"{SHOWN_AS.get(script, script)} {version()}")
 
 
 @pytest.mark.parametrize("script", sorted(PARSERS))
