@@ -120,6 +120,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def int_between(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(_number(text, int))
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not from {low} to {high}")
+        return value
+
+    return parse
+
+
 def positive_float(text: str) -> float:
     value = _number(text, float)
     if not value > 0:

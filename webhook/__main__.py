@@ -10,11 +10,13 @@ from certs.authority import service_dns_names
 from certs.rotation import RotationPolicy
 from fooapi import DEFAULT_IMAGE
 from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit
-from kube.cli import KUBECONFIG_HELP, command_parser, env_default, fail, pod_namespace, positive_float, positive_int
+from kube.cli import (KUBECONFIG_HELP, command_parser, env_default, fail, int_between, pod_namespace, positive_float,
+                      positive_int)
 from kube.logs import setup_logging
 from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
 
-from .app import Settings
+from .app import Settings, admission_deadline
+from .manifests import TIMEOUT_SECONDS
 from .server import RotationOptions, ServerOptions, serve
 
 PROG = "foo-operator-webhook"
@@ -32,6 +34,9 @@ def parser() -> argparse.ArgumentParser:
                         help="the container's memory limit [env MEMORY_LIMIT_MIB, which the chart sets from "
                              f"limits.memory through the downward API]; request bodies may hold all of it but "
                              f"{RESERVED_MIB} MiB at once")
+    parser.add_argument("--admission-timeout-seconds", type=int_between(1, 30), default=TIMEOUT_SECONDS,
+                        help="the admission configurations' timeoutSeconds: each review is answered (or refused "
+                             "with 504) that much earlier, so the apiserver gets our answer, not its own timeout")
     parser.add_argument("--max-in-flight-mib", type=positive_int, default=None,
                         help="bytes of request bodies, raw and parsed, held at once (default: from --memory-limit-mib)")
     rotation = parser.add_argument_group("certificate rotation (the service keeps its own CA in a Secret)")
@@ -87,6 +92,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         default_image=args.default_image,
         admission_body_limit=args.admission_body_limit_mib * MiB,
         conversion_body_limit=args.conversion_body_limit_mib * MiB,
+        admission_timeout=admission_deadline(args.admission_timeout_seconds),
         in_flight_budget=(args.max_in_flight_mib * MiB if args.max_in_flight_mib is not None
                           else budget_for_memory_limit(args.memory_limit_mib)),
     )

@@ -54,6 +54,15 @@ class Settings:
     conversion_body_timeout: float = 15.0
 
 
+def admission_deadline(timeout_seconds: int) -> float:
+    """How long a review may take here when the apiserver waits ``timeout_seconds`` (1-30).
+
+    A second less — time for the answer to travel and for the apiserver to read it — but never
+    less than 80% of a short timeout, so a 1 s webhook still gets most of its second.
+    """
+    return max(timeout_seconds - 1.0, timeout_seconds * 0.8)
+
+
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", WebhookMetrics)
 BUDGET = web.AppKey("budget", ByteBudget)

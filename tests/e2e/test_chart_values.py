@@ -1,0 +1,79 @@
+"""The chart's knobs are objects a real kube-apiserver accepts: server-side dry-run of `helm template`.
+
+Every knob of tests/unit/test_chart_values.py set at once (and the defaults), rendered into a
+fresh namespace and applied with `--dry-run=server`: the apiserver validates each object
+against its real schema (a typo'd probe field, a malformed selector, a hostNetwork pod with a
+containerPort its hostPort disagrees with would all be refused here) and answers with what it
+would store.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hack.cluster import LocalControlPlane
+from tests.unit.test_chart import render
+
+EVERY_KNOB: dict[str, Any] = {
+    "commonLabels": {"team": "platform"},
+    "webhook": {
+        "failurePolicy": "Ignore", "timeoutSeconds": 8,
+        "namespaceSelector": {"matchLabels": {"admission": "on"}},
+        "objectSelector": {"matchExpressions": [{"key": "skip-admission", "operator": "DoesNotExist"}]},
+        "validating": {"failurePolicy": "Fail", "timeoutSeconds": 3},
+        "hostNetwork": True, "containerPort": 10443, "revisionHistoryLimit": 3,
+        "readinessProbe": {"periodSeconds": 2, "timeoutSeconds": 2},
+        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+        "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
+        "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}],
+    },
+    "insights": {"hostNetwork": True, "containerPort": 10444, "revisionHistoryLimit": 1},
+    "controller": {"livenessProbe": {"httpGet": None, "exec": {"command": ["true"]}},
+                   "extraEnv": [{"name": "GOMAXPROCS", "value": "2"}]},
+}
+
+
+def dry_run(plane: LocalControlPlane, namespace: str, values: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    """What the apiserver would store for every rendered object, by (kind, name)."""
+    objects = render(values, namespace=namespace)
+    result = plane.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "--field-manager=e2e",
+                           "-o", "json", "-f", "-",
+                           input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    stored = json.loads(result.stdout)
+    items = stored["items"] if stored.get("kind") == "List" else [stored]
+    assert len(items) == len(objects)
+    return {(o["kind"], o["metadata"]["name"]): o for o in items}
+
+
+def test_defaults_pass_a_server_side_dry_run(control_plane: LocalControlPlane, namespace: str) -> None:
+    dry_run(control_plane, namespace, {})
+
+
+def test_every_knob_passes_a_server_side_dry_run(control_plane: LocalControlPlane, namespace: str) -> None:
+    dry_run(control_plane, namespace, EVERY_KNOB)
+
+
+def test_the_knobs_survive_the_apiservers_defaulting(control_plane: LocalControlPlane, namespace: str) -> None:
+    stored = dry_run(control_plane, namespace, EVERY_KNOB)
+    mutating = stored[("MutatingWebhookConfiguration", "foo-operator")]["webhooks"][0]
+    validating = stored[("ValidatingWebhookConfiguration", "foo-operator")]["webhooks"][0]
+    assert (mutating["failurePolicy"], mutating["timeoutSeconds"]) == ("Ignore", 8)
+    assert (validating["failurePolicy"], validating["timeoutSeconds"]) == ("Fail", 3)
+    assert mutating["objectSelector"] == EVERY_KNOB["webhook"]["objectSelector"]
+    assert mutating["namespaceSelector"]["matchLabels"] == {"admission": "on"}
+
+    webhook = stored[("Deployment", "foo-operator-webhook")]
+    pod = webhook["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and webhook["spec"]["revisionHistoryLimit"] == 3
+    (main,) = pod["containers"]
+    # On the host network the containerPort is the node's port (a Pod, not a template, gets the
+    # matching hostPort defaulted when it is created).
+    assert {"name": "https", "containerPort": 10443, "protocol": "TCP"} in main["ports"]
+    assert "--admission-timeout-seconds=3" in main["args"]
+    assert main["readinessProbe"]["periodSeconds"] == 2 and main["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert {"name": "HTTPS_PROXY", "value": "http://proxy:3128"} in main["env"]
+    assert webhook["metadata"]["labels"]["team"] == "platform"
+
+    controller = stored[("Deployment", "foo-operator-controller")]["spec"]["template"]["spec"]["containers"][0]
+    assert "httpGet" not in controller["livenessProbe"] and controller["livenessProbe"]["exec"] == {"command": ["true"]}
