@@ -1,18 +1,22 @@
 """``foo-operator``: the operator's commands for people. Only wiring; ``migrate`` does the work.
 
     foo-operator migrate-storage [--kubeconfig PATH] [--context NAME] [--qps Q] [--page-size N]
+                                 [--dry-run[=client|server]] [-o json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from kube.cli import KUBECONFIG_HELP, add_subcommand, command_parser, positive_float, positive_int, subcommands
 
-from .migrate import MigrationSettings, migrate_storage
+from .migrate import DRY_RUNS, MigrationSettings, Say, migrate_storage
+from .progress import Progress, bar
 
 EXIT_INTERRUPTED = 130
 
@@ -43,6 +47,13 @@ def add_migrate_flags(migrate: argparse.ArgumentParser) -> None:
                          help="Foos per list page")
     migrate.add_argument("--probe-timeout", type=positive_float, default=defaults.probe_timeout,
                          help="seconds to wait for the conversion webhook probe")
+    migrate.add_argument("--dry-run", nargs="?", const="client", default=defaults.dry_run, choices=DRY_RUNS,
+                         help="kubectl's: client lists and counts every Foo; server also sends each write with "
+                              "dryRun=All so admission answers for every Foo; neither writes a Foo or the CRD "
+                              "(bare --dry-run: client)")
+    migrate.add_argument("-o", "--output", choices=["json"],
+                         help="json: a summary object on stdout, progress lines on stderr (default: lines on "
+                              "stdout)")
 
 
 def _say(line: str) -> None:
@@ -53,6 +64,30 @@ def _warn(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+class TerminalBar:
+    """On a terminal, one bar on stderr redrawn in place of the page lines; cleared before any other line."""
+
+    def __init__(self, say: Say) -> None:
+        self._say = say
+        self._drawn = False
+
+    def page(self, line: str, progress: Progress) -> None:
+        sys.stderr.write(f"\r\033[K{bar(progress)}")
+        sys.stderr.flush()
+        self._drawn = True
+
+    def say(self, line: str) -> None:
+        if self._drawn:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self._drawn = False
+        self._say(line)
+
+
+def _report(summary: dict[str, Any]) -> None:
+    print(json.dumps(summary, indent=2), flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     sys.exit(run_migrate(parser().parse_args(argv)))
 
@@ -60,9 +95,14 @@ def main(argv: Sequence[str] | None = None) -> None:
 def run_migrate(args: argparse.Namespace) -> int:
     """Run migrate-storage as ``args`` ask; the exit code."""
     settings = MigrationSettings(kubeconfig=args.kubeconfig, context=args.context, qps=args.qps,
-                                 page_size=args.page_size, probe_timeout=args.probe_timeout)
+                                 page_size=args.page_size, probe_timeout=args.probe_timeout, dry_run=args.dry_run)
+    # -o json: stdout holds the summary alone, so a script can parse it; the lines go to stderr.
+    say = _warn if args.output == "json" else _say
+    terminal = TerminalBar(say) if sys.stderr.isatty() else None
     try:
-        code = asyncio.run(migrate_storage(settings, _say, _warn))
+        code = asyncio.run(migrate_storage(
+            settings, terminal.say if terminal else say, terminal.say if terminal else _warn,
+            on_page=terminal.page if terminal else None, report=_report if args.output == "json" else None))
     except KeyboardInterrupt:
         _warn("interrupted; run again to finish (Foos already re-written are not written again)")
         code = EXIT_INTERRUPTED

@@ -240,9 +240,11 @@ class KubeClient:
         namespace: str | None = None,
         subresource: str | None = None,
         timeout: float | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         return await self.request(
-            "PUT", resource.path(namespace, name, subresource), query=self._write_query(), body=body, timeout=timeout
+            "PUT", resource.path(namespace, name, subresource), query=self._write_query(dry_run), body=body,
+            timeout=timeout,
         )
 
     async def patch(

@@ -24,7 +24,9 @@ from controller.migrate import (
     Result,
     crd_facts,
     refusal_for,
+    summary,
 )
+from controller.progress import Progress
 from fooapi import GROUP, convert
 from fooapi.crd import CRD_NAME, crd_manifest
 from kube.client import ApiError, KubeClient, Resource
@@ -65,6 +67,7 @@ class FakeApiserver:
         self.invalid: set[str] = set()  # keys the validating webhook denies
         self.expire_continue_once = False
         self.probe_hangs = False
+        self.remaining_item_count = True
 
     # -- storage ----------------------------------------------------------------------------
     def _store(self, obj: Object) -> None:
@@ -121,7 +124,10 @@ class FakeApiserver:
         end = start + (limit or len(keys))
         # Lists come from the watch cache: converted long ago, so a dead webhook does not show here.
         items = [convert(copy.deepcopy(self.stored[k]), resource.api_version) for k in keys[start:end]]
-        return {"items": items, "metadata": {"continue": str(end) if end < len(keys) else ""}}
+        metadata: Object = {"continue": str(end) if end < len(keys) else ""}
+        if end < len(keys) and self.remaining_item_count:  # kube-apiserver counts the pages to come
+            metadata["remainingItemCount"] = len(keys) - end
+        return {"items": items, "metadata": metadata}
 
     async def replace(self, resource: Resource, name: str, body: Object, *, namespace: str | None = None,
                       **_: Any) -> Object:
@@ -257,7 +263,48 @@ async def test_one_progress_line_per_page_with_counts() -> None:
         "page 2: 2 Foos: 2 rewritten, 0 already stored at v1, 0 deleted meanwhile, 0 failed",
         "page 3: 1 Foo: 1 rewritten, 0 already stored at v1, 0 deleted meanwhile, 0 failed",
     ]
-    assert [line.split(" (")[1].split(" so far")[0] for line in pages] == ["2", "4", "5"]
+    assert [line.split(" (")[1].split(",")[0] for line in pages] == ["2 of ~5", "4 of ~5", "5 of ~5"]
+    assert ", ~" in pages[0] and " left, " in pages[0]  # time left, while there is some
+
+
+async def test_without_remaining_item_count_progress_counts_what_is_done() -> None:
+    server = FakeApiserver(our_crd(), legacy_foos(5))
+    server.remaining_item_count = False  # e.g. an apiserver that does not send it
+    _, output, _ = await migrate(server, page_size=2)
+    pages = [line for line in output.out if line.startswith("page ")]
+    assert [line.split(" (")[1].split(",")[0] for line in pages] == ["2 so far", "4 so far", "5 of ~5"]
+
+
+async def test_each_page_reports_its_progress_for_a_bar() -> None:
+    server = FakeApiserver(our_crd(), legacy_foos(5))
+    seen: list[Progress] = []
+    migration = Migration(cast(KubeClient, server), MigrationSettings(page_size=2), print, print,
+                          sleep=_no_sleep, on_page=lambda line, progress: seen.append(progress))
+    assert await migration.run() == 0
+    assert [(p.done, p.total) for p in seen] == [(2, 5), (4, 5), (5, 5)]
+
+
+async def test_a_client_dry_run_counts_every_foo_and_writes_nothing() -> None:
+    server = FakeApiserver(our_crd(), legacy_foos(5))
+    output = Output()
+    migration = Migration(cast(KubeClient, server), MigrationSettings(page_size=2, dry_run="client"),
+                          output.out.append, output.err.append, sleep=_no_sleep)
+    assert await migration.run() == 0
+    assert server.writes == [] and server.crd is not None
+    assert server.crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
+    assert migration.tally.checked == 5
+    assert output.out[-1] == "status.storedVersions: would be [v1alpha1, v1] -> [v1] (dry run: left as it is)"
+
+
+async def test_the_json_summary_says_what_the_run_did() -> None:
+    server = FakeApiserver(our_crd(), legacy_foos(3))
+    server.invalid.add("legacy/foo-01")
+    _, _, migration = await migrate(server)
+    report = summary(migration, 1)
+    assert report["foos"] == {"total": 3, "rewritten": 2, "current": 0, "gone": 0, "checked": 0, "failed": 1}
+    assert report["failures"][0]["foo"] == "legacy/foo-01" and "Invalid" in report["failures"][0]["error"]
+    assert report["storedVersions"] == {"before": ["v1alpha1", "v1"], "after": ["v1alpha1", "v1"]}
+    assert (report["succeeded"], report["dryRun"], report["storageVersion"]) == (False, "none", "v1")
 
 
 async def test_a_conflict_rereads_the_foo_and_keeps_the_newer_write() -> None:
