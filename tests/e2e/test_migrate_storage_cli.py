@@ -134,3 +134,39 @@ def test_on_a_terminal_progress_is_a_bar_on_stderr(foo_operator: LocalProduct, n
 def test_unknown_choices_are_one_line(flag: list[str], foo_operator: LocalProduct) -> None:
     result = migrate(foo_operator.plane, *flag)
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+
+
+def test_the_charts_job_rbac_is_enough_for_the_command(foo_operator: LocalProduct, namespace: str,
+                                                       tmp_path: Path) -> None:
+    """The hook Job's ServiceAccount, ClusterRole and binding, applied for real, then the command run
+    with that ServiceAccount's token: RBAC is what the Job needs (kwok runs no container)."""
+    from tests.unit.test_chart import render
+
+    plane = foo_operator.plane
+    objects = [o for o in render({"migrateStorage": {"job": {"enabled": True}}}, release=f"r{os.getpid()}",
+                                 namespace=namespace)
+               if "migrate-storage" in o["metadata"]["name"] and o["kind"] != "Job"]
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    account = next(o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount")
+    try:
+        make_foos(plane, namespace)
+        set_stored_versions(plane, ["v1alpha1", "v1"])
+        token = plane.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+        kubeconfig = tmp_path / "job-kubeconfig"
+        kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "job",
+            "clusters": [{"name": "plane", "cluster": {"server": plane.server,
+                                                       "certificate-authority": str(plane.ca_file)}}],
+            "users": [{"name": "job", "user": {"token": token}}],
+            "contexts": [{"name": "job", "context": {"cluster": "plane", "user": "job"}}]}))
+        result = subprocess.run([str(FOO_OPERATOR), "migrate-storage", "--kubeconfig", str(kubeconfig), "-o", "json"],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["storedVersions"]["after"] == ["v1"]
+        denied = plane.kubectl("auth", "can-i", "delete", "foos", "-A",
+                               f"--as=system:serviceaccount:{namespace}:{account}", check=False)
+        assert denied.stdout.strip() == "no"  # nothing beyond what the command does
+    finally:
+        cluster_scoped = [f"{o['kind'].lower()}/{o['metadata']['name']}" for o in objects
+                          if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+        plane.kubectl("delete", *cluster_scoped, "--ignore-not-found", check=False)

@@ -139,3 +139,34 @@ def test_malformed_knobs_fail_the_install_naming_the_value(values: dict[str, Any
     error = render_error(values)
     assert "values don't meet the specifications of the schema" in error
     assert message in error
+
+
+# ---- the migrate-storage hook Job -------------------------------------------------------------------
+
+
+def test_the_migrate_storage_job_is_off_by_default() -> None:
+    assert not [o for o in render() if "migrate-storage" in o["metadata"]["name"]]
+
+
+def test_the_migrate_storage_job_runs_the_real_command_as_a_hook_with_its_own_rbac() -> None:
+    from controller.cli import parser as migrate_parser
+
+    objects = render({"migrateStorage": {"job": {"enabled": True, "qps": 20, "extraArgs": ["--dry-run=server"]}}})
+    ours = {(o["kind"], o["metadata"]["name"]): o for o in objects if "migrate-storage" in o["metadata"]["name"]}
+    name = "foo-operator-migrate-storage"
+    assert set(ours) == {("ServiceAccount", name), ("ClusterRole", name), ("ClusterRoleBinding", name), ("Job", name)}
+    for obj in ours.values():
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "post-install,post-upgrade"
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    # RBAC first (lower weight), then the Job.
+    assert int(ours[("ClusterRole", name)]["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
+        ours[("Job", name)]["metadata"]["annotations"]["helm.sh/hook-weight"])
+    pod = ours[("Job", name)]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == name and pod["restartPolicy"] == "Never"
+    (main,) = pod["containers"]
+    assert main["command"] == ["foo-operator", "migrate-storage"]
+    args = migrate_parser().parse_args(["migrate-storage", *main["args"]])
+    assert (args.qps, args.page_size, args.dry_run) == (20.0, 500, "server")
+    subject = ours[("ClusterRoleBinding", name)]["subjects"][0]
+    assert (subject["name"], subject["namespace"]) == (name, "foo-system")
