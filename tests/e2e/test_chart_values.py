@@ -10,6 +10,7 @@ would store.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from hack.cluster import LocalControlPlane
@@ -77,3 +78,16 @@ def test_the_knobs_survive_the_apiservers_defaulting(control_plane: LocalControl
 
     controller = stored[("Deployment", "foo-operator-controller")]["spec"]["template"]["spec"]["containers"][0]
     assert "httpGet" not in controller["livenessProbe"] and controller["livenessProbe"]["exec"] == {"command": ["true"]}
+
+
+def test_the_plain_manifests_pass_a_server_side_dry_run(control_plane: LocalControlPlane) -> None:
+    """deploy/foo-operator.yaml as a user without Helm applies it (its namespace made first, as
+    `kubectl apply` of the file would, since the Namespace is its first object)."""
+    manifests = Path(__file__).resolve().parents[2] / "deploy" / "foo-operator.yaml"
+    created = control_plane.kubectl("create", "namespace", "foo-system", check=False).returncode == 0
+    try:
+        control_plane.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "--field-manager=e2e",
+                              "-f", str(manifests))
+    finally:
+        if created:
+            control_plane.kubectl("delete", "namespace", "foo-system", "--wait=false", check=False)
