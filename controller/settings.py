@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fooapi.defaults import DEFAULT_IMAGE
-from kube.cli import (KUBECONFIG_HELP, add_log_flags, bind_address, command_parser, non_negative_float, pod_namespace,
-                      positive_int)
+from kube.cli import (KUBECONFIG_HELP, add_log_flags, any_float, bind_address, command_parser, non_negative_float,
+                      pod_namespace, positive_int)
 from kube.metricsserver import MetricsOptions, parse_bind_address
 
 
@@ -72,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--health-probe-bind-address", type=bind_address("--health-probe-bind-address"),
                    default=(None, 8081), metavar="ADDRESS",
                    help="host:port or :port for /healthz and /readyz, plain HTTP (default :8081; 0: off)")
-    p.add_argument("--qps", type=float, default=Settings.qps, help="client-side requests per second (<= 0: no limit)")
+    p.add_argument("--qps", type=any_float, default=Settings.qps, help="client-side requests per second (<= 0: no limit)")
     p.add_argument("--burst", type=positive_int, default=Settings.burst, help="client-side burst")
     p.add_argument("--default-image", default=Settings.default_image, help="image for Foos that name none")
     p.add_argument("--shutdown-grace", type=non_negative_float, default=Settings.shutdown_grace, metavar="SECONDS",

@@ -113,6 +113,10 @@ def _number(text: str, kind: type[int] | type[float]) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
 
 
+def any_float(text: str) -> float:
+    return _number(text, float)
+
+
 def positive_int(text: str) -> int:
     value = int(_number(text, int))
     if value < 1:

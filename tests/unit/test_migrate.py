@@ -472,7 +472,7 @@ def test_nonsense_flags_are_usage_errors(flag: list[str], capsys: pytest.Capture
 
 
 def test_even_a_bug_of_ours_ends_in_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    async def broken(*args: Any) -> int:
+    async def broken(*args: Any, **kwargs: Any) -> int:
         raise KeyError("metadata")
 
     monkeypatch.setattr(cli, "migrate_storage", broken)
