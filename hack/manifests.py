@@ -12,7 +12,6 @@ Helm's own labels are dropped: these objects are not managed by Helm.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 import yaml
 
 from hack.binaries import find_binaries
+from hack.generated import generate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHART = REPO_ROOT / "charts" / "foo-operator"
@@ -73,23 +73,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hack.manifests", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="do not write; exit 1 if deploy/ is out of date")
-    args = parser.parse_args(argv)
-    text = render()
-    current = OUTPUT.read_text() if OUTPUT.exists() else ""
-    if args.check:
-        if current != text:
-            print(f"{OUTPUT.relative_to(REPO_ROOT)} is out of date: run `python -m hack.manifests`", file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        OUTPUT.parent.mkdir(exist_ok=True)
-        OUTPUT.write_text(text)
-        print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
-    return 0
-
+    return generate(argv, module="hack.manifests", doc=__doc__, output=OUTPUT, render=render)
 
 if __name__ == "__main__":
     sys.exit(main())

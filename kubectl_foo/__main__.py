@@ -16,20 +16,14 @@ from collections.abc import Sequence
 from controller.cli import MIGRATE_DESCRIPTION, MIGRATE_SUMMARY, add_migrate_flags, run_migrate
 from insights.resources import FOO_HEALTHS
 from kube.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
-from kube.client import ApiError, KubeClient, Resource
+from certs.rotator import APISERVICES, CRDS, MUTATING, VALIDATING
+from kube.client import ApiError, KubeClient
 from kube.config import ClientSettings, connect
 from kube.kubeconfig import KubeconfigError, context_namespace, load
 
 from . import cabundles, health, output
 
 PROG = "kubectl-foo"  # kubectl shows it as `kubectl foo`
-MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                    "MutatingWebhookConfiguration", namespaced=False)
-VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                      "ValidatingWebhookConfiguration", namespaced=False)
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-                namespaced=False)
-APISERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False)
 
 
 def _cluster_flags(parser: argparse.ArgumentParser) -> None:
