@@ -115,10 +115,19 @@ def read(path: Path) -> Config:
     return loaded
 
 
+def _home() -> Path:
+    """The user's home; a pod's user often has none (no passwd entry, no $HOME): then '/'.
+
+    Path.home() raises there, and the in-cluster fallback must still be reached.
+    """
+    home = os.path.expanduser("~")
+    return Path("/" if home.startswith("~") else home)
+
+
 def load(explicit: str | None = None, environ: Mapping[str, str] = os.environ,
          home: Path | None = None) -> Loaded:
     """Read and merge the files the rules name; raises KubeconfigError with one line."""
-    paths, must_exist = precedence(explicit, environ, home or Path.home())
+    paths, must_exist = precedence(explicit, environ, home or _home())
     configs: list[Config] = []
     files: list[Path] = []
     for path in paths:

@@ -186,3 +186,11 @@ async def test_an_unknown_context_is_one_clear_line(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("KUBECONFIG", two_files(tmp_path))
     with pytest.raises(KubeconfigError, match="nope"):
         await load_configuration(context="nope")
+
+
+def test_a_user_without_a_home_still_reaches_the_in_cluster_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pod's uid often has no passwd entry and no $HOME: no error, just no home file."""
+    import kube.kubeconfig
+
+    monkeypatch.setattr(kube.kubeconfig.os.path, "expanduser", lambda path: path)  # what Python does there
+    assert load(None, {}).empty
