@@ -194,3 +194,13 @@ def test_a_user_without_a_home_still_reaches_the_in_cluster_fallback(monkeypatch
 
     monkeypatch.setattr(kube.kubeconfig.os.path, "expanduser", lambda path: path)  # what Python does there
     assert load(None, {}).empty
+
+
+def test_the_contexts_namespace_is_the_default_namespace_as_in_kubectl() -> None:
+    from kube.kubeconfig import context_namespace
+
+    config = merge([kubeconfig(contexts={"a": {"cluster": "c", "namespace": "team-a"}, "b": {"cluster": "c"}},
+                               current="a")])
+    assert context_namespace(config) == "team-a"
+    assert context_namespace(config, "b") is None  # kubectl then uses "default"
+    assert context_namespace(config, "missing") is None
