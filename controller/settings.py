@@ -9,9 +9,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fooapi.defaults import DEFAULT_IMAGE
-from kube.cli import (KUBECONFIG_HELP, add_log_flags, any_float, bind_address, command_parser, non_negative_float,
-                      pod_namespace, positive_int)
-from kube.metricsserver import MetricsOptions, parse_bind_address
+from kube.cli import (
+    KUBECONFIG_HELP,
+    add_log_flags,
+    any_float,
+    bind_address,
+    command_parser,
+    non_negative_float,
+    pod_namespace,
+    positive_int,
+)
+from kube.metricsserver import MetricsOptions
 
 
 def _identity() -> str:

@@ -13,8 +13,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def generate(argv: list[str] | None, *, module: str, doc: str | None, output: Path, render: Callable[[], str]) -> int:
     """``python -m <module> [--check]``: rewrite ``output`` from ``render()``, or exit 1 if stale."""
-    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {module}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 if the file is out of date")
     args = parser.parse_args(argv)
     text = render()

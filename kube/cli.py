@@ -20,8 +20,10 @@ from .metricsserver import parse_bind_address
 
 DISTRIBUTION = "foo-operator"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-KUBECONFIG_HELP = ("kubeconfig file (default: the files in $KUBECONFIG merged as kubectl does, else ~/.kube/config, "
-                   "else the in-cluster service account)")
+KUBECONFIG_HELP = (
+    "kubeconfig file (default: the files in $KUBECONFIG merged as kubectl does, else ~/.kube/config, "
+    "else the in-cluster service account)"
+)
 
 
 def version() -> str:
@@ -43,8 +45,14 @@ class DefaultsShown(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if ("default" in text or default is None or default is False or default == []
-                or default is argparse.SUPPRESS or not action.option_strings):
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default == []
+            or default is argparse.SUPPRESS
+            or not action.option_strings
+        ):
             return text
         shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else "%(default)s"
         return f"{text} (default: {shown})" if text else f"(default: {shown})"
@@ -59,19 +67,20 @@ class CommandParser(argparse.ArgumentParser):
 
 def command_parser(prog: str, description: str) -> CommandParser:
     parser = CommandParser(prog=prog, description=description, formatter_class=DefaultsShown)
-    parser.add_argument("--version", action="version", version=f"{prog} {version()}",
-                        help="print the version and exit")
+    parser.add_argument("--version", action="version", version=f"{prog} {version()}", help="print the version and exit")
     return parser
 
 
 def subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[CommandParser]:
     """Sub-commands that share the pattern (their own --help shows defaults; errors are one line)."""
-    return parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:",
-                                 parser_class=CommandParser)
+    return parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="one of:", parser_class=CommandParser
+    )
 
 
-def add_subcommand(commands: argparse._SubParsersAction[CommandParser], name: str, summary: str,
-                   description: str) -> CommandParser:
+def add_subcommand(
+    commands: argparse._SubParsersAction[CommandParser], name: str, summary: str, description: str
+) -> CommandParser:
     return commands.add_parser(name, help=summary, description=description, formatter_class=DefaultsShown)
 
 
@@ -91,10 +100,15 @@ def pod_namespace(environ: Mapping[str, str] = os.environ, file: Path = SERVICE_
 
 
 def add_log_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
-                        help="least severe log line written")
-    parser.add_argument("--log-format", default="text", choices=["text", "json"],
-                        help="text for people, json for log collectors")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="least severe log line written",
+    )
+    parser.add_argument(
+        "--log-format", default="text", choices=["text", "json"], help="text for people, json for log collectors"
+    )
 
 
 def fail(prog: str, message: str, code: int = 1) -> int:

@@ -70,8 +70,11 @@ def resolve_paths(config: Mapping[str, Any], base: Path) -> Config:
             if isinstance(value, str) and value and not os.path.isabs(value):
                 body[name] = str(base / value)
         exec_ = body.get("exec")
-        if isinstance(exec_, dict) and os.sep in str(exec_.get("command", "")) \
-                and not os.path.isabs(str(exec_["command"])):
+        if (
+            isinstance(exec_, dict)
+            and os.sep in str(exec_.get("command", ""))
+            and not os.path.isabs(str(exec_["command"]))
+        ):
             body["exec"] = {**exec_, "command": str(base / str(exec_["command"]))}
         return {**entry, key: body}
 
@@ -124,8 +127,7 @@ def _home() -> Path:
     return Path("/" if home.startswith("~") else home)
 
 
-def load(explicit: str | None = None, environ: Mapping[str, str] = os.environ,
-         home: Path | None = None) -> Loaded:
+def load(explicit: str | None = None, environ: Mapping[str, str] = os.environ, home: Path | None = None) -> Loaded:
     """Read and merge the files the rules name; raises KubeconfigError with one line."""
     paths, must_exist = precedence(explicit, environ, home or _home())
     configs: list[Config] = []

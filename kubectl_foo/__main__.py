@@ -13,10 +13,10 @@ import datetime
 import sys
 from collections.abc import Sequence
 
+from certs.rotator import APISERVICES, CRDS, MUTATING, VALIDATING
 from controller.cli import MIGRATE_DESCRIPTION, MIGRATE_SUMMARY, add_migrate_flags, run_migrate
 from insights.resources import FOO_HEALTHS
 from kube.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
-from certs.rotator import APISERVICES, CRDS, MUTATING, VALIDATING
 from kube.client import ApiError, KubeClient
 from kube.config import ClientSettings, connect
 from kube.kubeconfig import KubeconfigError, context_namespace, load
@@ -32,28 +32,41 @@ def _cluster_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=output.FORMATS,
-                        help="wide: more columns; json or yaml: the objects (default: a table)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=output.FORMATS,
+        help="wide: more columns; json or yaml: the objects (default: a table)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
-    p = command_parser("kubectl foo", "kubectl plugin for foo-operator: Foo health, storage migration, "
-                                      "and where the CA of every caBundle expires.")
+    p = command_parser(
+        "kubectl foo",
+        "kubectl plugin for foo-operator: Foo health, storage migration, and where the CA of every caBundle expires.",
+    )
     commands = subcommands(p)
-    health_ = add_subcommand(commands, "health", "show FooHealths (from the aggregated API)",
-                             "Shows the FooHealth of one Foo, or of every Foo in a namespace, read from the "
-                             "aggregated API insights.samplecontroller.k8s.io.")
+    health_ = add_subcommand(
+        commands,
+        "health",
+        "show FooHealths (from the aggregated API)",
+        "Shows the FooHealth of one Foo, or of every Foo in a namespace, read from the "
+        "aggregated API insights.samplecontroller.k8s.io.",
+    )
     health_.add_argument("name", nargs="?", help="a Foo's name (default: every Foo)")
-    health_.add_argument("-n", "--namespace",
-                         help="namespace (default: the context's namespace, else default)")
+    health_.add_argument("-n", "--namespace", help="namespace (default: the context's namespace, else default)")
     health_.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     _cluster_flags(health_)
     _output_flag(health_)
     add_migrate_flags(add_subcommand(commands, "migrate-storage", MIGRATE_SUMMARY, MIGRATE_DESCRIPTION))
-    certs = add_subcommand(commands, "certs", "show when the CA of each caBundle expires",
-                           "Lists every caBundle through which the apiserver trusts foo-operator (the admission "
-                           "webhooks, the Foo CRD's conversion webhook, the insights APIService) with the "
-                           "subject and expiry of each CA certificate in it.")
+    certs = add_subcommand(
+        commands,
+        "certs",
+        "show when the CA of each caBundle expires",
+        "Lists every caBundle through which the apiserver trusts foo-operator (the admission "
+        "webhooks, the Foo CRD's conversion webhook, the insights APIService) with the "
+        "subject and expiry of each CA certificate in it.",
+    )
     _cluster_flags(certs)
     _output_flag(certs)
     return p
@@ -72,8 +85,11 @@ async def _client(args: argparse.Namespace) -> KubeClient:
 
 
 async def show_health(args: argparse.Namespace) -> str:
-    namespace = None if args.all_namespaces else (
-        args.namespace or context_namespace(load(args.kubeconfig).config, args.context) or "default")
+    namespace = (
+        None
+        if args.all_namespaces
+        else (args.namespace or context_namespace(load(args.kubeconfig).config, args.context) or "default")
+    )
     async with await _client(args) as client:
         healths = await health.fetch(client, namespace, args.name)
     if args.output in ("json", "yaml"):
@@ -83,8 +99,7 @@ async def show_health(args: argparse.Namespace) -> str:
         where = "any namespace" if namespace is None else f"{namespace} namespace"
         return f"No resources found in {where}.\n"
     wide = args.output == "wide"
-    rows = health.table_rows(healths, datetime.datetime.now(datetime.timezone.utc), wide=wide,
-                             all_namespaces=namespace is None)
+    rows = health.table_rows(healths, datetime.datetime.now(datetime.UTC), wide=wide, all_namespaces=namespace is None)
     return output.table(health.headers(wide=wide, all_namespaces=namespace is None), rows)
 
 
@@ -96,7 +111,7 @@ async def show_certs(args: argparse.Namespace) -> str:
             *cabundles.crd_bundles((await client.list(CRDS)).get("items") or ()),
             *cabundles.apiservice_bundles((await client.list(APISERVICES)).get("items") or ()),
         ]
-    found = cabundles.rows(bundles, datetime.datetime.now(datetime.timezone.utc))
+    found = cabundles.rows(bundles, datetime.datetime.now(datetime.UTC))
     if args.output in ("json", "yaml"):
         return output.document([row.__dict__ for row in found], args.output)
     if not found:
@@ -116,8 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except ApiError as err:
         if err.not_found and args.command == "health" and not args.name:
-            print(f"error: the server doesn't have a resource type \"{FOO_HEALTHS.name}\" "
-                  "(is foo-operator's insights APIService installed and available?)", file=sys.stderr)
+            print(
+                f'error: the server doesn\'t have a resource type "{FOO_HEALTHS.name}" '
+                "(is foo-operator's insights APIService installed and available?)",
+                file=sys.stderr,
+            )
         else:
             print(explain(err), file=sys.stderr)
         return 1

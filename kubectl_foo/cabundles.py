@@ -62,8 +62,14 @@ def webhook_bundles(kind: str, configurations: Iterable[Obj]) -> list[Bundle]:
         name = str((configuration.get("metadata") or {}).get("name"))
         for i, webhook in enumerate(configuration.get("webhooks") or ()):
             if _about_foos(webhook):
-                found.append(Bundle(kind, name, f"webhooks[{i}] {webhook.get('name')}",
-                                    str((webhook.get("clientConfig") or {}).get("caBundle") or "")))
+                found.append(
+                    Bundle(
+                        kind,
+                        name,
+                        f"webhooks[{i}] {webhook.get('name')}",
+                        str((webhook.get("clientConfig") or {}).get("caBundle") or ""),
+                    )
+                )
     return found
 
 
@@ -75,15 +81,28 @@ def crd_bundles(crds: Iterable[Obj]) -> list[Bundle]:
         if spec.get("group") != GROUP or conversion.get("strategy") != "Webhook":
             continue
         config = (conversion.get("webhook") or {}).get("clientConfig") or {}
-        found.append(Bundle("CustomResourceDefinition", str((crd.get("metadata") or {}).get("name")),
-                            "spec.conversion.webhook.clientConfig.caBundle", str(config.get("caBundle") or "")))
+        found.append(
+            Bundle(
+                "CustomResourceDefinition",
+                str((crd.get("metadata") or {}).get("name")),
+                "spec.conversion.webhook.clientConfig.caBundle",
+                str(config.get("caBundle") or ""),
+            )
+        )
     return found
 
 
 def apiservice_bundles(apiservices: Iterable[Obj]) -> list[Bundle]:
-    return [Bundle("APIService", str((a.get("metadata") or {}).get("name")), "spec.caBundle",
-                   str((a.get("spec") or {}).get("caBundle") or ""))
-            for a in apiservices if (a.get("spec") or {}).get("group") == INSIGHTS_GROUP]
+    return [
+        Bundle(
+            "APIService",
+            str((a.get("metadata") or {}).get("name")),
+            "spec.caBundle",
+            str((a.get("spec") or {}).get("caBundle") or ""),
+        )
+        for a in apiservices
+        if (a.get("spec") or {}).get("group") == INSIGHTS_GROUP
+    ]
 
 
 def certificates(ca_bundle: str) -> list[x509.Certificate]:
@@ -128,7 +147,13 @@ def rows(bundles: Iterable[Bundle], now: datetime.datetime) -> list[CaRow]:
             continue
         for certificate in found:
             left = (certificate.not_valid_after_utc - now).total_seconds()
-            out.append(CaRow(*where, _subject(certificate),
-                             certificate.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                             human_left(left), left / 86400))
+            out.append(
+                CaRow(
+                    *where,
+                    _subject(certificate),
+                    certificate.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    human_left(left),
+                    left / 86400,
+                )
+            )
     return out

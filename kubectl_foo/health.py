@@ -31,8 +31,9 @@ def headers(*, wide: bool, all_namespaces: bool) -> list[str]:
     return (["Namespace"] if all_namespaces else []) + names
 
 
-def table_rows(healths: Sequence[Mapping[str, Any]], now: datetime.datetime, *, wide: bool,
-               all_namespaces: bool) -> list[list[Any]]:
+def table_rows(
+    healths: Sequence[Mapping[str, Any]], now: datetime.datetime, *, wide: bool, all_namespaces: bool
+) -> list[list[Any]]:
     shown = [i for i, c in enumerate(COLUMNS) if wide or c["priority"] == 0]
     rows = []
     for health in healths:

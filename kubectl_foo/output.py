@@ -15,8 +15,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Upper-case headers, left-aligned columns three spaces apart, as `kubectl get` prints."""
     lines = [[h.upper() for h in headers], *[[str(cell) for cell in row] for row in rows]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-    return "\n".join("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
-                     for line in lines) + "\n"
+    return (
+        "\n".join(
+            "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip() for line in lines
+        )
+        + "\n"
+    )
 
 
 def document(obj: Any, output: str) -> str:

@@ -10,8 +10,16 @@ from certs.authority import service_dns_names
 from certs.rotation import RotationPolicy
 from fooapi import DEFAULT_IMAGE
 from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit
-from kube.cli import (KUBECONFIG_HELP, command_parser, env_default, fail, int_between, pod_namespace, positive_float,
-                      positive_int)
+from kube.cli import (
+    KUBECONFIG_HELP,
+    command_parser,
+    env_default,
+    fail,
+    int_between,
+    pod_namespace,
+    positive_float,
+    positive_int,
+)
 from kube.logs import setup_logging
 from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
 

@@ -19,28 +19,42 @@ from tests.unit.test_chart import render
 EVERY_KNOB: dict[str, Any] = {
     "commonLabels": {"team": "platform"},
     "webhook": {
-        "failurePolicy": "Ignore", "timeoutSeconds": 8,
+        "failurePolicy": "Ignore",
+        "timeoutSeconds": 8,
         "namespaceSelector": {"matchLabels": {"admission": "on"}},
         "objectSelector": {"matchExpressions": [{"key": "skip-admission", "operator": "DoesNotExist"}]},
         "validating": {"failurePolicy": "Fail", "timeoutSeconds": 3},
-        "hostNetwork": True, "containerPort": 10443, "revisionHistoryLimit": 3,
+        "hostNetwork": True,
+        "containerPort": 10443,
+        "revisionHistoryLimit": 3,
         "readinessProbe": {"periodSeconds": 2, "timeoutSeconds": 2},
         "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
         "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
         "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}],
     },
     "insights": {"hostNetwork": True, "containerPort": 10444, "revisionHistoryLimit": 1},
-    "controller": {"livenessProbe": {"httpGet": None, "exec": {"command": ["true"]}},
-                   "extraEnv": [{"name": "GOMAXPROCS", "value": "2"}]},
+    "controller": {
+        "livenessProbe": {"httpGet": None, "exec": {"command": ["true"]}},
+        "extraEnv": [{"name": "GOMAXPROCS", "value": "2"}],
+    },
 }
 
 
 def dry_run(plane: LocalControlPlane, namespace: str, values: dict[str, Any]) -> dict[tuple[str, str], Any]:
     """What the apiserver would store for every rendered object, by (kind, name)."""
     objects = render(values, namespace=namespace)
-    result = plane.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "--field-manager=e2e",
-                           "-o", "json", "-f", "-",
-                           input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    result = plane.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--dry-run=server",
+        "--field-manager=e2e",
+        "-o",
+        "json",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+    )
     stored = json.loads(result.stdout)
     items = stored["items"] if stored.get("kind") == "List" else [stored]
     assert len(items) == len(objects)
@@ -86,8 +100,15 @@ def test_the_plain_manifests_pass_a_server_side_dry_run(control_plane: LocalCont
     manifests = Path(__file__).resolve().parents[2] / "deploy" / "foo-operator.yaml"
     created = control_plane.kubectl("create", "namespace", "foo-system", check=False).returncode == 0
     try:
-        control_plane.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "--field-manager=e2e",
-                              "-f", str(manifests))
+        control_plane.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--dry-run=server",
+            "--field-manager=e2e",
+            "-f",
+            str(manifests),
+        )
     finally:
         if created:
             control_plane.kubectl("delete", "namespace", "foo-system", "--wait=false", check=False)

@@ -35,16 +35,23 @@ def plugin_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 def kubectl_foo(plane: LocalControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """`kubectl foo ARGS`: kubectl refuses flags before a plugin's name, so the plane is named by
     $KUBECONFIG, which kubectl hands the plugin in its environment (as a user's shell would)."""
-    result = subprocess.run([str(plane.bin.kubectl), "foo", *args], capture_output=True, text=True, timeout=300,
-                            env=plane.env())
+    result = subprocess.run(
+        [str(plane.bin.kubectl), "foo", *args], capture_output=True, text=True, timeout=300, env=plane.env()
+    )
     if check and result.returncode != 0:
         raise KubectlError(result.returncode, result.args, result.stdout, result.stderr)
     return result
 
 
 def _foo(name: str) -> str:
-    return yaml.safe_dump({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": name},
-                           "spec": {"deployment": {"name": f"{name}-nginx"}, "replicas": 1}})
+    return yaml.safe_dump(
+        {
+            "apiVersion": "samplecontroller.k8s.io/v1",
+            "kind": "Foo",
+            "metadata": {"name": name},
+            "spec": {"deployment": {"name": f"{name}-nginx"}, "replicas": 1},
+        }
+    )
 
 
 def test_kubectl_lists_the_plugin(foo_operator: LocalProduct) -> None:
@@ -66,8 +73,11 @@ def test_kubectl_foo_certs_shows_when_each_trusted_ca_expires(foo_operator: Loca
     table = kubectl_foo(foo_operator.plane, "certs").stdout.splitlines()
     assert table[0].split()[:4] == ["OBJECT", "FIELD", "CA", "NOT"]
     rows = {line.split()[0]: line for line in table[1:]}
-    for obj in ("MutatingWebhookConfiguration/", "ValidatingWebhookConfiguration/",
-                "CustomResourceDefinition/foos.samplecontroller.k8s.io"):
+    for obj in (
+        "MutatingWebhookConfiguration/",
+        "ValidatingWebhookConfiguration/",
+        "CustomResourceDefinition/foos.samplecontroller.k8s.io",
+    ):
         row = next((line for key, line in rows.items() if key.startswith(obj)), None)
         assert row is not None, f"no row for {obj} in:\n" + "\n".join(table)
         assert subject in row and not_after in row
@@ -88,8 +98,10 @@ def test_kubectl_foo_certs_includes_the_insights_apiservice(available: Insights)
 
 def test_kubectl_foo_health_reads_foohealths_from_the_aggregated_api(available: Insights, namespace: str) -> None:
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("web"))
-    table = wait_for("kubectl foo health to list web",
-                     lambda: kubectl_foo(available.plane, "health", "-n", namespace).stdout.splitlines())
+    table = wait_for(
+        "kubectl foo health to list web",
+        lambda: kubectl_foo(available.plane, "health", "-n", namespace).stdout.splitlines(),
+    )
     assert table[0].split()[:3] == ["NAME", "HEALTH", "READY"]
     assert table[1].split()[0] == "web"
     one = json.loads(kubectl_foo(available.plane, "health", "web", "-n", namespace, "-o", "json").stdout)
@@ -106,8 +118,9 @@ def test_kubectl_foo_health_of_a_missing_foo_is_kubectls_one_line(available: Ins
     assert result.stderr.startswith("Error from server (NotFound): ") and result.stderr.count("\n") == 1
 
 
-def test_kubectl_foo_migrate_storage_is_foo_operator_migrate_storage(foo_operator: LocalProduct,
-                                                                      namespace: str) -> None:
+def test_kubectl_foo_migrate_storage_is_foo_operator_migrate_storage(
+    foo_operator: LocalProduct, namespace: str
+) -> None:
     foo_operator.plane.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("migrated"))
     result = kubectl_foo(foo_operator.plane, "migrate-storage", check=False)
     assert result.returncode == 0, result.stderr

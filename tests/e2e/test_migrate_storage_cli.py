@@ -28,14 +28,24 @@ PAGE = re.compile(r"^page (?P<page>\d+): .* \((?P<done>\d+) of ~(?P<total>\d+)(,
 
 
 def migrate(plane: LocalControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(FOO_OPERATOR), "migrate-storage", "--kubeconfig", str(plane.kubeconfig), *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(FOO_OPERATOR), "migrate-storage", "--kubeconfig", str(plane.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def make_foos(plane: LocalControlPlane, namespace: str) -> dict[str, str]:
-    items = [{"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
-              "metadata": {"name": f"foo-{i:02d}", "namespace": namespace},
-              "spec": {"deploymentName": f"foo-{i:02d}-nginx", "replicas": 1}} for i in range(FOOS)]
+    items = [
+        {
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "Foo",
+            "metadata": {"name": f"foo-{i:02d}", "namespace": namespace},
+            "spec": {"deploymentName": f"foo-{i:02d}-nginx", "replicas": 1},
+        }
+        for i in range(FOOS)
+    ]
     plane.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     return resource_versions(plane, namespace)
 
@@ -51,12 +61,20 @@ def stored_versions(plane: LocalControlPlane) -> list[str]:
 
 
 def set_stored_versions(plane: LocalControlPlane, versions: list[str]) -> None:
-    plane.kubectl("patch", "crd", CRD_NAME, "--subresource=status", "--type=merge",
-                  "-p", json.dumps({"status": {"storedVersions": versions}}))
+    plane.kubectl(
+        "patch",
+        "crd",
+        CRD_NAME,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"storedVersions": versions}}),
+    )
 
 
-def test_progress_lines_carry_the_total_from_remaining_item_count_and_time_left(foo_operator: LocalProduct,
-                                                                                namespace: str) -> None:
+def test_progress_lines_carry_the_total_from_remaining_item_count_and_time_left(
+    foo_operator: LocalProduct, namespace: str
+) -> None:
     make_foos(foo_operator.plane, namespace)
     result = migrate(foo_operator.plane, "--page-size", "10")
     assert result.returncode == 0, result.stderr
@@ -106,9 +124,20 @@ def test_on_a_terminal_progress_is_a_bar_on_stderr(foo_operator: LocalProduct, n
     make_foos(foo_operator.plane, namespace)
     leader, follower = pty.openpty()
     try:
-        result = subprocess.run([str(FOO_OPERATOR), "migrate-storage", "--kubeconfig",
-                                 str(foo_operator.plane.kubeconfig), "--page-size", "10"],
-                                stdout=subprocess.PIPE, stderr=follower, text=True, timeout=300)
+        result = subprocess.run(
+            [
+                str(FOO_OPERATOR),
+                "migrate-storage",
+                "--kubeconfig",
+                str(foo_operator.plane.kubeconfig),
+                "--page-size",
+                "10",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+            timeout=300,
+        )
         os.close(follower)
         follower = -1
         drawn = b""
@@ -136,16 +165,19 @@ def test_unknown_choices_are_one_line(flag: list[str], foo_operator: LocalProduc
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
 
 
-def test_the_charts_job_rbac_is_enough_for_the_command(foo_operator: LocalProduct, namespace: str,
-                                                       tmp_path: Path) -> None:
+def test_the_charts_job_rbac_is_enough_for_the_command(
+    foo_operator: LocalProduct, namespace: str, tmp_path: Path
+) -> None:
     """The hook Job's ServiceAccount, ClusterRole and binding, applied for real, then the command run
     with that ServiceAccount's token: RBAC is what the Job needs (kwok runs no container)."""
     from tests.unit.test_chart import render
 
     plane = foo_operator.plane
-    objects = [o for o in render({"migrateStorage": {"job": {"enabled": True}}}, release=f"r{os.getpid()}",
-                                 namespace=namespace)
-               if "migrate-storage" in o["metadata"]["name"] and o["kind"] != "Job"]
+    objects = [
+        o
+        for o in render({"migrateStorage": {"job": {"enabled": True}}}, release=f"r{os.getpid()}", namespace=namespace)
+        if "migrate-storage" in o["metadata"]["name"] and o["kind"] != "Job"
+    ]
     plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     account = next(o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount")
     try:
@@ -153,20 +185,39 @@ def test_the_charts_job_rbac_is_enough_for_the_command(foo_operator: LocalProduc
         set_stored_versions(plane, ["v1alpha1", "v1"])
         token = plane.kubectl("create", "token", account, "-n", namespace).stdout.strip()
         kubeconfig = tmp_path / "job-kubeconfig"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "job",
-            "clusters": [{"name": "plane", "cluster": {"server": plane.server,
-                                                       "certificate-authority": str(plane.ca_file)}}],
-            "users": [{"name": "job", "user": {"token": token}}],
-            "contexts": [{"name": "job", "context": {"cluster": "plane", "user": "job"}}]}))
-        result = subprocess.run([str(FOO_OPERATOR), "migrate-storage", "--kubeconfig", str(kubeconfig), "-o", "json"],
-                                capture_output=True, text=True, timeout=300)
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "job",
+                    "clusters": [
+                        {
+                            "name": "plane",
+                            "cluster": {"server": plane.server, "certificate-authority": str(plane.ca_file)},
+                        }
+                    ],
+                    "users": [{"name": "job", "user": {"token": token}}],
+                    "contexts": [{"name": "job", "context": {"cluster": "plane", "user": "job"}}],
+                }
+            )
+        )
+        result = subprocess.run(
+            [str(FOO_OPERATOR), "migrate-storage", "--kubeconfig", str(kubeconfig), "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["storedVersions"]["after"] == ["v1"]
-        denied = plane.kubectl("auth", "can-i", "delete", "foos", "-A",
-                               f"--as=system:serviceaccount:{namespace}:{account}", check=False)
+        denied = plane.kubectl(
+            "auth", "can-i", "delete", "foos", "-A", f"--as=system:serviceaccount:{namespace}:{account}", check=False
+        )
         assert denied.stdout.strip() == "no"  # nothing beyond what the command does
     finally:
-        cluster_scoped = [f"{o['kind'].lower()}/{o['metadata']['name']}" for o in objects
-                          if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+        cluster_scoped = [
+            f"{o['kind'].lower()}/{o['metadata']['name']}"
+            for o in objects
+            if o["kind"] in ("ClusterRole", "ClusterRoleBinding")
+        ]
         plane.kubectl("delete", *cluster_scoped, "--ignore-not-found", check=False)

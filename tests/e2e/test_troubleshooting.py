@@ -34,16 +34,26 @@ def _discovery_failure(plane: LocalControlPlane, name: str) -> str:
 def test_an_unavailable_apiservice_blocks_namespace_deletion_until_it_goes(control_plane: LocalControlPlane) -> None:
     plane = control_plane
     name = f"doomed-{os.getpid() % 10000}"
-    apiservice = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": APISERVICE},
-                  "spec": {"group": GROUP, "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15,
-                           "insecureSkipTLSVerify": True,
-                           "service": {"namespace": "default", "name": "no-such-service", "port": 443}}}
+    apiservice = {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": APISERVICE},
+        "spec": {
+            "group": GROUP,
+            "version": "v1",
+            "groupPriorityMinimum": 1000,
+            "versionPriority": 15,
+            "insecureSkipTLSVerify": True,
+            "service": {"namespace": "default", "name": "no-such-service", "port": 443},
+        },
+    }
     plane.kubectl("apply", "-f", "-", input=json.dumps(apiservice))
     try:
         plane.kubectl("create", "namespace", name)
         plane.kubectl("delete", "namespace", name, "--wait=false")
-        message = wait_for("the namespace to report the discovery failure", lambda: _discovery_failure(plane, name),
-                           timeout=120)
+        message = wait_for(
+            "the namespace to report the discovery failure", lambda: _discovery_failure(plane, name), timeout=120
+        )
         assert GROUP in message
         assert (_namespace(plane, name) or {})["status"]["phase"] == "Terminating"
     finally:

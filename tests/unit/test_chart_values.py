@@ -19,8 +19,10 @@ DEPLOYMENTS = ("foo-operator-webhook", "foo-operator-insights", "foo-operator-co
 
 
 def admission(objects: Objects) -> dict[str, dict[str, Any]]:
-    return {kind: find(objects, kind)["webhooks"][0]
-            for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")}
+    return {
+        kind: find(objects, kind)["webhooks"][0]
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    }
 
 
 def webhook_flags(objects: Objects) -> Any:
@@ -28,18 +30,30 @@ def webhook_flags(objects: Objects) -> Any:
 
 
 def test_failure_policy_and_timeout_apply_to_both_webhooks_unless_one_says_otherwise() -> None:
-    hooks = admission(render({"webhook": {"failurePolicy": "Ignore", "timeoutSeconds": 10,
-                                          "validating": {"failurePolicy": "Fail", "timeoutSeconds": 2}}}))
+    hooks = admission(
+        render(
+            {
+                "webhook": {
+                    "failurePolicy": "Ignore",
+                    "timeoutSeconds": 10,
+                    "validating": {"failurePolicy": "Fail", "timeoutSeconds": 2},
+                }
+            }
+        )
+    )
     mutating, validating = hooks["MutatingWebhookConfiguration"], hooks["ValidatingWebhookConfiguration"]
     assert (mutating["failurePolicy"], mutating["timeoutSeconds"]) == ("Ignore", 10)
     assert (validating["failurePolicy"], validating["timeoutSeconds"]) == ("Fail", 2)
 
 
-@pytest.mark.parametrize(("values", "seconds"), [
-    ({}, 5),
-    ({"webhook": {"timeoutSeconds": 12}}, 12),
-    ({"webhook": {"timeoutSeconds": 12, "mutating": {"timeoutSeconds": 3}}}, 3),
-])
+@pytest.mark.parametrize(
+    ("values", "seconds"),
+    [
+        ({}, 5),
+        ({"webhook": {"timeoutSeconds": 12}}, 12),
+        ({"webhook": {"timeoutSeconds": 12, "mutating": {"timeoutSeconds": 3}}}, 3),
+    ],
+)
 def test_the_webhooks_own_deadline_follows_the_shorter_timeout(values: dict[str, Any], seconds: int) -> None:
     flags = webhook_flags(render(values))
     assert flags.admission_timeout_seconds == seconds
@@ -51,19 +65,32 @@ def test_admission_deadlines_leave_the_apiserver_time_to_read_the_answer() -> No
 
 
 def test_namespace_selector_adds_to_the_release_namespace_exclusion_never_replaces_it() -> None:
-    selector = {"matchLabels": {"admission": "on"},
-                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["apps"]}]}
+    selector = {
+        "matchLabels": {"admission": "on"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["apps"]}],
+    }
     for hook in admission(render({"webhook": {"namespaceSelector": selector}})).values():
         chosen = hook["namespaceSelector"]
         assert chosen["matchLabels"] == {"admission": "on"}
-        assert chosen["matchExpressions"][0] == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                                                 "values": ["foo-system"]}
+        assert chosen["matchExpressions"][0] == {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["foo-system"],
+        }
         assert chosen["matchExpressions"][1:] == selector["matchExpressions"]
 
 
 def test_object_selector_is_shared_or_per_webhook() -> None:
-    hooks = admission(render({"webhook": {"objectSelector": {"matchLabels": {"a": "b"}},
-                                          "mutating": {"objectSelector": {"matchLabels": {"c": "d"}}}}}))
+    hooks = admission(
+        render(
+            {
+                "webhook": {
+                    "objectSelector": {"matchLabels": {"a": "b"}},
+                    "mutating": {"objectSelector": {"matchLabels": {"c": "d"}}},
+                }
+            }
+        )
+    )
     assert hooks["MutatingWebhookConfiguration"]["objectSelector"] == {"matchLabels": {"c": "d"}}
     assert hooks["ValidatingWebhookConfiguration"]["objectSelector"] == {"matchLabels": {"a": "b"}}
     assert all("objectSelector" not in hook for hook in admission(render()).values())
@@ -82,9 +109,11 @@ def test_host_network_puts_the_pods_on_the_node_with_the_configured_port(compone
 
 @pytest.mark.parametrize("component", ["webhook", "insights", "controller"])
 def test_extra_env_volumes_and_mounts_are_added_to_what_the_chart_needs(component: str) -> None:
-    extra = {"extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
-             "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
-             "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}]}
+    extra = {
+        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+        "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
+        "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}],
+    }
     deployment = find(render({component: extra}), "Deployment", f"foo-operator-{component}")
     pod, main = deployment["spec"]["template"]["spec"], container(deployment)
     assert extra["extraEnv"][0] in main["env"]
@@ -98,7 +127,10 @@ def test_common_labels_are_on_every_object_and_pod_but_no_selector() -> None:
     # The CRD carries the chart's labels too; only the `helm test` Pod's are its own.
     labelled = [o for o in objects if o["kind"] != "Pod"]
     assert all(o["metadata"]["labels"].get("team") == "platform" for o in labelled), [
-        (o["kind"], o["metadata"]["name"]) for o in labelled if o["metadata"].get("labels", {}).get("team") != "platform"]
+        (o["kind"], o["metadata"]["name"])
+        for o in labelled
+        if o["metadata"].get("labels", {}).get("team") != "platform"
+    ]
     for name in DEPLOYMENTS:
         deployment = find(objects, "Deployment", name)
         assert deployment["spec"]["template"]["metadata"]["labels"]["team"] == "platform"
@@ -112,29 +144,42 @@ def test_revision_history_limit_per_component() -> None:
 
 
 def test_probe_overrides_merge_over_the_defaults() -> None:
-    objects = render({"webhook": {"readinessProbe": {"periodSeconds": 2, "timeoutSeconds": 3}},
-                      "controller": {"livenessProbe": {"httpGet": None, "exec": {"command": ["true"]}}}})
+    objects = render(
+        {
+            "webhook": {"readinessProbe": {"periodSeconds": 2, "timeoutSeconds": 3}},
+            "controller": {"livenessProbe": {"httpGet": None, "exec": {"command": ["true"]}}},
+        }
+    )
     readiness = container(find(objects, "Deployment", "foo-operator-webhook"))["readinessProbe"]
-    assert readiness == {"httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
-                         "periodSeconds": 2, "timeoutSeconds": 3, "failureThreshold": 2}
+    assert readiness == {
+        "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
+        "periodSeconds": 2,
+        "timeoutSeconds": 3,
+        "failureThreshold": 2,
+    }
     liveness = container(find(objects, "Deployment", "foo-operator-controller"))["livenessProbe"]
     assert liveness == {"exec": {"command": ["true"]}, "periodSeconds": 10, "failureThreshold": 3}
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"webhook": {"mutating": {"failurePolicy": "Sometimes"}}}, "at '/webhook/mutating/failurePolicy'"),
-    ({"webhook": {"validating": {"timeoutSeconds": 45}}}, "at '/webhook/validating/timeoutSeconds'"),
-    ({"webhook": {"mutating": {"failurPolicy": "Fail"}}}, "additional properties 'failurPolicy' not allowed"),
-    ({"webhook": {"objectSelector": {"matchLabel": {}}}}, "additional properties 'matchLabel' not allowed"),
-    ({"webhook": {"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Equals"}]}}},
-     "at '/webhook/namespaceSelector/matchExpressions/0/operator'"),
-    ({"webhook": {"hostNetwork": "yes"}}, "at '/webhook/hostNetwork'"),
-    ({"controller": {"extraEnv": [{"value": "x"}]}}, "at '/controller/extraEnv/0'"),
-    ({"insights": {"extraVolumeMounts": [{"name": "v"}]}}, "at '/insights/extraVolumeMounts/0'"),
-    ({"webhook": {"revisionHistoryLimit": -1}}, "at '/webhook/revisionHistoryLimit'"),
-    ({"webhook": {"readinessProbe": {"periodSeconds": "often"}}}, "at '/webhook/readinessProbe/periodSeconds'"),
-    ({"commonLabels": {"team": 7}}, "at '/commonLabels/team'"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"webhook": {"mutating": {"failurePolicy": "Sometimes"}}}, "at '/webhook/mutating/failurePolicy'"),
+        ({"webhook": {"validating": {"timeoutSeconds": 45}}}, "at '/webhook/validating/timeoutSeconds'"),
+        ({"webhook": {"mutating": {"failurPolicy": "Fail"}}}, "additional properties 'failurPolicy' not allowed"),
+        ({"webhook": {"objectSelector": {"matchLabel": {}}}}, "additional properties 'matchLabel' not allowed"),
+        (
+            {"webhook": {"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Equals"}]}}},
+            "at '/webhook/namespaceSelector/matchExpressions/0/operator'",
+        ),
+        ({"webhook": {"hostNetwork": "yes"}}, "at '/webhook/hostNetwork'"),
+        ({"controller": {"extraEnv": [{"value": "x"}]}}, "at '/controller/extraEnv/0'"),
+        ({"insights": {"extraVolumeMounts": [{"name": "v"}]}}, "at '/insights/extraVolumeMounts/0'"),
+        ({"webhook": {"revisionHistoryLimit": -1}}, "at '/webhook/revisionHistoryLimit'"),
+        ({"webhook": {"readinessProbe": {"periodSeconds": "often"}}}, "at '/webhook/readinessProbe/periodSeconds'"),
+        ({"commonLabels": {"team": 7}}, "at '/commonLabels/team'"),
+    ],
+)
 def test_malformed_knobs_fail_the_install_naming_the_value(values: dict[str, Any], message: str) -> None:
     error = render_error(values)
     assert "values don't meet the specifications of the schema" in error
@@ -161,7 +206,8 @@ def test_the_migrate_storage_job_runs_the_real_command_as_a_hook_with_its_own_rb
         assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
     # RBAC first (lower weight), then the Job.
     assert int(ours[("ClusterRole", name)]["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
-        ours[("Job", name)]["metadata"]["annotations"]["helm.sh/hook-weight"])
+        ours[("Job", name)]["metadata"]["annotations"]["helm.sh/hook-weight"]
+    )
     pod = ours[("Job", name)]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == name and pod["restartPolicy"] == "Never"
     (main,) = pod["containers"]

@@ -77,12 +77,15 @@ def test_every_option_says_what_it_is_for(script: str) -> None:
             assert action.help, f"{parser.prog} {action.option_strings or action.dest} has no help"
 
 
-@pytest.mark.parametrize(("argv", "flag"), [
-    (["foo-operator-webhook", "--cert-dir", "/x", "--port", "seventy"], "--port"),
-    (["foo-operator-controller", "--workers", "0"], "--workers"),
-    (["foo-operator", "migrate-storage", "--qps", "-1"], "--qps"),
-    (["foo-operator-certs", "generate", "--service", "Bad_Name", "--namespace", "n", "--out", "/x"], "--service"),
-])
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["foo-operator-webhook", "--cert-dir", "/x", "--port", "seventy"], "--port"),
+        (["foo-operator-controller", "--workers", "0"], "--workers"),
+        (["foo-operator", "migrate-storage", "--qps", "-1"], "--qps"),
+        (["foo-operator-certs", "generate", "--service", "Bad_Name", "--namespace", "n", "--out", "/x"], "--service"),
+    ],
+)
 def test_a_command_line_mistake_is_one_line_and_exit_2(argv: list[str], flag: str) -> None:
     done = subprocess.run([BIN / argv[0], *argv[1:]], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
@@ -111,8 +114,9 @@ def test_the_pod_namespace_is_client_gos(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("extra", [[], ["--cert-name", "serving.pem", "--key-name", "serving-key.pem"]])
 @pytest.mark.parametrize("leftover", [None, "tls.crt"])
-def test_the_hint_for_missing_certificates_works_as_printed(tmp_path: Path, extra: list[str],
-                                                           leftover: str | None) -> None:
+def test_the_hint_for_missing_certificates_works_as_printed(
+    tmp_path: Path, extra: list[str], leftover: str | None
+) -> None:
     cert_dir = tmp_path / "a dir with spaces"
     if leftover:  # half a pair from an earlier run
         cert_dir.mkdir()

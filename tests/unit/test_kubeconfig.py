@@ -16,10 +16,16 @@ from kube.config import load_configuration
 from kube.kubeconfig import KubeconfigError, load, merge, precedence, resolve_paths
 
 
-def kubeconfig(*, clusters: dict[str, dict[str, Any]] | None = None, users: dict[str, dict[str, Any]] | None = None,
-               contexts: dict[str, dict[str, Any]] | None = None, current: str | None = None) -> dict[str, Any]:
+def kubeconfig(
+    *,
+    clusters: dict[str, dict[str, Any]] | None = None,
+    users: dict[str, dict[str, Any]] | None = None,
+    contexts: dict[str, dict[str, Any]] | None = None,
+    current: str | None = None,
+) -> dict[str, Any]:
     config: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Config",
+        "apiVersion": "v1",
+        "kind": "Config",
         "clusters": [{"name": n, "cluster": c} for n, c in (clusters or {}).items()],
         "users": [{"name": n, "user": u} for n, u in (users or {}).items()],
         "contexts": [{"name": n, "context": c} for n, c in (contexts or {}).items()],
@@ -96,25 +102,38 @@ def test_the_first_file_to_set_a_map_key_wins_and_its_entry_is_taken_whole() -> 
 
 def test_clusters_and_contexts_merge_by_name_like_users() -> None:
     first = kubeconfig(clusters={"a": {"server": "https://first"}}, contexts={"x": {"cluster": "a"}})
-    second = kubeconfig(clusters={"a": {"server": "https://second"}, "b": {"server": "https://b"}},
-                        contexts={"x": {"cluster": "b"}, "y": {"cluster": "b"}})
+    second = kubeconfig(
+        clusters={"a": {"server": "https://second"}, "b": {"server": "https://b"}},
+        contexts={"x": {"cluster": "b"}, "y": {"cluster": "b"}},
+    )
     merged = merge([first, second])
     assert {n: e["cluster"]["server"] for n, e in named(merged, "clusters").items()} == {
-        "a": "https://first", "b": "https://b"}
+        "a": "https://first",
+        "b": "https://b",
+    }
     assert {n: e["context"]["cluster"] for n, e in named(merged, "contexts").items()} == {"x": "a", "y": "b"}
 
 
 def test_the_first_file_to_set_current_context_wins() -> None:
     assert merge([kubeconfig(), kubeconfig(current="second"), kubeconfig(current="third")])["current-context"] == (
-        "second")
+        "second"
+    )
     assert "current-context" not in merge([kubeconfig(), kubeconfig()])
 
 
 def test_relative_paths_resolve_against_the_directory_of_the_file_that_named_them(tmp_path: Path) -> None:
-    config = kubeconfig(clusters={"c": {"server": "https://c", "certificate-authority": "ca.crt"}},
-                        users={"u": {"client-certificate": "certs/u.crt", "client-key": "/abs/u.key",
-                                     "tokenFile": "token", "exec": {"command": "./bin/auth"}},
-                               "v": {"exec": {"command": "kubelogin"}}})
+    config = kubeconfig(
+        clusters={"c": {"server": "https://c", "certificate-authority": "ca.crt"}},
+        users={
+            "u": {
+                "client-certificate": "certs/u.crt",
+                "client-key": "/abs/u.key",
+                "tokenFile": "token",
+                "exec": {"command": "./bin/auth"},
+            },
+            "v": {"exec": {"command": "kubelogin"}},
+        },
+    )
     resolved = resolve_paths(config, tmp_path / "dir")
     assert named(resolved, "clusters")["c"]["cluster"]["certificate-authority"] == str(tmp_path / "dir" / "ca.crt")
     user = named(resolved, "users")["u"]["user"]
@@ -138,10 +157,13 @@ def test_each_file_resolves_against_its_own_directory_when_merged(tmp_path: Path
 
 def two_files(tmp_path: Path) -> str:
     """Context and user in one file, the cluster in another: only a merge can connect."""
-    one = write(tmp_path / "contexts", kubeconfig(users={"u": {"token": "t0ken"}},
-                                                  contexts={"ctx": {"cluster": "c", "user": "u"}}, current="ctx"))
-    two = write(tmp_path / "clusters", kubeconfig(clusters={"c": {"server": "https://10.0.0.9:6443"}},
-                                                  current="ignored"))
+    one = write(
+        tmp_path / "contexts",
+        kubeconfig(users={"u": {"token": "t0ken"}}, contexts={"ctx": {"cluster": "c", "user": "u"}}, current="ctx"),
+    )
+    two = write(
+        tmp_path / "clusters", kubeconfig(clusters={"c": {"server": "https://10.0.0.9:6443"}}, current="ignored")
+    )
     return f"{one}{os.pathsep}{two}"
 
 
@@ -199,8 +221,9 @@ def test_a_user_without_a_home_still_reaches_the_in_cluster_fallback(monkeypatch
 def test_the_contexts_namespace_is_the_default_namespace_as_in_kubectl() -> None:
     from kube.kubeconfig import context_namespace
 
-    config = merge([kubeconfig(contexts={"a": {"cluster": "c", "namespace": "team-a"}, "b": {"cluster": "c"}},
-                               current="a")])
+    config = merge(
+        [kubeconfig(contexts={"a": {"cluster": "c", "namespace": "team-a"}, "b": {"cluster": "c"}}, current="a")]
+    )
     assert context_namespace(config) == "team-a"
     assert context_namespace(config, "b") is None  # kubectl then uses "default"
     assert context_namespace(config, "missing") is None

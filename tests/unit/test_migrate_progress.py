@@ -7,16 +7,20 @@ import pytest
 from controller.progress import Progress, bar, describe, human_seconds, total_after_page
 
 
-@pytest.mark.parametrize(("done", "remaining", "more", "total"), [
-    (500, 1500, True, 2000),  # the apiserver's count of the pages to come
-    (500, None, True, None),  # not sent (e.g. a selector on the list): unknown
-    (500, True, True, None),  # not a count
-    (500, -1, True, None),
-    (1990, None, False, 1990),  # the last page: exact
-    (1990, 7, False, 1990),
-])
-def test_the_total_is_done_plus_what_the_apiserver_says_is_left(done: int, remaining: object, more: bool,
-                                                               total: int | None) -> None:
+@pytest.mark.parametrize(
+    ("done", "remaining", "more", "total"),
+    [
+        (500, 1500, True, 2000),  # the apiserver's count of the pages to come
+        (500, None, True, None),  # not sent (e.g. a selector on the list): unknown
+        (500, True, True, None),  # not a count
+        (500, -1, True, None),
+        (1990, None, False, 1990),  # the last page: exact
+        (1990, 7, False, 1990),
+    ],
+)
+def test_the_total_is_done_plus_what_the_apiserver_says_is_left(
+    done: int, remaining: object, more: bool, total: int | None
+) -> None:
     assert total_after_page(done, remaining, more) == total
 
 
@@ -36,5 +40,11 @@ def test_lines_and_bars_say_done_total_and_time_left() -> None:
 
 
 def test_durations_read_like_kubectl_ages() -> None:
-    assert [human_seconds(s) for s in (4.4, 89, 90, 3599, 5400, 7322)] == ["4s", "89s", "1m30s", "59m59s", "1h30m",
-                                                                          "2h02m"]
+    assert [human_seconds(s) for s in (4.4, 89, 90, 3599, 5400, 7322)] == [
+        "4s",
+        "89s",
+        "1m30s",
+        "59m59s",
+        "1h30m",
+        "2h02m",
+    ]

@@ -23,7 +23,8 @@ def rendered() -> str:
 
 def test_the_committed_manifests_are_up_to_date(rendered: str) -> None:
     assert (ROOT / "deploy" / "foo-operator.yaml").read_text() == rendered, (
-        "deploy/foo-operator.yaml is out of date: run `.venv/bin/python -m hack.manifests`")
+        "deploy/foo-operator.yaml is out of date: run `.venv/bin/python -m hack.manifests`"
+    )
 
 
 def test_no_private_key_and_no_helm_claims_in_the_file(rendered: str) -> None:
