@@ -25,6 +25,7 @@ def _dns_label(kind: str) -> Callable[[str], str]:
         if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
             raise argparse.ArgumentTypeError(f"{kind} {value!r} is not a DNS-1123 label (lower case, digits, '-')")
         return value
+
     return check
 
 
@@ -53,9 +54,13 @@ def _days(value: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     parser = command_parser(PROG, "Make a CA and serving certificates for foo-operator.")
-    generate = add_subcommand(subcommands(parser), "generate", "write ca.crt, tls.crt and tls.key for a Service",
-                              "Writes a new CA (ca.crt, 10 years) and a serving certificate and key it signed for "
-                              "the Service's DNS names, localhost and any extra names, into --out.")
+    generate = add_subcommand(
+        subcommands(parser),
+        "generate",
+        "write ca.crt, tls.crt and tls.key for a Service",
+        "Writes a new CA (ca.crt, 10 years) and a serving certificate and key it signed for "
+        "the Service's DNS names, localhost and any extra names, into --out.",
+    )
     generate.add_argument("--service", type=_dns_label("service"), required=True, help="Service name")
     generate.add_argument("--namespace", type=_dns_label("namespace"), required=True, help="Service namespace")
     generate.add_argument("--out", type=Path, required=True, help="directory to write into")
@@ -63,10 +68,15 @@ def parser() -> argparse.ArgumentParser:
     generate.add_argument("--ip", type=_ip, action="append", default=[], help="extra IP SAN (repeatable)")
     generate.add_argument("--dns", action="append", default=[], help="extra DNS SAN (repeatable)")
     generate.add_argument("--key-type", choices=["ecdsa", "rsa"], default="ecdsa", help="ECDSA P-256 or RSA 2048")
-    generate.add_argument("--cert-name", type=_file_name, default=CERT_FILE,
-                          help="file name of the serving certificate (the servers' --cert-name)")
-    generate.add_argument("--key-name", type=_file_name, default=KEY_FILE,
-                          help="file name of the private key (the servers' --key-name)")
+    generate.add_argument(
+        "--cert-name",
+        type=_file_name,
+        default=CERT_FILE,
+        help="file name of the serving certificate (the servers' --cert-name)",
+    )
+    generate.add_argument(
+        "--key-name", type=_file_name, default=KEY_FILE, help="file name of the private key (the servers' --key-name)"
+    )
     generate.add_argument("--force", action="store_true", help="overwrite existing files")
     return parser
 
@@ -79,11 +89,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ca = new_ca(f"foo-operator-ca@{args.namespace}", key_type=args.key_type)
     dns_names = [*service_dns_names(args.service, args.namespace), "localhost", *args.dns]
-    serving = issue_serving(ca, common_name=f"{args.service}.{args.namespace}.svc", dns_names=dns_names,
-                            ips=args.ip, days=args.days, key_type=args.key_type)
+    serving = issue_serving(
+        ca,
+        common_name=f"{args.service}.{args.namespace}.svc",
+        dns_names=dns_names,
+        ips=args.ip,
+        days=args.days,
+        key_type=args.key_type,
+    )
     try:
-        written = write_serving_files(args.out, ca, serving, force=args.force, cert_name=args.cert_name,
-                                      key_name=args.key_name)
+        written = write_serving_files(
+            args.out, ca, serving, force=args.force, cert_name=args.cert_name, key_name=args.key_name
+        )
     except AlreadyExists as err:
         return fail(PROG, str(err))
     except OSError as err:

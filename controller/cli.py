@@ -1,7 +1,7 @@
 """``foo-operator``: the operator's commands for people. Only wiring; ``migrate`` does the work.
 
-    foo-operator migrate-storage [--kubeconfig PATH] [--context NAME] [--qps Q] [--page-size N]
-                                 [--dry-run[=client|server]] [-o json]
+foo-operator migrate-storage [--kubeconfig PATH] [--context NAME] [--qps Q] [--page-size N]
+                             [--dry-run[=client|server]] [-o json]
 """
 
 from __future__ import annotations
@@ -41,19 +41,30 @@ def add_migrate_flags(migrate: argparse.ArgumentParser) -> None:
     defaults = MigrationSettings()
     migrate.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     migrate.add_argument("--context", help="kubeconfig context to use (default: the current one)")
-    migrate.add_argument("--qps", type=positive_float, default=defaults.qps,
-                         help="at most this many requests a second")
-    migrate.add_argument("--page-size", type=positive_int, default=defaults.page_size,
-                         help="Foos per list page")
-    migrate.add_argument("--probe-timeout", type=positive_float, default=defaults.probe_timeout,
-                         help="seconds to wait for the conversion webhook probe")
-    migrate.add_argument("--dry-run", nargs="?", const="client", default=defaults.dry_run, choices=DRY_RUNS,
-                         help="kubectl's: client lists and counts every Foo; server also sends each write with "
-                              "dryRun=All so admission answers for every Foo; neither writes a Foo or the CRD "
-                              "(bare --dry-run: client)")
-    migrate.add_argument("-o", "--output", choices=["json"],
-                         help="json: a summary object on stdout, progress lines on stderr (default: lines on "
-                              "stdout)")
+    migrate.add_argument("--qps", type=positive_float, default=defaults.qps, help="at most this many requests a second")
+    migrate.add_argument("--page-size", type=positive_int, default=defaults.page_size, help="Foos per list page")
+    migrate.add_argument(
+        "--probe-timeout",
+        type=positive_float,
+        default=defaults.probe_timeout,
+        help="seconds to wait for the conversion webhook probe",
+    )
+    migrate.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default=defaults.dry_run,
+        choices=DRY_RUNS,
+        help="kubectl's: client lists and counts every Foo; server also sends each write with "
+        "dryRun=All so admission answers for every Foo; neither writes a Foo or the CRD "
+        "(bare --dry-run: client)",
+    )
+    migrate.add_argument(
+        "-o",
+        "--output",
+        choices=["json"],
+        help="json: a summary object on stdout, progress lines on stderr (default: lines on stdout)",
+    )
 
 
 def _say(line: str) -> None:
@@ -94,15 +105,27 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def run_migrate(args: argparse.Namespace) -> int:
     """Run migrate-storage as ``args`` ask; the exit code."""
-    settings = MigrationSettings(kubeconfig=args.kubeconfig, context=args.context, qps=args.qps,
-                                 page_size=args.page_size, probe_timeout=args.probe_timeout, dry_run=args.dry_run)
+    settings = MigrationSettings(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        qps=args.qps,
+        page_size=args.page_size,
+        probe_timeout=args.probe_timeout,
+        dry_run=args.dry_run,
+    )
     # -o json: stdout holds the summary alone, so a script can parse it; the lines go to stderr.
     say = _warn if args.output == "json" else _say
     terminal = TerminalBar(say) if sys.stderr.isatty() else None
     try:
-        code = asyncio.run(migrate_storage(
-            settings, terminal.say if terminal else say, terminal.say if terminal else _warn,
-            on_page=terminal.page if terminal else None, report=_report if args.output == "json" else None))
+        code = asyncio.run(
+            migrate_storage(
+                settings,
+                terminal.say if terminal else say,
+                terminal.say if terminal else _warn,
+                on_page=terminal.page if terminal else None,
+                report=_report if args.output == "json" else None,
+            )
+        )
     except KeyboardInterrupt:
         _warn("interrupted; run again to finish (Foos already re-written are not written again)")
         code = EXIT_INTERRUPTED

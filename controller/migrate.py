@@ -186,8 +186,16 @@ def _short(exc: ApiError) -> str:
 class Migration:
     """One run: check the CRD and the conversion webhook, re-write every Foo, prune storedVersions."""
 
-    def __init__(self, client: KubeClient, settings: MigrationSettings, say: Say, warn: Say,
-                 *, sleep: Callable[[float], Any] = asyncio.sleep, on_page: OnPage | None = None) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        settings: MigrationSettings,
+        say: Say,
+        warn: Say,
+        *,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+        on_page: OnPage | None = None,
+    ) -> None:
         self.client = client
         self.settings = settings
         self.say = say
@@ -256,22 +264,27 @@ class Migration:
             try:
                 for version in facts.served_versions:
                     resource = Resource(fooapi.GROUP, version, fooapi.PLURAL, fooapi.KIND)
-                    await self.client.request("GET", resource.path(meta.get("namespace"), meta.get("name")),
-                                              timeout=timeout)
+                    await self.client.request(
+                        "GET", resource.path(meta.get("namespace"), meta.get("name")), timeout=timeout
+                    )
             except ApiError as exc:
                 if exc.not_found:
                     continue  # deleted under us: probe with another
                 raise self._not_answering(version, exc) from None
             took = time.monotonic() - began
-            self.say(f"conversion webhook: answering (read {object_key(items[0])} at "
-                     f"{', '.join(facts.served_versions)} in {took:.2f}s)")
+            self.say(
+                f"conversion webhook: answering (read {object_key(items[0])} at "
+                f"{', '.join(facts.served_versions)} in {took:.2f}s)"
+            )
             return
         raise Refusal("every Foo picked for the conversion probe was deleted before it could be read; run again")
 
     def _not_answering(self, version: str, exc: ApiError) -> Refusal:
         why = f"no answer within {self.settings.probe_timeout:g}s" if exc.status == 0 else _short(exc)
-        return Refusal(f"cannot read Foos at {version}: the conversion webhook is not answering ({why}); "
-                       f"start foo-operator's webhook and run again")
+        return Refusal(
+            f"cannot read Foos at {version}: the conversion webhook is not answering ({why}); "
+            f"start foo-operator's webhook and run again"
+        )
 
     # -- the walk ----------------------------------------------------------------------------
     async def rewrite_all(self, facts: CrdFacts) -> None:
@@ -309,8 +322,11 @@ class Migration:
             metadata = listing.get("metadata") or {}
             continue_ = metadata.get("continue") or None
             elapsed = time.monotonic() - began
-            progress = Progress(self.tally.total, total_after_page(self.tally.total, metadata.get("remainingItemCount"),
-                                                                  continue_ is not None), elapsed)
+            progress = Progress(
+                self.tally.total,
+                total_after_page(self.tally.total, metadata.get("remainingItemCount"), continue_ is not None),
+                elapsed,
+            )
             self.on_page(
                 f"page {page}: {_foos(len(items))}: {page_tally.counts(facts.storage_version)} "
                 f"({describe(progress)}, {elapsed:.1f}s)",
@@ -376,12 +392,16 @@ class Migration:
                 self.say(f"status.storedVersions: already {_listing(wanted)}")
                 return
             if self.settings.dry_run != "none":
-                self.say(f"status.storedVersions: would be {_listing(facts.stored_versions)} -> {_listing(wanted)} "
-                         f"(dry run: left as it is)")
+                self.say(
+                    f"status.storedVersions: would be {_listing(facts.stored_versions)} -> {_listing(wanted)} "
+                    f"(dry run: left as it is)"
+                )
                 return
             # resourceVersion makes the patch conditional: a CRD changed meanwhile is read again.
-            patch = {"metadata": {"resourceVersion": facts.resource_version},
-                     "status": {"storedVersions": list(wanted)}}
+            patch = {
+                "metadata": {"resourceVersion": facts.resource_version},
+                "status": {"storedVersions": list(wanted)},
+            }
             try:
                 await self.client.patch(CRDS, facts.name, patch, subresource="status")
             except ApiError as exc:
@@ -408,18 +428,32 @@ def summary(migration: Migration, code: int) -> dict[str, Any]:
     """``-o json``: what the run did, for scripts (the lines went to stderr)."""
     tally = migration.tally
     return {
-        "crd": migration.settings.crd_name, "storageVersion": migration.version,
-        "dryRun": migration.settings.dry_run, "succeeded": code == 0,
-        "foos": {"total": tally.total, "rewritten": tally.rewritten, "current": tally.current,
-                 "gone": tally.gone, "checked": tally.checked, "failed": tally.failed},
+        "crd": migration.settings.crd_name,
+        "storageVersion": migration.version,
+        "dryRun": migration.settings.dry_run,
+        "succeeded": code == 0,
+        "foos": {
+            "total": tally.total,
+            "rewritten": tally.rewritten,
+            "current": tally.current,
+            "gone": tally.gone,
+            "checked": tally.checked,
+            "failed": tally.failed,
+        },
         "failures": [{"foo": key, "error": note} for key, note in tally.failures],
         "storedVersions": {"before": list(migration.stored_before), "after": list(migration.stored_after)},
         "seconds": round(migration.seconds, 3),
     }
 
 
-async def migrate_storage(settings: MigrationSettings, say: Say, warn: Say, *, on_page: OnPage | None = None,
-                          report: Callable[[dict[str, Any]], None] | None = None) -> int:
+async def migrate_storage(
+    settings: MigrationSettings,
+    say: Say,
+    warn: Say,
+    *,
+    on_page: OnPage | None = None,
+    report: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
     """The command: 0 when every Foo is at the storage version and storedVersions is pruned, else 1.
 
     ``report`` gets the ``summary`` of a run that reached the Foos (not of one refused before).
@@ -456,5 +490,7 @@ async def migrate_storage(settings: MigrationSettings, say: Say, warn: Say, *, o
 
 def _stopped(migration: Migration, warn: Say) -> None:
     if migration.tally.total:
-        warn(f"stopped after {_foos(migration.tally.total)} ({migration.tally.counts(migration.version)}); "
-             f"run again to finish")
+        warn(
+            f"stopped after {_foos(migration.tally.total)} ({migration.tally.counts(migration.version)}); "
+            f"run again to finish"
+        )

@@ -103,5 +103,6 @@ def render() -> str:
 def main(argv: list[str] | None = None) -> int:
     return generate(argv, module="hack.gen_crd", doc=__doc__, output=CHART_CRD, render=render)
 
+
 if __name__ == "__main__":
     sys.exit(main())

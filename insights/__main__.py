@@ -18,14 +18,21 @@ PROG = "foo-operator-insights"
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = command_parser(PROG, "foo-operator insights server: the aggregated API insights.samplecontroller.k8s.io "
-                                  "(FooReview, FooHealth) over TLS, behind an APIService.")
+    parser = command_parser(
+        PROG,
+        "foo-operator insights server: the aggregated API insights.samplecontroller.k8s.io "
+        "(FooReview, FooHealth) over TLS, behind an APIService.",
+    )
     add_serving_flags(parser, default_port=8443)
     parser.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image FooReviews default a Foo to")
-    parser.add_argument("--requestheader-ca-file", type=Path, default=Path("/tmp/foo-operator/requestheader-ca.crt"),
-                        help="where the front-proxy CA from kube-system/extension-apiserver-authentication is "
-                             "written for the TLS layer")
+    parser.add_argument(
+        "--requestheader-ca-file",
+        type=Path,
+        default=Path("/tmp/foo-operator/requestheader-ca.crt"),
+        help="where the front-proxy CA from kube-system/extension-apiserver-authentication is "
+        "written for the TLS layer",
+    )
     return parser
 
 
@@ -40,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         return fail(PROG, problem, 2)
     options: ServingOptions = serving_options(args)
-    config = AggregatedConfig(default_image=args.default_image, kubeconfig=args.kubeconfig,
-                              requestheader_ca_file=args.requestheader_ca_file)
+    config = AggregatedConfig(
+        default_image=args.default_image, kubeconfig=args.kubeconfig, requestheader_ca_file=args.requestheader_ca_file
+    )
     return run_server(serve(options, config), args, PROG)
 
 

@@ -243,7 +243,10 @@ class KubeClient:
         dry_run: bool = False,
     ) -> dict[str, Any]:
         return await self.request(
-            "PUT", resource.path(namespace, name, subresource), query=self._write_query(dry_run), body=body,
+            "PUT",
+            resource.path(namespace, name, subresource),
+            query=self._write_query(dry_run),
+            body=body,
             timeout=timeout,
         )
 
@@ -305,7 +308,9 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self.timeout, sock_connect=self.timeout, sock_read=timeout_seconds + 30
         )
-        response = await self._send("GET", path, query=query, body=None, content_type="application/json", timeout=timeout)
+        response = await self._send(
+            "GET", path, query=query, body=None, content_type="application/json", timeout=timeout
+        )
         try:
             if not 200 <= response.status < 300:
                 raw = await response.read()

@@ -171,7 +171,9 @@ async def test_an_unreachable_apiserver_is_status_zero(tmp_path: Path, monkeypat
         await client.close()
 
 
-async def test_the_client_side_limiter_spaces_calls_past_the_burst(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_client_side_limiter_spaces_calls_past_the_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     server = StandIn()
     runner = web.AppRunner(server.app)
