@@ -85,7 +85,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/mypy fooapi kube webhook insights certs controller
+	$(VENV)/bin/mypy fooapi kube webhook insights certs controller kubectl_foo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

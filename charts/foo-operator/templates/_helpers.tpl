@@ -32,6 +32,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: foo-operator
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* Selector labels of one component: call with (dict "root" $ "component" "webhook"). */}}
@@ -108,6 +111,29 @@ v1alpha1.insights.samplecontroller.k8s.io
 {{- else }}
 {{- default "default" .Values.serviceAccount.controller.name }}
 {{- end }}
+{{- end }}
+
+{{/* ------------------------------------------------------------------ admission */}}
+
+{{/*
+One admission webhook's settings (call with (dict "root" $ "hook" "mutating")): webhook.<hook>'s
+failurePolicy, timeoutSeconds, namespaceSelector and objectSelector where set, else the shared
+webhook.* value. As YAML, for fromYaml.
+*/}}
+{{- define "foo-operator.admissionSettings" -}}
+{{- $webhook := .root.Values.webhook -}}
+{{- $own := index $webhook .hook | default dict -}}
+failurePolicy: {{ $own.failurePolicy | default $webhook.failurePolicy }}
+timeoutSeconds: {{ $own.timeoutSeconds | default $webhook.timeoutSeconds }}
+namespaceSelector: {{ $own.namespaceSelector | default $webhook.namespaceSelector | toJson }}
+objectSelector: {{ $own.objectSelector | default $webhook.objectSelector | toJson }}
+{{- end }}
+
+{{/* The shorter admission timeout: the webhook's own deadline must beat both (--admission-timeout-seconds). */}}
+{{- define "foo-operator.admissionTimeoutSeconds" -}}
+{{- $mutating := include "foo-operator.admissionSettings" (dict "root" . "hook" "mutating") | fromYaml -}}
+{{- $validating := include "foo-operator.admissionSettings" (dict "root" . "hook" "validating") | fromYaml -}}
+{{- min (int $mutating.timeoutSeconds) (int $validating.timeoutSeconds) -}}
 {{- end }}
 
 {{/* ------------------------------------------------------------------ TLS */}}
