@@ -37,6 +37,7 @@ import yaml
 
 from hack.binaries import cache_dir, versions
 from hack.cluster import LocalControlPlane, free_port
+from hack.kube_versions import node_version
 from hack.machine import (
     BRIDGE,
     BRIDGE_ADDRESS,
@@ -163,7 +164,7 @@ class RealNode:
         self.name = name
         self.timeout = timeout
         self.taint = dict(TAINT)
-        version = versions()["K8S_VERSION"]
+        version = node_version()  # the default version's, also under a plane of another version
         cache = cache_dir()
         self.kubelet_bin = cache / "bin" / f"kubernetes-{version}" / "kubelet"
         self.kube_proxy_bin = cache / "bin" / f"kubernetes-{version}" / "kube-proxy"

@@ -235,6 +235,7 @@ def test_install_prints_notes_that_say_what_to_try(release: Cluster) -> None:
     assert f"helm test {RELEASE} -n {NAMESPACE}" in release.notes
 
 
+@pytest.mark.smoke
 def test_every_chart_pod_runs_the_local_image_ready_on_the_real_node(release: Cluster) -> None:
     pods = release.pods()
     assert sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods) == sorted(COMPONENTS)
@@ -336,6 +337,7 @@ def test_helm_test_passes_with_the_products_own_image_through_the_service_name(r
 
 
 # ----------------------------------------------------------------------------- admission, conversion
+@pytest.mark.smoke
 def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
     # The mutating webhook refuses it (it runs before the CRD schema would), so no validate call.
     before = release.webhook_requests("/mutate-foo")
@@ -356,6 +358,7 @@ def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
     wait_for("the webhook pod to log its denial", decisions, timeout=20)
 
 
+@pytest.mark.smoke
 def test_a_valid_foo_is_defaulted_converted_and_reconciled_by_the_controller_pod(release: Cluster) -> None:
     plane = release.plane
     plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("plain"))
@@ -389,6 +392,7 @@ def test_conversion_goes_through_the_crds_service_reference(release: Cluster) ->
     assert release.webhook_requests("/convert") > before
 
 
+@pytest.mark.smoke
 def test_the_aggregated_api_becomes_available_and_serves_foohealths_from_the_insights_pod(release: Cluster) -> None:
     release.plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("healthy"))
 
