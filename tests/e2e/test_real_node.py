@@ -41,7 +41,7 @@ from cryptography.x509.oid import NameOID
 from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME, crd_manifest
 from hack.cluster import LocalControlPlane
-from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, NodeBridge, RealNode, chart_values, dns_query
+from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
 from hack.pki import KUBERNETES_SERVICE_IP
 from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for
@@ -157,13 +157,8 @@ def _stand_in_for_sample_controllers_crd(plane: LocalControlPlane) -> None:
 def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("real-node")
     began = time.monotonic()
-    with (
-        NodeBridge() as bridge,
-        LocalControlPlane(workdir, address=bridge.address) as plane,
-        RealNode(plane, bridge) as node,
-    ):
-        print(f"plane, real node and cluster DNS up in {time.monotonic() - began:.1f}s")
-        node.load_image(node_image["archive"])
+    with plane_with_real_node(workdir, node_image["archive"]) as (plane, node):
+        print(f"plane, real node, cluster DNS and the image up in {time.monotonic() - began:.1f}s")
         values = workdir / "values.yaml"
         values_ = chart_values(node, node_image["ref"])
         values_["webhook"]["logLevel"] = "debug"  # one log line per admission decision
