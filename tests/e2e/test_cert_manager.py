@@ -37,7 +37,7 @@ from hack.binaries import BUILD_SCRIPT, cert_manager
 from hack.cluster import LocalControlPlane
 from hack.node import RealNode, chart_values, plane_with_real_node
 from hack.procs import Component
-from tests.e2e.waiting import wait_for
+from tests.e2e.waiting import wait_for, wait_for_more
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"
@@ -262,7 +262,7 @@ def test_two_renewals_under_load_fail_no_request_and_move_no_ca_bundle(cluster: 
     serials = [_secret_serial(cluster)]
     moved: list[int] = []
     with _steady_load(cluster.plane) as (outcomes, failures):
-        time.sleep(2)
+        wait_for_more("requests before the renewals", lambda: sum(outcomes.values()), 20)
         for renewal in (1, 2):
             began = time.monotonic()
             _renew(cluster)
@@ -284,7 +284,7 @@ def test_two_renewals_under_load_fail_no_request_and_move_no_ca_bundle(cluster: 
                 f"renewal {renewal}: in the Secret after {issued:.1f}s, served by both pods after "
                 f"{time.monotonic() - began:.1f}s; caBundles unchanged: {renewal not in moved}"
             )
-        time.sleep(2)
+        wait_for_more("requests after the renewals", lambda: sum(outcomes.values()), 20)
     print(f"requests during two renewals: {dict(outcomes)}, failed: {len(failures)}")
     assert failures == [], f"{len(failures)} of {sum(outcomes.values())} requests failed: {failures[:5]}"
     assert min(outcomes.values()) >= 20, dict(outcomes)

@@ -44,7 +44,7 @@ from hack.cluster import LocalControlPlane
 from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
 from hack.pki import KUBERNETES_SERVICE_IP
 from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
-from tests.e2e.waiting import wait_for
+from tests.e2e.waiting import wait_for, wait_for_more
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"
@@ -461,7 +461,7 @@ def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_wit
     secret_before = release.get("secret", TLS_SECRET, "-n", NAMESPACE)["data"]
     bundles_before = ca_bundles(release)
     with _steady_writes(plane) as (outcomes, failures):
-        time.sleep(2)
+        wait_for_more("writes before the upgrade", lambda: outcomes[201], 10)
         plane.helm(
             "upgrade",
             RELEASE,
@@ -481,7 +481,7 @@ def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_wit
             return len(pods) == 1 and pods[0]["metadata"]["name"] != old["metadata"]["name"]
 
         wait_for("the old webhook pod to drain and go", replaced)
-        time.sleep(2)
+        wait_for_more("writes after the rollout", lambda: outcomes[201], 10)
     print(f"writes during the rollout: {dict(outcomes)}")
     assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
     assert outcomes[201] >= 20, dict(outcomes)
@@ -547,7 +547,7 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
     serving = issue_serving(ca, common_name=SERVICE, dns_names=names)
     _set_ca_bundles(plane, base64.b64encode(old_ca + ca.cert_pem).decode())
     with _steady_writes(plane) as (outcomes, failures):
-        time.sleep(1)
+        wait_for_more("writes before the rotation", lambda: outcomes[201], 5)
         data = {"ca.crt": ca.cert_pem, "tls.crt": serving.cert_pem, "tls.key": serving.key_pem}
         plane.kubectl(
             "patch",
@@ -564,7 +564,7 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
             "the pod to serve the new certificate", lambda: _serving_issuer(ip, 9443) == "rotated-by-e2e", timeout=120
         )
         print(f"the pod served the rotated certificate {time.monotonic() - began:.1f}s after the Secret changed")
-        time.sleep(2)
+        wait_for_more("writes after the rotation", lambda: outcomes[201], 5)
     print(f"writes during the rotation: {dict(outcomes)}")
     assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
     assert outcomes[201] >= 10, dict(outcomes)

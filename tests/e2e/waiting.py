@@ -43,3 +43,11 @@ def wait_for(
             logs = f"\n{server.describe_log(60)}" if server is not None else ""
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last saw: {last!r}{logs}")
         time.sleep(interval)
+
+
+def wait_for_more(what: str, count: Callable[[], int], more: int, timeout: float = 60.0) -> int:
+    """Wait until ``count()`` has grown by ``more`` (e.g. requests answered by a load running in the
+    background) and return it: a load brackets an event by its own progress, not by a sleep."""
+    target = count() + more
+    wait_for(f"{more} more {what}", lambda: count() >= target, timeout=timeout)
+    return count()
