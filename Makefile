@@ -29,7 +29,7 @@ E2E_ORDER = -p no:randomly
 test:
 	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
-	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image)" $(MAKE) --no-print-directory build-node
+	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image, cert-manager)" $(MAKE) --no-print-directory build-node
 	@hack/timed.sh "lint (style, layers, types)" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "tests (unit, component; shuffled)" $(PY) -m pytest -q tests/unit tests/component
 	@hack/timed.sh "tests (e2e)" $(PY) -m pytest -q $(E2E_ORDER) tests/e2e
@@ -53,7 +53,7 @@ e2e: venv build-plane
 smoke: venv build-plane
 	$(PY) -m pytest -q $(E2E_ORDER) -m smoke tests/e2e
 
-# Builds etcd, kube-apiserver, kubectl, helm, ... once into a cache outside the repo.
+# Builds etcd, kube-apiserver, kubectl, helm, promtool, ... once into a cache outside the repo.
 build-plane:
 	bash hack/build.sh
 
@@ -62,11 +62,12 @@ image: venv
 	PYTHON=$(PY) hack/image.sh
 
 # What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
-# when missing), kubelet, kube-proxy, the pause image, CoreDNS, the product image. Not root: one line and
+# when missing), kubelet, kube-proxy, the pause image, CoreDNS, the product image; and
+# cert-manager's controller and cainjector for the chart's certManager mode on it. Not root: one line and
 # nothing done; the real-node e2e tier then skips (under CI=true it fails).
 build-node: venv
 	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \
-	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
+	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
 
 # The one run command: a local real control plane with the webhook and controller registered.
 # REAL_NODE=1 (root): the chart from the image built here, on a real kubelet (docs/real-node.md).
@@ -84,7 +85,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/mypy fooapi kube webhook insights certs controller
+	$(VENV)/bin/mypy fooapi kube webhook insights certs controller kubectl_foo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

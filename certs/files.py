@@ -6,11 +6,11 @@ import os
 import tempfile
 from pathlib import Path
 
+from kube.serving import CA_FILE, CERT_FILE, KEY_FILE
+
 from .authority import KeyPair
 
-CA_CERT = "ca.crt"
-TLS_CERT = "tls.crt"
-TLS_KEY = "tls.key"
+CA_CERT, TLS_CERT, TLS_KEY = CA_FILE, CERT_FILE, KEY_FILE  # the names the rotator and this module write
 
 
 class AlreadyExists(FileExistsError):
@@ -30,15 +30,17 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
-def write_serving_files(out: Path, ca: KeyPair, serving: KeyPair, *, force: bool = False) -> list[Path]:
+def write_serving_files(
+    out: Path, ca: KeyPair, serving: KeyPair, *, force: bool = False, cert_name: str = TLS_CERT, key_name: str = TLS_KEY
+) -> list[Path]:
     """Write ca.crt, tls.crt and tls.key (0600) into ``out``; refuse to overwrite unless ``force``."""
-    targets = [out / CA_CERT, out / TLS_CERT, out / TLS_KEY]
+    targets = [out / CA_CERT, out / cert_name, out / key_name]
     existing = [p for p in targets if p.exists()]
     if existing and not force:
         raise AlreadyExists(f"{existing[0]} already exists (use --force to overwrite)")
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / CA_CERT, ca.cert_pem)
     # Key before certificate: a watcher that sees the new certificate then finds its key.
-    write_atomic(out / TLS_KEY, serving.key_pem, 0o600)
-    write_atomic(out / TLS_CERT, serving.cert_pem)
+    write_atomic(out / key_name, serving.key_pem, 0o600)
+    write_atomic(out / cert_name, serving.cert_pem)
     return targets

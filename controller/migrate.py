@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +29,9 @@ from fooapi.views import Object
 from kube.client import CRDS, ApiError, KubeClient, Resource, foos_at
 from kube.config import ClientSettings, connect
 from kube.informer import object_key
+from kube.kubeconfig import KubeconfigError
+
+from .progress import Progress, describe, total_after_page
 
 FIELD_MANAGER = "foo-operator-migrate-storage"
 ATTEMPTS = 5  # per Foo, for conflicts (re-read, retry) and transient failures (back off, retry)
@@ -37,6 +39,9 @@ IN_FLIGHT = 8  # concurrent PUTs within a page; the client-side QPS limiter sets
 LIST_RESTARTS = 3  # times a walk starts over when its continue token expires
 
 Say = Callable[[str], None]
+# One finished page: its line for a log, and the walk's progress (a terminal draws a bar instead).
+OnPage = Callable[[str, Progress], None]
+DRY_RUNS = ("none", "client", "server")
 
 
 class Refusal(Exception):
@@ -47,6 +52,7 @@ class Result(Enum):
     REWRITTEN = "rewritten"  # the apiserver wrote it anew, at the storage version
     CURRENT = "current"  # the apiserver found it already stored at the storage version
     GONE = "gone"  # deleted while we worked: nothing left to migrate
+    CHECKED = "checked"  # dry run: would be written (server: the apiserver accepted a dry-run write)
     FAILED = "failed"
 
 
@@ -58,6 +64,9 @@ class MigrationSettings:
     page_size: int = 500
     probe_timeout: float = 10.0
     crd_name: str = CRD_NAME
+    # kubectl's --dry-run: client lists and counts; server also sends each PUT with dryRun=All,
+    # so admission and validation answer for every Foo; neither writes a Foo or the CRD.
+    dry_run: str = "none"
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,7 @@ class Tally:
     rewritten: int = 0
     current: int = 0
     gone: int = 0
+    checked: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
 
     @property
@@ -121,7 +131,7 @@ class Tally:
 
     @property
     def total(self) -> int:
-        return self.rewritten + self.current + self.gone + self.failed
+        return self.rewritten + self.current + self.gone + self.checked + self.failed
 
     def count(self, key: str, result: Result, note: str = "") -> None:
         if result is Result.REWRITTEN:
@@ -130,6 +140,8 @@ class Tally:
             self.current += 1
         elif result is Result.GONE:
             self.gone += 1
+        elif result is Result.CHECKED:
+            self.checked += 1
         else:
             self.failures.append((key, note))
 
@@ -137,9 +149,12 @@ class Tally:
         self.rewritten += other.rewritten
         self.current += other.current
         self.gone += other.gone
+        self.checked += other.checked
         self.failures += other.failures
 
     def counts(self, version: str) -> str:
+        if self.checked:
+            return f"{self.checked} would be re-written (dry run), {self.gone} deleted meanwhile, {self.failed} failed"
         return (
             f"{self.rewritten} rewritten, {self.current} already stored at {version}, "
             f"{self.gone} deleted meanwhile, {self.failed} failed"
@@ -170,8 +185,16 @@ def _short(exc: ApiError) -> str:
 class Migration:
     """One run: check the CRD and the conversion webhook, re-write every Foo, prune storedVersions."""
 
-    def __init__(self, client: KubeClient, settings: MigrationSettings, say: Say, warn: Say,
-                 *, sleep: Callable[[float], Any] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        settings: MigrationSettings,
+        say: Say,
+        warn: Say,
+        *,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+        on_page: OnPage | None = None,
+    ) -> None:
         self.client = client
         self.settings = settings
         self.say = say
@@ -179,14 +202,20 @@ class Migration:
         self.tally = Tally()
         self.version = ""
         self._sleep = sleep
+        self.on_page: OnPage = on_page or (lambda line, _: say(line))
+        self.stored_before: tuple[str, ...] = ()
+        self.stored_after: tuple[str, ...] = ()
+        self.seconds = 0.0
 
     async def run(self) -> int:
         facts = await self.check_crd()
         self.version = facts.storage_version
+        self.stored_before = self.stored_after = facts.stored_versions
         await self.probe_conversion(facts)
         began = time.monotonic()
         await self.rewrite_all(facts)
-        self.say(f"done: {_foos(self.tally.total)} in {time.monotonic() - began:.1f}s: {self.tally.counts(self.version)}")
+        self.seconds = time.monotonic() - began
+        self.say(f"done: {_foos(self.tally.total)} in {self.seconds:.1f}s: {self.tally.counts(self.version)}")
         if self.tally.failures:
             self.warn(
                 f"error: {self.tally.failed} Foo(s) could not be re-written at {self.version} (see above); "
@@ -241,15 +270,19 @@ class Migration:
                     continue  # deleted under us: probe with another
                 raise self._not_answering(version, exc) from None
             took = time.monotonic() - began
-            self.say(f"conversion webhook: answering (read {object_key(items[0])} at "
-                     f"{', '.join(facts.served_versions)} in {took:.2f}s)")
+            self.say(
+                f"conversion webhook: answering (read {object_key(items[0])} at "
+                f"{', '.join(facts.served_versions)} in {took:.2f}s)"
+            )
             return
         raise Refusal("every Foo picked for the conversion probe was deleted before it could be read; run again")
 
     def _not_answering(self, version: str, exc: ApiError) -> Refusal:
         why = f"no answer within {self.settings.probe_timeout:g}s" if exc.status == 0 else _short(exc)
-        return Refusal(f"cannot read Foos at {version}: the conversion webhook is not answering ({why}); "
-                       f"start foo-operator's webhook and run again")
+        return Refusal(
+            f"cannot read Foos at {version}: the conversion webhook is not answering ({why}); "
+            f"start foo-operator's webhook and run again"
+        )
 
     # -- the walk ----------------------------------------------------------------------------
     async def rewrite_all(self, facts: CrdFacts) -> None:
@@ -284,11 +317,19 @@ class Migration:
             await asyncio.gather(*(one(item) for item in items))
             self.tally.add(page_tally)
             page += 1
-            self.say(
-                f"page {page}: {_foos(len(items))}: {page_tally.counts(facts.storage_version)} "
-                f"({self.tally.total} so far, {time.monotonic() - began:.1f}s)"
+            metadata = listing.get("metadata") or {}
+            continue_ = metadata.get("continue") or None
+            elapsed = time.monotonic() - began
+            progress = Progress(
+                self.tally.total,
+                total_after_page(self.tally.total, metadata.get("remainingItemCount"), continue_ is not None),
+                elapsed,
             )
-            continue_ = (listing.get("metadata") or {}).get("continue") or None
+            self.on_page(
+                f"page {page}: {_foos(len(items))}: {page_tally.counts(facts.storage_version)} "
+                f"({describe(progress)}, {elapsed:.1f}s)",
+                progress,
+            )
             if continue_ is None:
                 return
 
@@ -306,9 +347,14 @@ class Migration:
         namespace, name = meta.get("namespace"), str(meta.get("name"))
         body = {**foo, "apiVersion": resource.api_version, "kind": fooapi.KIND}
         note = ""
+        if self.settings.dry_run == "client":
+            return Result.CHECKED, ""
+        dry_run = self.settings.dry_run == "server"
         for attempt in range(ATTEMPTS):
             try:
-                written = await self.client.replace(resource, name, body, namespace=namespace)
+                written = await self.client.replace(resource, name, body, namespace=namespace, dry_run=dry_run)
+                if dry_run:
+                    return Result.CHECKED, ""
                 return (Result.CURRENT if _rv(written) == _rv(body) else Result.REWRITTEN), ""
             except ApiError as exc:
                 note = _short(exc)
@@ -343,9 +389,17 @@ class Migration:
             if facts.stored_versions == wanted:
                 self.say(f"status.storedVersions: already {_listing(wanted)}")
                 return
+            if self.settings.dry_run != "none":
+                self.say(
+                    f"status.storedVersions: would be {_listing(facts.stored_versions)} -> {_listing(wanted)} "
+                    f"(dry run: left as it is)"
+                )
+                return
             # resourceVersion makes the patch conditional: a CRD changed meanwhile is read again.
-            patch = {"metadata": {"resourceVersion": facts.resource_version},
-                     "status": {"storedVersions": list(wanted)}}
+            patch = {
+                "metadata": {"resourceVersion": facts.resource_version},
+                "status": {"storedVersions": list(wanted)},
+            }
             try:
                 await self.client.patch(CRDS, facts.name, patch, subresource="status")
             except ApiError as exc:
@@ -353,16 +407,9 @@ class Migration:
                     continue
                 raise Refusal(f"pruning status.storedVersions of CRD {facts.name} failed: {_short(exc)}") from None
             self.say(f"status.storedVersions: {_listing(facts.stored_versions)} -> {_listing(wanted)}")
+            self.stored_after = wanted
             return
         raise Refusal(f"CRD {self.settings.crd_name} kept changing: could not prune status.storedVersions; run again")
-
-
-def _kubeconfig_source(kubeconfig: str | None) -> str:
-    if kubeconfig:
-        return kubeconfig
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return "the in-cluster service account"
-    return os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
 
 
 def _client_settings(settings: MigrationSettings) -> ClientSettings:
@@ -375,21 +422,55 @@ def _client_settings(settings: MigrationSettings) -> ClientSettings:
     )
 
 
-async def migrate_storage(settings: MigrationSettings, say: Say, warn: Say) -> int:
-    """The command: 0 when every Foo is at the storage version and storedVersions is pruned, else 1."""
-    source = _kubeconfig_source(settings.kubeconfig)
-    if settings.kubeconfig and not os.path.isfile(os.path.expanduser(settings.kubeconfig)):
-        warn(f"error: kubeconfig {settings.kubeconfig}: no such file")
-        return 1
+def summary(migration: Migration, code: int) -> dict[str, Any]:
+    """``-o json``: what the run did, for scripts (the lines went to stderr)."""
+    tally = migration.tally
+    return {
+        "crd": migration.settings.crd_name,
+        "storageVersion": migration.version,
+        "dryRun": migration.settings.dry_run,
+        "succeeded": code == 0,
+        "foos": {
+            "total": tally.total,
+            "rewritten": tally.rewritten,
+            "current": tally.current,
+            "gone": tally.gone,
+            "checked": tally.checked,
+            "failed": tally.failed,
+        },
+        "failures": [{"foo": key, "error": note} for key, note in tally.failures],
+        "storedVersions": {"before": list(migration.stored_before), "after": list(migration.stored_after)},
+        "seconds": round(migration.seconds, 3),
+    }
+
+
+async def migrate_storage(
+    settings: MigrationSettings,
+    say: Say,
+    warn: Say,
+    *,
+    on_page: OnPage | None = None,
+    report: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
+    """The command: 0 when every Foo is at the storage version and storedVersions is pruned, else 1.
+
+    ``report`` gets the ``summary`` of a run that reached the Foos (not of one refused before).
+    """
     try:
         client = await connect(settings.kubeconfig, context=settings.context, settings=_client_settings(settings))
+    except KubeconfigError as exc:
+        warn(f"error: {exc}")
+        return 1
     except Exception as exc:  # the loaders raise anything from ConfigException to yaml and OS errors
-        warn(f"error: cannot load kubeconfig from {source}: {_one_line(str(exc))}")
+        warn(f"error: cannot load the kubeconfig: {_one_line(str(exc))}")
         return 1
     async with client:
-        migration = Migration(client, settings, say, warn)
+        migration = Migration(client, settings, say, warn, on_page=on_page)
         try:
-            return await migration.run()
+            code = await migration.run()
+            if report is not None:
+                report(summary(migration, code))
+            return code
         except Refusal as refusal:
             warn(f"error: {refusal}")
         except ApiError as exc:
@@ -407,5 +488,7 @@ async def migrate_storage(settings: MigrationSettings, say: Say, warn: Say) -> i
 
 def _stopped(migration: Migration, warn: Say) -> None:
     if migration.tally.total:
-        warn(f"stopped after {_foos(migration.tally.total)} ({migration.tally.counts(migration.version)}); "
-             f"run again to finish")
+        warn(
+            f"stopped after {_foos(migration.tally.total)} ({migration.tally.counts(migration.version)}); "
+            f"run again to finish"
+        )

@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fooapi.defaults import DEFAULT_IMAGE
+from kube.cli import (
+    KUBECONFIG_HELP,
+    add_log_flags,
+    any_float,
+    bind_address,
+    command_parser,
+    non_negative_float,
+    pod_namespace,
+    positive_int,
+)
 from kube.metricsserver import MetricsOptions
-
-from .flags import bind_address, positive_int
-
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def _own_namespace() -> str:
-    """The pod's namespace in a cluster, else ``default`` (where a laptop run keeps its Lease)."""
-    try:
-        with open(SERVICE_ACCOUNT_NAMESPACE) as f:
-            return f.read().strip() or "default"
-    except OSError:
-        return os.environ.get("POD_NAMESPACE", "default")
 
 
 def _identity() -> str:
@@ -37,7 +33,7 @@ class Settings:
     namespace: str | None = None
     workers: int = 16
     leader_elect: bool = False
-    leader_elect_namespace: str = field(default_factory=_own_namespace)
+    leader_elect_namespace: str = field(default_factory=pod_namespace)
     leader_elect_name: str = "foo-operator-controller"
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
@@ -58,38 +54,75 @@ class Settings:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="foo-operator-controller",
-        description="Reconciles samplecontroller.k8s.io Foos into nginx Deployments.",
-    )
-    p.add_argument("--kubeconfig", help="kubeconfig to use (default: in-cluster config, then $KUBECONFIG)")
+    p = command_parser("foo-operator-controller", "Reconciles samplecontroller.k8s.io Foos into nginx Deployments.")
+    p.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     p.add_argument("--namespace", help="watch only this namespace (default: all)")
     p.add_argument("--workers", type=positive_int, default=Settings.workers, help="concurrent reconciles")
     p.add_argument("--leader-elect", action="store_true", help="run only while holding the Lease")
-    p.add_argument("--leader-elect-namespace", help="namespace of the Lease (default: own namespace or 'default')")
+    p.add_argument(
+        "--leader-elect-namespace",
+        help="namespace of the Lease (default: $POD_NAMESPACE, else the pod's own, else default)",
+    )
     p.add_argument("--leader-elect-name", default=Settings.leader_elect_name, help="name of the Lease")
-    p.add_argument("--leader-elect-lease-duration", type=float, default=Settings.lease_duration, metavar="SECONDS")
-    p.add_argument("--leader-elect-renew-deadline", type=float, default=Settings.renew_deadline, metavar="SECONDS")
-    p.add_argument("--leader-elect-retry-period", type=float, default=Settings.retry_period, metavar="SECONDS")
+    p.add_argument(
+        "--leader-elect-lease-duration",
+        type=non_negative_float,
+        default=Settings.lease_duration,
+        metavar="SECONDS",
+        help="how long a Lease holds without renewal",
+    )
+    p.add_argument(
+        "--leader-elect-renew-deadline",
+        type=non_negative_float,
+        default=Settings.renew_deadline,
+        metavar="SECONDS",
+        help="how long the leader keeps trying to renew before it stops",
+    )
+    p.add_argument(
+        "--leader-elect-retry-period",
+        type=non_negative_float,
+        default=Settings.retry_period,
+        metavar="SECONDS",
+        help="time between attempts to take or renew the Lease",
+    )
     p.add_argument("--identity", help="leader-election identity (default: hostname_uuid)")
-    p.add_argument("--metrics-bind-address", type=bind_address("--metrics-bind-address"),
-                   default=("127.0.0.1", 8080), metavar="ADDRESS",
-                   help="host:port or :port for /metrics (default 127.0.0.1:8080; 0: off)")
-    p.add_argument("--metrics-secure", action="store_true",
-                   help="serve /metrics over HTTPS to callers whose bearer token passes a TokenReview and a "
-                        "SubjectAccessReview (get on /metrics)")
-    p.add_argument("--metrics-cert-dir", help="directory with tls.crt and tls.key for secure metrics "
-                                              "(default: a self-signed pair made at start)")
-    p.add_argument("--health-probe-bind-address", type=bind_address("--health-probe-bind-address"),
-                   default=(None, 8081), metavar="ADDRESS",
-                   help="host:port or :port for /healthz and /readyz, plain HTTP (default :8081; 0: off)")
-    p.add_argument("--qps", type=float, default=Settings.qps, help="client-side requests per second (<= 0: no limit)")
+    p.add_argument(
+        "--metrics-bind-address",
+        type=bind_address("--metrics-bind-address"),
+        default=("127.0.0.1", 8080),
+        metavar="ADDRESS",
+        help="host:port or :port for /metrics (default 127.0.0.1:8080; 0: off)",
+    )
+    p.add_argument(
+        "--metrics-secure",
+        action="store_true",
+        help="serve /metrics over HTTPS to callers whose bearer token passes a TokenReview and a "
+        "SubjectAccessReview (get on /metrics)",
+    )
+    p.add_argument(
+        "--metrics-cert-dir",
+        help="directory with tls.crt and tls.key for secure metrics (default: a self-signed pair made at start)",
+    )
+    p.add_argument(
+        "--health-probe-bind-address",
+        type=bind_address("--health-probe-bind-address"),
+        default=(None, 8081),
+        metavar="ADDRESS",
+        help="host:port or :port for /healthz and /readyz, plain HTTP (default :8081; 0: off)",
+    )
+    p.add_argument(
+        "--qps", type=any_float, default=Settings.qps, help="client-side requests per second (<= 0: no limit)"
+    )
     p.add_argument("--burst", type=positive_int, default=Settings.burst, help="client-side burst")
     p.add_argument("--default-image", default=Settings.default_image, help="image for Foos that name none")
-    p.add_argument("--shutdown-grace", type=float, default=Settings.shutdown_grace, metavar="SECONDS",
-                   help="how long in-flight reconciles may take to finish on shutdown")
-    p.add_argument("--log-level", default=Settings.log_level, choices=["debug", "info", "warning", "error"])
-    p.add_argument("--log-format", default=Settings.log_format, choices=["text", "json"])
+    p.add_argument(
+        "--shutdown-grace",
+        type=non_negative_float,
+        default=Settings.shutdown_grace,
+        metavar="SECONDS",
+        help="how long in-flight reconciles may take to finish on shutdown",
+    )
+    add_log_flags(p)
     return p
 
 
@@ -111,8 +144,9 @@ def parse(argv: Sequence[str] | None = None) -> Settings:
         lease_duration=args.leader_elect_lease_duration,
         renew_deadline=args.leader_elect_renew_deadline,
         retry_period=args.leader_elect_retry_period,
-        metrics=MetricsOptions(host=args.metrics_bind_address[0], port=args.metrics_bind_address[1],
-                               secure=args.metrics_secure),
+        metrics=MetricsOptions(
+            host=args.metrics_bind_address[0], port=args.metrics_bind_address[1], secure=args.metrics_secure
+        ),
         metrics_cert_dir=args.metrics_cert_dir,
         health_host=args.health_probe_bind_address[0],
         health_port=args.health_probe_bind_address[1],

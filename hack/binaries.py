@@ -62,6 +62,7 @@ class Binaries:
     helm: Path
     sample_controller: Path  # only built by `hack/build.sh sample-controller`
     sample_controller_crd: Path
+    promtool: Path  # Prometheus' rule checker, for the chart's PrometheusRule (not part of the plane)
     k8s_version: str
     # True when kube-apiserver/kubectl come from KUBEBUILDER_ASSETS or TEST_ASSET_*, so their
     # version is whatever the user supplied, not `k8s_version`.
@@ -129,6 +130,7 @@ def find_binaries(env: Mapping[str, str] | None = None) -> Binaries:
         helm=bin_dir / f"helm-{v['HELM_VERSION']}" / "helm",
         sample_controller=bin_dir / f"sample-controller-{sc}" / "sample-controller",
         sample_controller_crd=share / f"sample-controller-{sc}" / "crd-status-subresource.yaml",
+        promtool=bin_dir / f"prometheus-{v['PROMETHEUS_VERSION']}" / "promtool",
         k8s_version=v["K8S_VERSION"],
         user_supplied=frozenset(user),
     )
@@ -142,3 +144,27 @@ def selector_oracle(env: Mapping[str, str] | None = None) -> Path:
     src = HACK_DIR / "selector-oracle"
     digest = hashlib.sha256(b"".join((src / name).read_bytes() for name in SELECTOR_ORACLE_SOURCES)).hexdigest()
     return cache_dir(env) / "bin" / f"selector-oracle-{digest[:12]}" / "selector-oracle"
+
+
+@dataclass(frozen=True)
+class CertManager:
+    """hack/cert-manager as `hack/build.sh cert-manager` places it."""
+
+    version: str
+    controller: Path
+    cainjector: Path
+    crds: Path  # every CRD of the module's deploy/crds, one YAML stream
+
+    def missing(self) -> list[Path]:
+        return [p for p in (self.controller, self.cainjector, self.crds) if not p.is_file()]
+
+
+def cert_manager(env: Mapping[str, str] | None = None) -> CertManager:
+    src = HACK_DIR / "cert-manager"
+    sources = [src / "go.mod", src / "go.sum", *sorted(src.glob("*/main.go"))]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    version = next(line.split()[-1] for line in (src / "go.mod").read_text().splitlines()
+                   if "github.com/cert-manager/cert-manager " in line)
+    bin_dir = cache_dir(env) / "bin" / f"cert-manager-{version}-{digest[:12]}"
+    return CertManager(version=version, controller=bin_dir / "controller", cainjector=bin_dir / "cainjector",
+                       crds=cache_dir(env) / "share" / f"cert-manager-{version}" / "crds.yaml")

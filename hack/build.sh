@@ -2,21 +2,25 @@
 # Builds the local control plane from Go modules into a cache outside the repo:
 #   kube-apiserver, kubectl, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
 #   etcd, helm, kwok (+ its stage definitions), selector-oracle (hack/selector-oracle:
-#   apimachinery's selector parsers, for a differential test); `sample-controller` and the
-#   real node's parts on request.
+#   apimachinery's selector parsers, for a differential test), promtool (checks and unit-tests
+#   the chart's PrometheusRule); `sample-controller`, the real node's parts and cert-manager
+#   on request.
 #
-# Usage: hack/build.sh [--force] [sample-controller] [node]
+# Usage: hack/build.sh [--force] [sample-controller] [node] [cert-manager]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
 #   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
 #                      CoreDNS with only the plugins cluster DNS needs: what hack/node.py needs
 #                      besides Debian's packages
+#   cert-manager       cert-manager's controller and cainjector (hack/cert-manager: its own
+#                      packages, wired as its commands wire them) and its CRDs, for the chart's
+#                      certManager mode on the real node
 #   --force            rebuild binaries that are already cached (after changing build flags)
 #
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
 # Environment:
 #   FOO_OPERATOR_CACHE   cache dir (default ~/.cache/foo-operator)
-#   K8S_VERSION ETCD_VERSION HELM_VERSION KWOK_VERSION SAMPLE_CONTROLLER_VERSION
+#   K8S_VERSION ETCD_VERSION HELM_VERSION KWOK_VERSION SAMPLE_CONTROLLER_VERSION PROMETHEUS_VERSION
 #                        override hack/versions.env
 #   KUBEBUILDER_ASSETS   dir with envtest's etcd, kube-apiserver, kubectl: used, not built
 #   TEST_ASSET_ETCD TEST_ASSET_KUBE_APISERVER TEST_ASSET_KUBECTL  same, one binary each
@@ -45,13 +49,15 @@ FORCE=false  # --force: rebuild cached binaries (after changing build flags); on
              # since the Go build cache still holds every compiled package.
 want_sample_controller=false
 want_node=false
+want_cert_manager=false
 for arg in "$@"; do
   case "$arg" in
     sample-controller) want_sample_controller=true ;;
     node) want_node=true ;;
+    cert-manager) want_cert_manager=true ;;
     --force) FORCE=true ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown target '$arg' (known: sample-controller, node)" ;;
+    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager)" ;;
   esac
 done
 
@@ -332,6 +338,67 @@ build_kwok_in() {
   build_binary "$1" sigs.k8s.io/kwok/cmd/kwok "$2" -ldflags "-s -w"
 }
 
+# ---------------------------------------------------------------- promtool
+# Prometheus' own rule checker and rule unit-test runner, for the chart's PrometheusRule.
+# `remove_all_sd` leaves out every service-discovery plugin (AWS, Azure, GCE, Kubernetes, ...):
+# promtool's rule commands need none of them, and their SDKs are most of its dependencies.
+PROMTOOL_TAGS=remove_all_sd
+build_promtool() {
+  local out="$BIN/prometheus-$PROMETHEUS_VERSION/promtool"
+  if is_built "$out"; then log "promtool $PROMETHEUS_VERSION: cached"; return; fi
+  log "building promtool $PROMETHEUS_VERSION (~4 min with a cold Go cache)"
+  timed "promtool $PROMETHEUS_VERSION" build_promtool_in "$SRC/prometheus-$PROMETHEUS_VERSION" "$out"
+}
+
+build_promtool_in() {
+  WRAPPER_TAGS="$PROMTOOL_TAGS" init_wrapper "$1" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
+    github.com/prometheus/prometheus/cmd/promtool
+  # Stamped as Prometheus' Makefile (promu) does, so `promtool --version` names the release.
+  build_binary "$1" github.com/prometheus/prometheus/cmd/promtool "$2" -tags "$PROMTOOL_TAGS" \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}"
+}
+
+# ---------------------------------------------------------------- cert-manager
+# cert-manager's cmd/controller, cmd/webhook and cmd/cainjector are Go modules of their own that
+# the module proxy does not serve; the controllers and the injector they run are packages of
+# github.com/cert-manager/cert-manager, which it does. hack/cert-manager wires those packages
+# as the commands do (no leader election, no listeners), pinned by its committed go.mod/go.sum;
+# the directory name carries a hash of the sources, as selector-oracle's does. cert-manager's
+# own webhook (validation of its resources) is not built: the e2e test needs none of it.
+build_cert_manager() {
+  local src="$HACK_DIR/cert-manager" hash version out crds
+  hash="$(cat "$src/go.mod" "$src/go.sum" "$src"/*/main.go | sha256sum | cut -c1-12)"
+  version="$(cd "$src" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
+  out="$BIN/cert-manager-$version-$hash"
+  crds="$SHARE/cert-manager-$version/crds.yaml"
+  if is_built "$out/controller" && is_built "$out/cainjector"; then
+    log "cert-manager $version: cached"
+  else
+    log "building cert-manager $version controller and cainjector (~12 min with a cold Go cache)"
+    timed "cert-manager $version" build_cert_manager_in "$src" "$out"
+  fi
+  if [[ ! -f "$crds" ]]; then
+    local moddir f
+    moddir="$(cd "$src" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
+    mkdir -p "$(dirname "$crds")"
+    : > "$crds.tmp"
+    for f in "$moddir"/deploy/crds/*.yaml; do
+      { echo "---"; cat "$f"; } >> "$crds.tmp"
+    done
+    mv -f "$crds.tmp" "$crds"
+    log "cert-manager CRDs copied to $crds"
+  fi
+}
+
+build_cert_manager_in() {
+  # Stamped as cert-manager's Makefile does: its user agent (and so its field managers) names it.
+  local version
+  version="$(cd "$1" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
+  local ldflags="-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$version"
+  build_binary "$1" ./controller "$2/controller" -ldflags "$ldflags"
+  build_binary "$1" ./cainjector "$2/cainjector" -ldflags "$ldflags"
+}
+
 # ---------------------------------------------------------------- sample-controller
 # The Go peer for side-by-side tests and benchmarks. Not on the proxy's version list and
 # not in the checksum database: exact version, GONOSUMDB.
@@ -490,6 +557,8 @@ build_kubernetes
 build_kwok
 build_helm
 build_selector_oracle
+build_promtool
 if $want_sample_controller; then build_sample_controller; fi
 if $want_node; then build_node; fi
+if $want_cert_manager; then build_cert_manager; fi
 log "ready in $((SECONDS - total_start))s; binaries under $BIN"

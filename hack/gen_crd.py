@@ -11,7 +11,6 @@ fails when the committed template drifts from what this prints.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import yaml
 
 from fooapi.crd import crd_manifest
+from hack.generated import generate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CHART_CRD = REPO_ROOT / "charts" / "foo-operator" / "templates" / "crd.yaml"
@@ -101,21 +101,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hack.gen_crd", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="do not write; exit 1 if the chart is out of date")
-    args = parser.parse_args(argv)
-    text = render()
-    current = CHART_CRD.read_text() if CHART_CRD.exists() else ""
-    if args.check:
-        if current != text:
-            print(f"{CHART_CRD.relative_to(REPO_ROOT)} is out of date: run `python -m hack.gen_crd`", file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        CHART_CRD.write_text(text)
-        print(f"wrote {CHART_CRD.relative_to(REPO_ROOT)}")
-    return 0
+    return generate(argv, module="hack.gen_crd", doc=__doc__, output=CHART_CRD, render=render)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from fooapi import DEFAULT_IMAGE
+from kube.cli import KUBECONFIG_HELP, command_parser, fail
 from kube.logs import setup_logging
 from kube.serving import ServingOptions, add_serving_flags, check_serving_flags, run_server, serving_options
 
@@ -16,18 +17,27 @@ from .server import serve
 PROG = "foo-operator-insights"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog=PROG, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="foo-operator insights server: the aggregated API insights.samplecontroller.k8s.io "
-                    "(FooReview, FooHealth) over TLS, behind an APIService.")
+def parser() -> argparse.ArgumentParser:
+    parser = command_parser(
+        PROG,
+        "foo-operator insights server: the aggregated API insights.samplecontroller.k8s.io "
+        "(FooReview, FooHealth) over TLS, behind an APIService.",
+    )
     add_serving_flags(parser, default_port=8443)
-    parser.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster service account)")
+    parser.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image FooReviews default a Foo to")
-    parser.add_argument("--requestheader-ca-file", type=Path, default=Path("/tmp/foo-operator/requestheader-ca.crt"),
-                        help="where the front-proxy CA from kube-system/extension-apiserver-authentication is "
-                             "written for the TLS layer")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--requestheader-ca-file",
+        type=Path,
+        default=Path("/tmp/foo-operator/requestheader-ca.crt"),
+        help="where the front-proxy CA from kube-system/extension-apiserver-authentication is "
+        "written for the TLS layer",
+    )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,11 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, args.log_format)
     problem = check_serving_flags(args, PROG)
     if problem is not None:
-        print(problem, file=sys.stderr)
-        return 2
+        return fail(PROG, problem, 2)
     options: ServingOptions = serving_options(args)
-    config = AggregatedConfig(default_image=args.default_image, kubeconfig=args.kubeconfig,
-                              requestheader_ca_file=args.requestheader_ca_file)
+    config = AggregatedConfig(
+        default_image=args.default_image, kubeconfig=args.kubeconfig, requestheader_ca_file=args.requestheader_ca_file
+    )
     return run_server(serve(options, config), args, PROG)
 
 

@@ -259,9 +259,14 @@ class KubeClient:
         namespace: str | None = None,
         subresource: str | None = None,
         timeout: float | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         return await self.request(
-            "PUT", resource.path(namespace, name, subresource), query=self._write_query(), body=body, timeout=timeout
+            "PUT",
+            resource.path(namespace, name, subresource),
+            query=self._write_query(dry_run),
+            body=body,
+            timeout=timeout,
         )
 
     async def patch(
@@ -322,7 +327,9 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self.timeout, sock_connect=self.timeout, sock_read=timeout_seconds + 30
         )
-        response = await self._send("GET", path, query=query, body=None, content_type="application/json", timeout=timeout)
+        response = await self._send(
+            "GET", path, query=query, body=None, content_type="application/json", timeout=timeout
+        )
         try:
             if not 200 <= response.status < 300:
                 raw = await response.read()

@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 
 from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config import load_incluster_config, load_kube_config
-from kubernetes_asyncio.config.kube_config import KUBE_CONFIG_DEFAULT_LOCATION
+from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config_from_dict
 
+from . import kubeconfig as kubeconfig_files
 from .client import KubeClient
 from .ratelimit import TokenBucket
 
@@ -36,22 +36,22 @@ def in_cluster() -> bool:
 
 
 async def load_configuration(kubeconfig: str | None = None, *, context: str | None = None) -> Configuration:
-    """``kubeconfig`` if given; else in-cluster config in a pod; else $KUBECONFIG or ~/.kube/config."""
+    """client-go's loading rules (``kube.kubeconfig``): ``kubeconfig`` alone if given; else the files
+    in $KUBECONFIG merged, else ~/.kube/config; the in-cluster service account only when those give
+    nothing. Raises ``KubeconfigError`` (one line) when there is nothing to use.
+    """
     configuration = Configuration()
-    if kubeconfig is None and in_cluster():
+    loaded = kubeconfig_files.load(kubeconfig)
+    if loaded.empty and kubeconfig is None and in_cluster():
         load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return configuration
-    path = os.path.expanduser(
-        kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or KUBE_CONFIG_DEFAULT_LOCATION
-    )
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no kubeconfig at {path} (and not running in a cluster)")
-    await load_kube_config(
-        config_file=path,
-        context=context,
-        client_configuration=configuration,
-        persist_config=False,
-    )
+    if loaded.empty:
+        where = ", ".join(map(str, loaded.files)) or "no kubeconfig file found"
+        raise kubeconfig_files.KubeconfigError(f"no cluster configured ({where}) and not running in a cluster")
+    try:
+        await load_kube_config_from_dict(loaded.config, context=context, client_configuration=configuration)
+    except ConfigException as err:
+        raise kubeconfig_files.KubeconfigError(" ".join(str(err).split())) from None
     return configuration
 
 

@@ -2,18 +2,39 @@
 
 Dashboards written for Go controllers (``controller_runtime_reconcile_total``, ``workqueue_depth``,
 ``leader_election_master_status``) work unchanged. ``REGISTRY`` is the process default; tests
-and embedders pass their own ``CollectorRegistry`` to ``metrics_for``.
+and embedders pass their own ``CollectorRegistry`` to ``metrics_for``. Every process registry
+(``process_registry``) also carries prometheus-client's own ``process_*`` and ``python_*``
+collectors, which Go processes' ``process_*``/``go_*`` counterparts fill in the same dashboards.
 """
 
 from __future__ import annotations
 
 import weakref
 
-from aiohttp import web
 from aiohttp.typedefs import Handler
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.aiohttp import make_aiohttp_handler
 
-REGISTRY = CollectorRegistry()
+
+def process_registry() -> CollectorRegistry:
+    """A registry for one process's /metrics: ``process_*`` (CPU, memory, open fds, start time),
+    ``python_info`` and ``python_gc_*`` from prometheus-client, before any metric of ours."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+REGISTRY = process_registry()
 
 # controller-runtime's reconcile_time_seconds buckets.
 RECONCILE_BUCKETS = (
@@ -115,11 +136,6 @@ def metrics_for(registry: CollectorRegistry | None = None) -> Metrics:
 
 
 def metrics_handler(registry: CollectorRegistry | None = None) -> Handler:
-    """An aiohttp handler serving ``registry`` in the Prometheus text format."""
-    registry = REGISTRY if registry is None else registry
-
-    async def handle(request: web.Request) -> web.Response:
-        body = generate_latest(registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    return handle
+    """prometheus-client's own aiohttp handler for ``registry``: text or OpenMetrics as the scraper
+    asks (``Accept``), gzip when it accepts it, ``?name[]=`` filters."""
+    return make_aiohttp_handler(REGISTRY if registry is None else registry)

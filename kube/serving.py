@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 from aiohttp import hdrs, web
 from prometheus_client import CollectorRegistry
 
+from .cli import add_log_flags, non_negative_float, port
 from .http import StatusError, status_response
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .status import failure
@@ -28,6 +30,9 @@ from .tls import CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 log = logging.getLogger(__name__)
+
+# The file names ``foo-operator-certs generate`` writes and a Secret of type kubernetes.io/tls holds.
+CA_FILE, CERT_FILE, KEY_FILE = "ca.crt", "tls.crt", "tls.key"
 
 # Above the apiserver's 90 s idle timeout: the client, not us, retires an idle connection, so it
 # never writes a request onto one we are closing (a lost POST).
@@ -68,8 +73,10 @@ async def status_edge(request: web.Request, handler: Handler) -> web.StreamRespo
     except web.HTTPException as err:
         if err.status < 400:
             raise
-        message = {404: "the server could not find the requested resource",
-                   405: f"method {request.method} is not allowed on {request.path}"}.get(err.status, err.reason)
+        message = {
+            404: "the server could not find the requested resource",
+            405: f"method {request.method} is not allowed on {request.path}",
+        }.get(err.status, err.reason)
         return status_response(failure(err.status, message))
     except Exception:
         log.exception("internal error serving %s %s", request.method, request.path)
@@ -136,8 +143,12 @@ class ServingOptions:
 
     def certificate(self, client_ca_file: Path | None = None) -> CertWatcher:
         """A watcher over this server's pair, with its TLS policy."""
-        return CertWatcher(self.cert_dir / self.cert_name, self.cert_dir / self.key_name,
-                           client_ca_file=client_ca_file, policy=self.tls_policy)
+        return CertWatcher(
+            self.cert_dir / self.cert_name,
+            self.cert_dir / self.key_name,
+            client_ca_file=client_ca_file,
+            policy=self.tls_policy,
+        )
 
 
 Options = TypeVar("Options", bound=ServingOptions)
@@ -153,17 +164,29 @@ def stop_on_signals(stop: asyncio.Event) -> None:
             pass
 
 
-async def serving_metrics(options: ServingOptions, registry: CollectorRegistry, *, kubeconfig: str | None,
-                          name: str) -> MetricsServer | None:
+async def serving_metrics(
+    options: ServingOptions, registry: CollectorRegistry, *, kubeconfig: str | None, name: str
+) -> MetricsServer | None:
     """The metrics listener of a TLS server: its serving pair (no client CA) when secure."""
-    return await metrics_server(options.metrics, registry, certificate=options.certificate(), kubeconfig=kubeconfig,
-                                user_agent=f"foo-operator-{name}")
+    return await metrics_server(
+        options.metrics,
+        registry,
+        certificate=options.certificate(),
+        kubeconfig=kubeconfig,
+        user_agent=f"foo-operator-{name}",
+    )
 
 
-async def serve_until_stopped(app: web.Application, options: ServingOptions, watcher: CertWatcher,
-                              stop: asyncio.Event, *, name: str,
-                              background: Iterable[asyncio.Task[None]] = (),
-                              metrics: MetricsServer | None = None) -> None:
+async def serve_until_stopped(
+    app: web.Application,
+    options: ServingOptions,
+    watcher: CertWatcher,
+    stop: asyncio.Event,
+    *,
+    name: str,
+    background: Iterable[asyncio.Task[None]] = (),
+    metrics: MetricsServer | None = None,
+) -> None:
     """Listen over TLS until ``stop`` is set, then turn unready, drain, and close.
 
     ``background`` tasks (rotators, watchers) are cancelled and awaited on the way out;
@@ -171,18 +194,35 @@ async def serve_until_stopped(app: web.Application, options: ServingOptions, wat
     """
     readiness = app[READINESS]
     tasks = list(background)
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=options.shutdown_timeout,
-                           access_log=logging.getLogger("aiohttp.access"), keepalive_timeout=KEEPALIVE_SECONDS)
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        shutdown_timeout=options.shutdown_timeout,
+        access_log=logging.getLogger("aiohttp.access"),
+        keepalive_timeout=KEEPALIVE_SECONDS,
+    )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, options.bind_address, options.port, ssl_context=watcher.server_context(),
-                           backlog=1024, reuse_address=True)
+        site = web.TCPSite(
+            runner,
+            options.bind_address,
+            options.port,
+            ssl_context=watcher.server_context(),
+            backlog=1024,
+            reuse_address=True,
+        )
         await site.start()
         if metrics is not None:
             await metrics.start(options.cert_reload_interval)
         readiness.serving = True
-        log.info("serving", extra={"server": name, "address": f"{options.bind_address}:{options.port}",
-                                   "cert_dir": str(options.cert_dir)})
+        log.info(
+            "serving",
+            extra={
+                "server": name,
+                "address": f"{options.bind_address}:{options.port}",
+                "cert_dir": str(options.cert_dir),
+            },
+        )
         tasks.append(asyncio.create_task(watcher.watch(options.cert_reload_interval), name=f"{name}-cert-watcher"))
         await stop.wait()
     finally:
@@ -205,55 +245,98 @@ async def serve_until_stopped(app: web.Application, options: ServingOptions, wat
 def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int) -> None:
     """Where to listen, which certificate to serve, how to log: the same words in every server."""
     parser.add_argument("--cert-dir", type=Path, required=True, help="directory holding tls.crt and tls.key")
-    parser.add_argument("--cert-name", default="tls.crt", help="certificate file in --cert-dir")
-    parser.add_argument("--key-name", default="tls.key", help="private key file in --cert-dir")
+    parser.add_argument("--cert-name", default=CERT_FILE, help="certificate file in --cert-dir")
+    parser.add_argument("--key-name", default=KEY_FILE, help="private key file in --cert-dir")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("--port", type=int, default=default_port, help="TCP port to serve HTTPS on")
-    parser.add_argument("--drain-seconds", type=float, default=0.0,
-                        help="time between turning unready and closing the listener on SIGTERM")
+    parser.add_argument("--port", type=port, default=default_port, help="TCP port to serve HTTPS on")
+    parser.add_argument(
+        "--drain-seconds",
+        type=non_negative_float,
+        default=0.0,
+        help="time between turning unready and closing the listener on SIGTERM",
+    )
     tls = parser.add_argument_group("TLS (the words kube-apiserver takes)")
     tls.add_argument("--tls-min-version", default="VersionTLS12", help="VersionTLS12 or VersionTLS13")
-    tls.add_argument("--tls-cipher-suites", default="",
-                     help="comma-separated IANA names of the TLS 1.2 suites to allow (default: every ECDHE "
-                          f"suite with an AEAD cipher: {','.join(SECURE_TLS12_SUITES)}); TLS 1.3 suites are "
-                          "always on")
+    tls.add_argument(
+        "--tls-cipher-suites",
+        default="",
+        help="comma-separated IANA names of the TLS 1.2 suites to allow (default: every ECDHE "
+        f"suite with an AEAD cipher: {','.join(SECURE_TLS12_SUITES)}); TLS 1.3 suites are "
+        "always on",
+    )
     metrics = parser.add_argument_group("metrics (its own listener, as in controller-runtime)")
-    metrics.add_argument("--metrics-bind-address", default=":8080",
-                         help="host:port or :port for /metrics; 0 turns it off")
-    metrics.add_argument("--metrics-secure", action="store_true",
-                         help="serve /metrics over HTTPS with the serving certificate, to callers whose bearer "
-                              "token passes a TokenReview and a SubjectAccessReview (get on /metrics)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    metrics.add_argument(
+        "--metrics-bind-address", default=":8080", help="host:port or :port for /metrics; 0 turns it off"
+    )
+    metrics.add_argument(
+        "--metrics-secure",
+        action="store_true",
+        help="serve /metrics over HTTPS with the serving certificate, to callers whose bearer "
+        "token passes a TokenReview and a SubjectAccessReview (get on /metrics)",
+    )
+    add_log_flags(parser)
     parser.add_argument("--no-uvloop", action="store_true", help="use asyncio's own event loop")
 
 
-def check_serving_flags(args: argparse.Namespace, prog: str, *, certificates_made_here: bool = False) -> str | None:
+def check_serving_flags(
+    args: argparse.Namespace,
+    prog: str,
+    *,
+    certificates_made_here: bool = False,
+    service: str | None = None,
+    namespace: str = "default",
+) -> str | None:
     """One line saying what is wrong with the serving flags, or None."""
     for name in () if certificates_made_here else (args.cert_name, args.key_name):
         if not (args.cert_dir / name).is_file():
-            return (f"{prog}: {args.cert_dir / name} does not exist (make a pair with: foo-operator-certs generate "
-                    f"--service {prog} --namespace default --out {args.cert_dir})")
-    if not 0 < args.port < 65536:
-        return f"{prog}: --port {args.port} is not a TCP port"
+            command = generate_command(args.cert_dir, service or prog, namespace, args.cert_name, args.key_name)
+            return f"{args.cert_dir / name} does not exist (make a pair with: {command})"
     try:
         parse_tls_policy(args.tls_min_version, args.tls_cipher_suites)
         _, metrics_port = parse_bind_address(args.metrics_bind_address)
     except ValueError as err:
-        return f"{prog}: {err}"
+        return str(err)
     if metrics_port and metrics_port == args.port:
-        return f"{prog}: --metrics-bind-address must not use the serving port {args.port}"
+        return f"--metrics-bind-address must not use the serving port {args.port}"
     return None
 
 
-def serving_options(args: argparse.Namespace, kind: type[Options] = ServingOptions,  # type: ignore[assignment]
-                    **extra: Any) -> Options:
+def generate_command(
+    cert_dir: Path, service: str, namespace: str, cert_name: str = CERT_FILE, key_name: str = KEY_FILE
+) -> str:
+    """The ``foo-operator-certs generate`` line that makes the pair a server looks for, as a shell reads it.
+
+    Names other than the defaults are passed on, and files already there are overwritten
+    (``--force``): a half pair is of no use, and the printed line must work as printed.
+    """
+    command = ["foo-operator-certs", "generate", "--service", service, "--namespace", namespace, "--out", str(cert_dir)]
+    if cert_name != CERT_FILE:
+        command += ["--cert-name", cert_name]
+    if key_name != KEY_FILE:
+        command += ["--key-name", key_name]
+    if any((cert_dir / name).exists() for name in (CA_FILE, cert_name, key_name)):
+        command.append("--force")
+    return shlex.join(command)
+
+
+def serving_options(
+    args: argparse.Namespace,
+    kind: type[Options] = ServingOptions,  # type: ignore[assignment]
+    **extra: Any,
+) -> Options:
     """The options the flags ask for (checked first by ``check_serving_flags``); ``kind`` may add fields."""
     host, metrics_port = parse_bind_address(args.metrics_bind_address)
-    return kind(cert_dir=args.cert_dir, cert_name=args.cert_name, key_name=args.key_name,
-                bind_address=args.bind_address, port=args.port, drain_seconds=args.drain_seconds,
-                tls_policy=parse_tls_policy(args.tls_min_version, args.tls_cipher_suites),
-                metrics=MetricsOptions(host=host, port=metrics_port, secure=args.metrics_secure), **extra)
+    return kind(
+        cert_dir=args.cert_dir,
+        cert_name=args.cert_name,
+        key_name=args.key_name,
+        bind_address=args.bind_address,
+        port=args.port,
+        drain_seconds=args.drain_seconds,
+        tls_policy=parse_tls_policy(args.tls_min_version, args.tls_cipher_suites),
+        metrics=MetricsOptions(host=host, port=metrics_port, secure=args.metrics_secure),
+        **extra,
+    )
 
 
 def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog: str) -> int:

@@ -3,85 +3,142 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from datetime import timedelta
-from pathlib import Path
 
 from certs.authority import service_dns_names
 from certs.rotation import RotationPolicy
 from fooapi import DEFAULT_IMAGE
 from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit
+from kube.cli import (
+    KUBECONFIG_HELP,
+    command_parser,
+    env_default,
+    fail,
+    int_between,
+    pod_namespace,
+    positive_float,
+    positive_int,
+)
 from kube.logs import setup_logging
 from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
 
-from .app import Settings
+from .app import Settings, admission_deadline
+from .manifests import TIMEOUT_SECONDS
 from .server import RotationOptions, ServerOptions, serve
 
 PROG = "foo-operator-webhook"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=PROG, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                                     description="foo-operator webhook service: admission and conversion over TLS.")
+def parser() -> argparse.ArgumentParser:
+    parser = command_parser(PROG, "foo-operator webhook service: admission and conversion over TLS.")
     add_serving_flags(parser, default_port=9443)
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
-    parser.add_argument("--admission-body-limit-mib", type=int, default=8)
-    parser.add_argument("--conversion-body-limit-mib", type=int, default=256)
-    parser.add_argument("--memory-limit-mib", type=int, default=_env_int("MEMORY_LIMIT_MIB", 256),
-                        help="the container's memory limit (the chart passes limits.memory through the downward "
-                             f"API); request bodies may hold all of it but {RESERVED_MIB} MiB at once")
-    parser.add_argument("--max-in-flight-mib", type=int, default=None,
-                        help="bytes of request bodies, raw and parsed, held at once (default: from --memory-limit-mib)")
+    parser.add_argument(
+        "--admission-body-limit-mib", type=positive_int, default=8, help="largest AdmissionReview body accepted, in MiB"
+    )
+    parser.add_argument(
+        "--conversion-body-limit-mib",
+        type=positive_int,
+        default=256,
+        help="largest ConversionReview body accepted, in MiB",
+    )
+    parser.add_argument(
+        "--memory-limit-mib",
+        type=positive_int,
+        default=env_default("MEMORY_LIMIT_MIB", "256"),
+        help="the container's memory limit [env MEMORY_LIMIT_MIB, which the chart sets from "
+        f"limits.memory through the downward API]; request bodies may hold all of it but "
+        f"{RESERVED_MIB} MiB at once",
+    )
+    parser.add_argument(
+        "--admission-timeout-seconds",
+        type=int_between(1, 30),
+        default=TIMEOUT_SECONDS,
+        help="the admission configurations' timeoutSeconds: each review is answered (or refused "
+        "with 504) that much earlier, so the apiserver gets our answer, not its own timeout",
+    )
+    parser.add_argument(
+        "--max-in-flight-mib",
+        type=positive_int,
+        default=None,
+        help="bytes of request bodies, raw and parsed, held at once (default: from --memory-limit-mib)",
+    )
     rotation = parser.add_argument_group("certificate rotation (the service keeps its own CA in a Secret)")
     rotation.add_argument("--cert-rotation", action="store_true", help="generate and rotate certificates")
-    rotation.add_argument("--kubeconfig", help="kubeconfig for rotation and --metrics-secure (default: in-cluster)")
+    rotation.add_argument("--kubeconfig", help=f"for rotation and --metrics-secure: {KUBECONFIG_HELP}")
     rotation.add_argument("--cert-secret", default="foo-operator-certs", help="Secret that holds the certificates")
-    rotation.add_argument("--namespace", default=_pod_namespace(), help="namespace of the Secret and lease")
+    rotation.add_argument(
+        "--namespace",
+        default=pod_namespace(),
+        help="namespace of the Secret and lease (default: $POD_NAMESPACE, else the pod's own, else default)",
+    )
     rotation.add_argument("--service", default="foo-operator-webhook", help="Service name (certificate DNS names)")
     rotation.add_argument("--extra-dns", action="append", default=[], help="additional DNS SAN (repeatable)")
     rotation.add_argument("--extra-ip", action="append", default=[], help="additional IP SAN (repeatable)")
-    rotation.add_argument("--webhook-configuration", default="foo-operator",
-                          help="name of the Mutating and Validating WebhookConfigurations to keep caBundle in")
+    rotation.add_argument(
+        "--webhook-configuration",
+        default="foo-operator",
+        help="name of the Mutating and Validating WebhookConfigurations to keep caBundle in",
+    )
     rotation.add_argument("--crd", default="foos.samplecontroller.k8s.io", help="CRD whose conversion caBundle to keep")
-    rotation.add_argument("--apiservice", default="v1alpha1.insights.samplecontroller.k8s.io",
-                          help="APIService whose caBundle to keep ('' to skip)")
-    rotation.add_argument("--rotation-lease", default="foo-operator-cert-rotator",
-                          help="Lease that elects the one replica that writes certificates")
-    rotation.add_argument("--rotation-interval", type=float, default=30.0, help="seconds between rotation rounds")
-    rotation.add_argument("--rotation-overlap", type=float, default=300.0,
-                          help="seconds each CA change step waits for every client and replica")
-    rotation.add_argument("--ca-validity-days", type=int, default=3650)
-    rotation.add_argument("--serving-validity-days", type=int, default=365)
-    rotation.add_argument("--renew-fraction", type=float, default=1 / 3,
-                          help="renew when less than this fraction of a certificate's lifetime is left")
-    return parser.parse_args(argv)
+    rotation.add_argument(
+        "--apiservice",
+        default="v1alpha1.insights.samplecontroller.k8s.io",
+        help="APIService whose caBundle to keep ('' to skip)",
+    )
+    rotation.add_argument(
+        "--rotation-lease",
+        default="foo-operator-cert-rotator",
+        help="Lease that elects the one replica that writes certificates",
+    )
+    rotation.add_argument(
+        "--rotation-interval", type=positive_float, default=30.0, help="seconds between rotation rounds"
+    )
+    rotation.add_argument(
+        "--rotation-overlap",
+        type=positive_float,
+        default=300.0,
+        help="seconds each CA change step waits for every client and replica",
+    )
+    rotation.add_argument("--ca-validity-days", type=positive_int, default=3650, help="lifetime of a new CA")
+    rotation.add_argument(
+        "--serving-validity-days", type=positive_int, default=365, help="lifetime of a new serving certificate"
+    )
+    rotation.add_argument(
+        "--renew-fraction",
+        type=positive_float,
+        default=1 / 3,
+        help="renew when less than this fraction of a certificate's lifetime is left (default: 1/3)",
+    )
+    return parser
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "")
-    return int(value) if value.isdigit() else default
-
-
-def _pod_namespace() -> str:
-    try:
-        return Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read_text().strip()
-    except OSError:
-        return "default"
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return parser().parse_args(argv)
 
 
 def _rotation(args: argparse.Namespace) -> RotationOptions | None:
     if not args.cert_rotation:
         return None
     return RotationOptions(
-        namespace=args.namespace, secret_name=args.cert_secret,
-        dns_names=tuple(dict.fromkeys((*service_dns_names(args.service, args.namespace), *args.extra_dns))), ips=tuple(args.extra_ip),
-        kubeconfig=args.kubeconfig, mutating=args.webhook_configuration or None,
-        validating=args.webhook_configuration or None, crd=args.crd or None, apiservice=args.apiservice or None,
-        interval=args.rotation_interval, lease_name=args.rotation_lease,
-        policy=RotationPolicy(ca_validity=timedelta(days=args.ca_validity_days),
-                              serving_validity=timedelta(days=args.serving_validity_days),
-                              renew_fraction=args.renew_fraction, overlap=timedelta(seconds=args.rotation_overlap)),
+        namespace=args.namespace,
+        secret_name=args.cert_secret,
+        dns_names=tuple(dict.fromkeys((*service_dns_names(args.service, args.namespace), *args.extra_dns))),
+        ips=tuple(args.extra_ip),
+        kubeconfig=args.kubeconfig,
+        mutating=args.webhook_configuration or None,
+        validating=args.webhook_configuration or None,
+        crd=args.crd or None,
+        apiservice=args.apiservice or None,
+        interval=args.rotation_interval,
+        lease_name=args.rotation_lease,
+        policy=RotationPolicy(
+            ca_validity=timedelta(days=args.ca_validity_days),
+            serving_validity=timedelta(days=args.serving_validity_days),
+            renew_fraction=args.renew_fraction,
+            overlap=timedelta(seconds=args.rotation_overlap),
+        ),
     )
 
 
@@ -90,8 +147,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         default_image=args.default_image,
         admission_body_limit=args.admission_body_limit_mib * MiB,
         conversion_body_limit=args.conversion_body_limit_mib * MiB,
-        in_flight_budget=(args.max_in_flight_mib * MiB if args.max_in_flight_mib is not None
-                          else budget_for_memory_limit(args.memory_limit_mib)),
+        admission_timeout=admission_deadline(args.admission_timeout_seconds),
+        in_flight_budget=(
+            args.max_in_flight_mib * MiB
+            if args.max_in_flight_mib is not None
+            else budget_for_memory_limit(args.memory_limit_mib)
+        ),
     )
 
 
@@ -100,16 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, args.log_format)
     if args.cert_rotation:
         if args.rotation_overlap <= args.rotation_interval:
-            print(f"{PROG}: --rotation-overlap must be longer than --rotation-interval "
-                  "(every replica needs a round to pick up a change)", file=sys.stderr)
-            return 2
-    if args.memory_limit_mib <= 0 or (args.max_in_flight_mib is not None and args.max_in_flight_mib <= 0):
-        print(f"{PROG}: --memory-limit-mib and --max-in-flight-mib must be positive", file=sys.stderr)
-        return 2
-    problem = check_serving_flags(args, PROG, certificates_made_here=args.cert_rotation)
+            return fail(
+                PROG,
+                "--rotation-overlap must be longer than --rotation-interval "
+                "(every replica needs a round to pick up a change)",
+                2,
+            )
+    problem = check_serving_flags(
+        args, PROG, certificates_made_here=args.cert_rotation, service=args.service, namespace=args.namespace
+    )
     if problem is not None:
-        print(problem, file=sys.stderr)
-        return 2
+        return fail(PROG, problem, 2)
     settings = settings_from(args)
     options = serving_options(args, ServerOptions, rotation=_rotation(args), kubeconfig=args.kubeconfig)
     return run_server(serve(options, settings), args, PROG)

@@ -38,7 +38,6 @@ from .metrics import WebhookMetrics
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class Settings:
     default_image: str = DEFAULT_IMAGE
@@ -59,6 +58,15 @@ class Settings:
     body_idle_timeout: float = 2.0
     admission_body_timeout: float = 3.0
     conversion_body_timeout: float = 15.0
+
+
+def admission_deadline(timeout_seconds: int) -> float:
+    """How long a review may take here when the apiserver waits ``timeout_seconds`` (1-30).
+
+    A second less — time for the answer to travel and for the apiserver to read it — but never
+    less than 80% of a short timeout, so a 1 s webhook still gets most of its second.
+    """
+    return max(timeout_seconds - 1.0, timeout_seconds * 0.8)
 
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -164,9 +172,16 @@ def _bounded(path: str, handler: BodyHandler, bounds: Bounds, budget: ByteBudget
     return timed
 
 
-async def _bounded_slowly(request: web.Request, handler: BodyHandler, bounds: Bounds, budget: ByteBudget,
-                          slots: asyncio.Semaphore, body: bytes | None, held: Reservation | None,
-                          response: web.StreamResponse | None) -> web.StreamResponse:
+async def _bounded_slowly(
+    request: web.Request,
+    handler: BodyHandler,
+    bounds: Bounds,
+    budget: ByteBudget,
+    slots: asyncio.Semaphore,
+    body: bytes | None,
+    held: Reservation | None,
+    response: web.StreamResponse | None,
+) -> web.StreamResponse:
     """Read the body under deadlines and the byte budget, then take a slot for the CPU work.
 
     In that order, so a client that sends its body slowly holds neither a slot (408 when its
@@ -185,8 +200,9 @@ async def _bounded_slowly(request: web.Request, handler: BodyHandler, bounds: Bo
                     declared = request.content_length or 0
                     await reservation.resize(2 * declared if declared <= bounds.body_limit else 0)
                     stage = "read"
-                    body = await read_body(request, bounds.body_limit, deadlines=bounds.deadlines,
-                                           reservation=reservation)
+                    body = await read_body(
+                        request, bounds.body_limit, deadlines=bounds.deadlines, reservation=reservation
+                    )
                     stage = "budget"
                 else:
                     # As if read here: a body too large to hold twice is refused in those words.
@@ -210,13 +226,16 @@ async def _bounded_slowly(request: web.Request, handler: BodyHandler, bounds: Bo
                 request.transport.abort()
             return response
         if stage == "read":
-            raise StatusError(failure(408, f"request body not received within {bounds.timeout:g}s",
-                                      reason="Timeout")) from None
+            raise StatusError(
+                failure(408, f"request body not received within {bounds.timeout:g}s", reason="Timeout")
+            ) from None
         if stage == "budget":
-            raise StatusError(failure(429, "too many large requests in flight; retry later",
-                                      details={"retryAfterSeconds": 1})) from None
-        raise StatusError(failure(504, f"request not answered within {bounds.timeout:g}s "
-                                       "(server overloaded)")) from None
+            raise StatusError(
+                failure(429, "too many large requests in flight; retry later", details={"retryAfterSeconds": 1})
+            ) from None
+        raise StatusError(
+            failure(504, f"request not answered within {bounds.timeout:g}s (server overloaded)")
+        ) from None
     finally:
         reservation.release()
 
@@ -244,10 +263,14 @@ def _answer(handler: BodyHandler, request: web.Request, body: bytes) -> web.Stre
 
 def _never_fits_message(err: NeverFits, stage: str, request: web.Request) -> str:
     if request.content_length and err.wanted == 2 * request.content_length:
-        return (f"request body of {request.content_length} bytes is larger than this server can hold at once "
-                f"({err.largest // 2} bytes; the in-flight budget follows --memory-limit-mib)")
-    return (f"request body would take about {err.wanted // MiB} MiB to parse, more than this server can hold "
-            f"at once ({err.largest // MiB} MiB): too many objects, arrays or values for its size")
+        return (
+            f"request body of {request.content_length} bytes is larger than this server can hold at once "
+            f"({err.largest // 2} bytes; the in-flight budget follows --memory-limit-mib)"
+        )
+    return (
+        f"request body would take about {err.wanted // MiB} MiB to parse, more than this server can hold "
+        f"at once ({err.largest // MiB} MiB): too many objects, arrays or values for its size"
+    )
 
 
 Rule = Callable[[AdmissionRequest, Settings], Outcome]
@@ -266,9 +289,13 @@ def admission_handler(rule: Rule) -> BodyHandler:
             log.debug(
                 "admission decision",
                 extra={
-                    "uid": review_request.uid, "path": request.path, "operation": review_request.operation,
+                    "uid": review_request.uid,
+                    "path": request.path,
+                    "operation": review_request.operation,
                     "object": f"{review_request.namespace}/{review_request.name}",
-                    "allowed": outcome.allowed, "code": outcome.code, "patch_ops": len(outcome.patch),
+                    "allowed": outcome.allowed,
+                    "code": outcome.code,
+                    "patch_ops": len(outcome.patch),
                     "dry_run": review_request.dry_run,
                 },
             )
@@ -284,29 +311,50 @@ def convert(request: web.Request, body: Any) -> web.StreamResponse:
         raise StatusError(failure(400, str(err))) from None
     if log.isEnabledFor(logging.DEBUG):
         result = answer["response"]["result"]
-        log.debug("conversion", extra={"uid": answer["response"]["uid"], "result": result["status"],
-                                       "objects": len(answer["response"]["convertedObjects"])})
+        log.debug(
+            "conversion",
+            extra={
+                "uid": answer["response"]["uid"],
+                "result": result["status"],
+                "objects": len(answer["response"]["convertedObjects"]),
+            },
+        )
     return json_response(answer)
 
 
-def build_app(settings: Settings | None = None, *, readiness: Readiness | None = None,
-              webhook_metrics: WebhookMetrics | None = None) -> web.Application:
+def build_app(
+    settings: Settings | None = None,
+    *,
+    readiness: Readiness | None = None,
+    webhook_metrics: WebhookMetrics | None = None,
+) -> web.Application:
     settings = settings or Settings()
     # The app-wide limit is the largest one; each endpoint enforces its own while reading.
-    app = serving_app(readiness or Readiness(serving=True),
-                      client_max_size=max(settings.admission_body_limit, settings.conversion_body_limit))
+    app = serving_app(
+        readiness or Readiness(serving=True),
+        client_max_size=max(settings.admission_body_limit, settings.conversion_body_limit),
+    )
     app[SETTINGS] = settings
     app[METRICS] = webhook_metrics or WebhookMetrics.create()
     app[BUDGET] = budget = ByteBudget(settings.in_flight_budget)
     mutate = admission_handler(lambda review, settings: mutate_foo(review, image=settings.default_image))
     validate = admission_handler(lambda review, settings: validate_foo(review))
-    admissions = Bounds(settings.admission_body_limit,
-                        BodyDeadlines(idle=settings.body_idle_timeout, total=settings.admission_body_timeout),
-                        settings.max_admissions_in_flight, settings.admission_timeout)
-    conversions = Bounds(settings.conversion_body_limit,
-                         BodyDeadlines(idle=settings.body_idle_timeout, total=settings.conversion_body_timeout),
-                         settings.max_conversions_in_flight, settings.conversion_timeout)
-    for path, handler, bounds in (("/mutate-foo", mutate, admissions), ("/validate-foo", validate, admissions),
-                                  ("/convert", convert, conversions)):
+    admissions = Bounds(
+        settings.admission_body_limit,
+        BodyDeadlines(idle=settings.body_idle_timeout, total=settings.admission_body_timeout),
+        settings.max_admissions_in_flight,
+        settings.admission_timeout,
+    )
+    conversions = Bounds(
+        settings.conversion_body_limit,
+        BodyDeadlines(idle=settings.body_idle_timeout, total=settings.conversion_body_timeout),
+        settings.max_conversions_in_flight,
+        settings.conversion_timeout,
+    )
+    for path, handler, bounds in (
+        ("/mutate-foo", mutate, admissions),
+        ("/validate-foo", validate, admissions),
+        ("/convert", convert, conversions),
+    ):
         app.router.add_post(path, _bounded(path, handler, bounds, budget, app[METRICS]))
     return app

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from kube.metrics import process_registry
+
 
 @dataclass(frozen=True)
 class WebhookMetrics:
@@ -17,7 +19,7 @@ class WebhookMetrics:
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> WebhookMetrics:
-        registry = registry if registry is not None else CollectorRegistry()
+        registry = registry if registry is not None else process_registry()
         return cls(
             registry=registry,
             requests=Counter(

@@ -301,27 +301,46 @@ def test_generated_names_follow_the_cluster_domain() -> None:
     assert f"{SERVICE}.{NAMESPACE}.svc.corp.internal" in names
 
 
-def test_cert_manager_mode_issues_a_certificate_and_lets_cainjector_fill_all_four() -> None:
+def test_cert_manager_mode_builds_a_ca_chain_and_every_ca_bundle_is_the_ca() -> None:
+    """Self-signed Issuer -> CA Certificate -> CA Issuer -> serving Certificate; cainjector reads
+    the CA, so renewing the serving certificate moves no caBundle."""
     objects = render(mode_values("certManager"))
-    certificate = find(objects, "Certificate", WEBHOOK)
-    assert certificate["spec"]["secretName"] == TLS_SECRET
-    assert sorted(certificate["spec"]["dnsNames"]) == sorted(
+    ca = find(objects, "Certificate", f"{WEBHOOK}-ca")["spec"]
+    assert ca["isCA"] is True
+    assert ca["issuerRef"] == {"name": f"{WEBHOOK}-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}
+    assert ca["privateKey"]["rotationPolicy"] == "Never", "a renewed CA must still verify what it signed"
+    assert find(objects, "Issuer", f"{WEBHOOK}-selfsigned")["spec"] == {"selfSigned": {}}
+    assert find(objects, "Issuer", f"{WEBHOOK}-ca")["spec"] == {"ca": {"secretName": ca["secretName"]}}
+
+    certificate = find(objects, "Certificate", WEBHOOK)["spec"]
+    assert certificate["secretName"] == TLS_SECRET
+    assert sorted(certificate["dnsNames"]) == sorted(
         service_dns_names(SERVICE, NAMESPACE) + service_dns_names(INSIGHTS, NAMESPACE))
-    assert certificate["spec"]["issuerRef"] == {"name": f"{WEBHOOK}-selfsigned", "kind": "Issuer",
-                                                "group": "cert-manager.io"}
-    assert find(objects, "Issuer")["spec"] == {"selfSigned": {}}
+    assert certificate["issuerRef"] == {"name": f"{WEBHOOK}-ca", "kind": "Issuer", "group": "cert-manager.io"}
+    assert "isCA" not in certificate
     for kind, holder in ca_bundle_holders(objects).items():
         assert "caBundle" not in holder, f"{kind}: Helm would fight cainjector over caBundle"
         annotations = find(objects, kind)["metadata"]["annotations"]
-        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{WEBHOOK}", kind
-    assert not [o for o in objects if o["kind"] == "Secret"], "cert-manager writes the Secret"
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{WEBHOOK}-ca", kind
+    assert not [o for o in objects if o["kind"] == "Secret"], "cert-manager writes the Secrets"
 
 
-def test_cert_manager_mode_can_use_an_existing_cluster_issuer() -> None:
+def test_cert_manager_ca_lifetime_is_a_value() -> None:
+    objects = render({"tls": {"mode": "certManager", "certManager": {"caDuration": "43800h",
+                                                                     "caRenewBefore": "4380h"}}})
+    ca = find(objects, "Certificate", f"{WEBHOOK}-ca")["spec"]
+    assert (ca["duration"], ca["renewBefore"]) == ("43800h", "4380h")
+
+
+def test_cert_manager_mode_with_your_issuer_takes_the_ca_from_the_serving_secret() -> None:
     ref = {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
     objects = render({"tls": {"mode": "certManager", "certManager": {"issuerRef": ref}}})
     assert find(objects, "Certificate")["spec"]["issuerRef"] == ref
     assert not [o for o in objects if o["kind"] == "Issuer"]
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Certificate"] == [WEBHOOK]
+    for kind in ca_bundle_holders(objects):
+        annotations = find(objects, kind)["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{WEBHOOK}", kind
 
 
 @pytest.mark.parametrize("ca", [PEM_CA, PEM_CA_BASE64], ids=["pem", "base64"])

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from kube.client import DEPLOYMENTS, EVENTS, LEASES, ApiError, KubeClient, Resource
 from kube.config import ClientSettings, connect, load_configuration
+from kube.kubeconfig import KubeconfigError
 
 PODS = Resource("", "v1", "pods", "Pod")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
@@ -67,7 +68,7 @@ def write_kubeconfig(path: Path, server: str, token: str = "s3cret") -> Path:
 
 async def test_a_missing_kubeconfig_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with pytest.raises(FileNotFoundError, match="no kubeconfig at"):
+    with pytest.raises(KubeconfigError, match="nope: no such file"):
         await load_configuration(str(tmp_path / "nope"))
 
 
@@ -170,7 +171,9 @@ async def test_an_unreachable_apiserver_is_status_zero(tmp_path: Path, monkeypat
         await client.close()
 
 
-async def test_the_client_side_limiter_spaces_calls_past_the_burst(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_client_side_limiter_spaces_calls_past_the_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     server = StandIn()
     runner = web.AppRunner(server.app)

@@ -24,7 +24,9 @@ from controller.migrate import (
     Result,
     crd_facts,
     refusal_for,
+    summary,
 )
+from controller.progress import Progress
 from fooapi import GROUP, convert
 from fooapi.crd import CRD_NAME, crd_manifest
 from fooapi.views import Object
@@ -34,10 +36,13 @@ V1, V1ALPHA1 = f"{GROUP}/v1", f"{GROUP}/v1alpha1"
 
 
 def sample_controller_foo(name: str, namespace: str = "legacy", replicas: int = 2) -> Object:
-    return {"apiVersion": V1ALPHA1, "kind": "Foo",
-            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
-            "spec": {"deploymentName": f"{name}-deploy", "replicas": replicas},
-            "status": {"availableReplicas": replicas}}
+    return {
+        "apiVersion": V1ALPHA1,
+        "kind": "Foo",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
+        "spec": {"deploymentName": f"{name}-deploy", "replicas": replicas},
+        "status": {"availableReplicas": replicas},
+    }
 
 
 def our_crd(storage: str = "v1", stored: tuple[str, ...] = ("v1alpha1", "v1")) -> Object:
@@ -65,6 +70,7 @@ class FakeApiserver:
         self.invalid: set[str] = set()  # keys the validating webhook denies
         self.expire_continue_once = False
         self.probe_hangs = False
+        self.remaining_item_count = True
 
     # -- storage ----------------------------------------------------------------------------
     def _store(self, obj: Object) -> None:
@@ -80,8 +86,13 @@ class FakeApiserver:
     def _read(self, key: str, api_version: str) -> Object:
         obj = self.stored[key]
         if obj["apiVersion"] != api_version and not self.webhook_up:
-            raise ApiError(500, {"message": 'conversion webhook for samplecontroller.k8s.io/v1, Kind=Foo failed: '
-                                 'Post "https://127.0.0.1:1/convert": connect: connection refused'})
+            raise ApiError(
+                500,
+                {
+                    "message": "conversion webhook for samplecontroller.k8s.io/v1, Kind=Foo failed: "
+                    'Post "https://127.0.0.1:1/convert": connect: connection refused'
+                },
+            )
         return convert(copy.deepcopy(obj), api_version)
 
     def concurrent_write(self, key: str, replicas: int) -> None:
@@ -93,8 +104,9 @@ class FakeApiserver:
         del self.stored[key]
 
     # -- the KubeClient surface ------------------------------------------------------------------
-    async def get(self, resource: Resource, name: str, *, namespace: str | None = None,
-                  subresource: str | None = None) -> Object:
+    async def get(
+        self, resource: Resource, name: str, *, namespace: str | None = None, subresource: str | None = None
+    ) -> Object:
         if resource == CRDS:
             if self.crd is None or name != CRD_NAME:
                 raise ApiError(404, {"reason": "NotFound", "message": f'"{name}" not found'})
@@ -111,8 +123,15 @@ class FakeApiserver:
         parts = path.split("/")  # /apis/<group>/<version>/namespaces/<ns>/foos/<name>
         return await self.get(Resource(GROUP, parts[3], "foos"), parts[7], namespace=parts[5])
 
-    async def list(self, resource: Resource, *, limit: int | None = None, continue_: str | None = None,
-                   timeout: float | None = None, **_: Any) -> Object:
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        limit: int | None = None,
+        continue_: str | None = None,
+        timeout: float | None = None,
+        **_: Any,
+    ) -> Object:
         if continue_ is not None and self.expire_continue_once:
             self.expire_continue_once = False
             raise ApiError(410, {"reason": "Expired", "message": "The provided continue parameter is too old"})
@@ -121,10 +140,14 @@ class FakeApiserver:
         end = start + (limit or len(keys))
         # Lists come from the watch cache: converted long ago, so a dead webhook does not show here.
         items = [convert(copy.deepcopy(self.stored[k]), resource.api_version) for k in keys[start:end]]
-        return {"items": items, "metadata": {"continue": str(end) if end < len(keys) else ""}}
+        metadata: Object = {"continue": str(end) if end < len(keys) else ""}
+        if end < len(keys) and self.remaining_item_count:  # kube-apiserver counts the pages to come
+            metadata["remainingItemCount"] = len(keys) - end
+        return {"items": items, "metadata": metadata}
 
-    async def replace(self, resource: Resource, name: str, body: Object, *, namespace: str | None = None,
-                      **_: Any) -> Object:
+    async def replace(
+        self, resource: Resource, name: str, body: Object, *, namespace: str | None = None, **_: Any
+    ) -> Object:
         key = f"{namespace}/{name}"
         self.before_put(key)
         if not self.webhook_up:
@@ -132,7 +155,9 @@ class FakeApiserver:
         if key not in self.stored:
             raise ApiError(404, {"reason": "NotFound"})
         if key in self.invalid:
-            raise ApiError(422, {"reason": "Invalid", "message": f'Foo "{name}" is invalid: spec.deployment.name: Required value'})
+            raise ApiError(
+                422, {"reason": "Invalid", "message": f'Foo "{name}" is invalid: spec.deployment.name: Required value'}
+            )
         current = self.stored[key]
         if body["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
             raise ApiError(409, {"reason": "Conflict", "message": "the object has been modified"})
@@ -142,8 +167,9 @@ class FakeApiserver:
             self.writes.append(key)
         return self._read(key, resource.api_version)
 
-    async def patch(self, resource: Resource, name: str, patch: Object, *, subresource: str | None = None,
-                    **_: Any) -> Object:
+    async def patch(
+        self, resource: Resource, name: str, patch: Object, *, subresource: str | None = None, **_: Any
+    ) -> Object:
         assert resource == CRDS and subresource == "status" and self.crd is not None
         if patch["metadata"]["resourceVersion"] != self.crd["metadata"]["resourceVersion"]:
             raise ApiError(409, {"reason": "Conflict"})
@@ -169,8 +195,13 @@ class Output:
 
 async def migrate(server: FakeApiserver, *, page_size: int = 500) -> tuple[int, Output, Migration]:
     output = Output()
-    migration = Migration(cast(KubeClient, server), MigrationSettings(page_size=page_size),
-                          output.out.append, output.err.append, sleep=_no_sleep)
+    migration = Migration(
+        cast(KubeClient, server),
+        MigrationSettings(page_size=page_size),
+        output.out.append,
+        output.err.append,
+        sleep=_no_sleep,
+    )
     try:
         code = await migration.run()
     except Refusal as refusal:
@@ -191,8 +222,11 @@ def legacy_foos(n: int) -> list[Object]:
 
 
 def test_sample_controllers_crd_is_refused_as_not_ours() -> None:
-    crd = {"metadata": {"name": CRD_NAME}, "spec": {"versions": [{"name": "v1alpha1", "served": True, "storage": True}]},
-           "status": {"storedVersions": ["v1alpha1"]}}
+    crd = {
+        "metadata": {"name": CRD_NAME},
+        "spec": {"versions": [{"name": "v1alpha1", "served": True, "storage": True}]},
+        "status": {"storedVersions": ["v1alpha1"]},
+    }
     reason = refusal_for(crd_facts(crd))
     assert reason is not None
     assert "strategy None" in reason and "install foo-operator first" in reason
@@ -202,9 +236,13 @@ def test_our_crd_after_the_takeover_is_described_as_it_stands() -> None:
     facts = crd_facts(our_crd())
     assert refusal_for(facts) is None
     assert (facts.storage_version, facts.served_versions, facts.stored_versions) == (
-        "v1", ("v1", "v1alpha1"), ("v1alpha1", "v1"))
-    assert facts.describe() == (f"CRD {CRD_NAME}: storage version v1, served v1, v1alpha1, "
-                                f"status.storedVersions [v1alpha1, v1]")
+        "v1",
+        ("v1", "v1alpha1"),
+        ("v1alpha1", "v1"),
+    )
+    assert facts.describe() == (
+        f"CRD {CRD_NAME}: storage version v1, served v1, v1alpha1, status.storedVersions [v1alpha1, v1]"
+    )
 
 
 async def test_a_missing_crd_is_one_clear_line() -> None:
@@ -257,7 +295,59 @@ async def test_one_progress_line_per_page_with_counts() -> None:
         "page 2: 2 Foos: 2 rewritten, 0 already stored at v1, 0 deleted meanwhile, 0 failed",
         "page 3: 1 Foo: 1 rewritten, 0 already stored at v1, 0 deleted meanwhile, 0 failed",
     ]
-    assert [line.split(" (")[1].split(" so far")[0] for line in pages] == ["2", "4", "5"]
+    assert [line.split(" (")[1].split(",")[0] for line in pages] == ["2 of ~5", "4 of ~5", "5 of ~5"]
+    assert ", ~" in pages[0] and " left, " in pages[0]  # time left, while there is some
+
+
+async def test_without_remaining_item_count_progress_counts_what_is_done() -> None:
+    server = FakeApiserver(our_crd(), legacy_foos(5))
+    server.remaining_item_count = False  # e.g. an apiserver that does not send it
+    _, output, _ = await migrate(server, page_size=2)
+    pages = [line for line in output.out if line.startswith("page ")]
+    assert [line.split(" (")[1].split(",")[0] for line in pages] == ["2 so far", "4 so far", "5 of ~5"]
+
+
+async def test_each_page_reports_its_progress_for_a_bar() -> None:
+    server = FakeApiserver(our_crd(), legacy_foos(5))
+    seen: list[Progress] = []
+    migration = Migration(
+        cast(KubeClient, server),
+        MigrationSettings(page_size=2),
+        print,
+        print,
+        sleep=_no_sleep,
+        on_page=lambda line, progress: seen.append(progress),
+    )
+    assert await migration.run() == 0
+    assert [(p.done, p.total) for p in seen] == [(2, 5), (4, 5), (5, 5)]
+
+
+async def test_a_client_dry_run_counts_every_foo_and_writes_nothing() -> None:
+    server = FakeApiserver(our_crd(), legacy_foos(5))
+    output = Output()
+    migration = Migration(
+        cast(KubeClient, server),
+        MigrationSettings(page_size=2, dry_run="client"),
+        output.out.append,
+        output.err.append,
+        sleep=_no_sleep,
+    )
+    assert await migration.run() == 0
+    assert server.writes == [] and server.crd is not None
+    assert server.crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
+    assert migration.tally.checked == 5
+    assert output.out[-1] == "status.storedVersions: would be [v1alpha1, v1] -> [v1] (dry run: left as it is)"
+
+
+async def test_the_json_summary_says_what_the_run_did() -> None:
+    server = FakeApiserver(our_crd(), legacy_foos(3))
+    server.invalid.add("legacy/foo-01")
+    _, _, migration = await migrate(server)
+    report = summary(migration, 1)
+    assert report["foos"] == {"total": 3, "rewritten": 2, "current": 0, "gone": 0, "checked": 0, "failed": 1}
+    assert report["failures"][0]["foo"] == "legacy/foo-01" and "Invalid" in report["failures"][0]["error"]
+    assert report["storedVersions"] == {"before": ["v1alpha1", "v1"], "after": ["v1alpha1", "v1"]}
+    assert (report["succeeded"], report["dryRun"], report["storageVersion"]) == (False, "none", "v1")
 
 
 async def test_a_conflict_rereads_the_foo_and_keeps_the_newer_write() -> None:
@@ -293,7 +383,8 @@ async def test_a_foo_the_webhook_denies_fails_the_run_and_keeps_stored_versions(
     code, output, migration = await migrate(server)
     assert code == 1
     assert migration.tally.failures == [
-        ("legacy/foo-01", '422 Invalid: Foo "foo-01" is invalid: spec.deployment.name: Required value')]
+        ("legacy/foo-01", '422 Invalid: Foo "foo-01" is invalid: spec.deployment.name: Required value')
+    ]
     assert output.err == [
         '  legacy/foo-01: not re-written: 422 Invalid: Foo "foo-01" is invalid: spec.deployment.name: Required value',
         "error: 1 Foo(s) could not be re-written at v1 (see above); status.storedVersions left at "
@@ -333,8 +424,10 @@ async def test_refuses_to_start_while_the_conversion_webhook_is_down_and_writes_
     assert code == 1
     assert server.writes == []
     assert len(output.err) == 1
-    assert output.err[0].startswith("error: cannot read Foos at v1: the conversion webhook is not answering (500: "
-                                    "conversion webhook for samplecontroller.k8s.io/v1, Kind=Foo failed")
+    assert output.err[0].startswith(
+        "error: cannot read Foos at v1: the conversion webhook is not answering (500: "
+        "conversion webhook for samplecontroller.k8s.io/v1, Kind=Foo failed"
+    )
     assert output.err[0].endswith("start foo-operator's webhook and run again")
 
 
@@ -375,7 +468,7 @@ async def test_a_transient_failure_is_retried_then_reported() -> None:
     server.webhook_up = False
     result, note = await migration.rewrite(Resource(GROUP, "v1", "foos"), convert(legacy_foos(1)[0], V1))
     assert result is Result.FAILED
-    assert note == "500 InternalError: failed calling webhook \"mfoo\" (gave up after 5 attempts)"
+    assert note == '500 InternalError: failed calling webhook "mfoo" (gave up after 5 attempts)'
 
 
 # -- the command line ------------------------------------------------------------------------------------
@@ -399,18 +492,24 @@ def test_a_broken_kubeconfig_is_one_line_not_a_traceback(capsys: pytest.CaptureF
     broken.write_text("clusters: [\n")
     code, _, err = run_cli(["migrate-storage", "--kubeconfig", str(broken)], capsys)
     assert code == 1
-    assert err.startswith(f"error: cannot load kubeconfig from {broken}: ")
+    assert err.startswith(f"error: {broken}: not YAML: ")
     assert err.count("\n") == 1
 
 
 def test_an_unreachable_apiserver_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }))
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
     code, _, err = run_cli(["migrate-storage", "--kubeconfig", str(kubeconfig)], capsys)
     assert code == 1
     assert err.startswith("error: cannot reach the apiserver at http://127.0.0.1:9: ")
@@ -424,8 +523,10 @@ def test_nonsense_flags_are_usage_errors(flag: list[str], capsys: pytest.Capture
     assert f"argument {flag[0]}" in err
 
 
-def test_even_a_bug_of_ours_ends_in_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    async def broken(*args: Any) -> int:
+def test_even_a_bug_of_ours_ends_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> int:
         raise KeyError("metadata")
 
     monkeypatch.setattr(cli, "migrate_storage", broken)

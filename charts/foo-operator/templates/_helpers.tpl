@@ -32,6 +32,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: foo-operator
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* Selector labels of one component: call with (dict "root" $ "component" "webhook"). */}}
@@ -110,6 +113,29 @@ v1alpha1.insights.samplecontroller.k8s.io
 {{- end }}
 {{- end }}
 
+{{/* ------------------------------------------------------------------ admission */}}
+
+{{/*
+One admission webhook's settings (call with (dict "root" $ "hook" "mutating")): webhook.<hook>'s
+failurePolicy, timeoutSeconds, namespaceSelector and objectSelector where set, else the shared
+webhook.* value. As YAML, for fromYaml.
+*/}}
+{{- define "foo-operator.admissionSettings" -}}
+{{- $webhook := .root.Values.webhook -}}
+{{- $own := index $webhook .hook | default dict -}}
+failurePolicy: {{ $own.failurePolicy | default $webhook.failurePolicy }}
+timeoutSeconds: {{ $own.timeoutSeconds | default $webhook.timeoutSeconds }}
+namespaceSelector: {{ $own.namespaceSelector | default $webhook.namespaceSelector | toJson }}
+objectSelector: {{ $own.objectSelector | default $webhook.objectSelector | toJson }}
+{{- end }}
+
+{{/* The shorter admission timeout: the webhook's own deadline must beat both (--admission-timeout-seconds). */}}
+{{- define "foo-operator.admissionTimeoutSeconds" -}}
+{{- $mutating := include "foo-operator.admissionSettings" (dict "root" . "hook" "mutating") | fromYaml -}}
+{{- $validating := include "foo-operator.admissionSettings" (dict "root" . "hook" "validating") | fromYaml -}}
+{{- min (int $mutating.timeoutSeconds) (int $validating.timeoutSeconds) -}}
+{{- end }}
+
 {{/* ------------------------------------------------------------------ TLS */}}
 
 {{/* The Secret the webhook pods mount: the user's in existingSecret mode, else the chart's. */}}
@@ -138,6 +164,24 @@ v1alpha1.insights.samplecontroller.k8s.io
 
 {{- define "foo-operator.certificateName" -}}
 {{- include "foo-operator.webhookName" . }}
+{{- end }}
+
+{{/* certManager mode without an issuerRef: the chart's own CA (Certificate, its Secret, its Issuer). */}}
+{{- define "foo-operator.caCertificateName" -}}
+{{- include "foo-operator.webhookName" . }}-ca
+{{- end }}
+
+{{/*
+Where cainjector reads every caBundle from: the CA Certificate, so serving-certificate renewals
+never move a caBundle; with your own issuerRef, the serving Certificate (its Secret's ca.crt is
+your issuer's CA).
+*/}}
+{{- define "foo-operator.caSourceCertificateName" -}}
+{{- if .Values.tls.certManager.issuerRef }}
+{{- include "foo-operator.certificateName" . }}
+{{- else }}
+{{- include "foo-operator.caCertificateName" . }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -205,7 +249,7 @@ the key is left out and `helm upgrade` never overwrites their value.
 {{/* cert-manager's cainjector fills the caBundle of an object carrying this annotation. */}}
 {{- define "foo-operator.caInjectionAnnotations" -}}
 {{- if eq .Values.tls.mode "certManager" }}
-cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "foo-operator.certificateName" . }}
+cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "foo-operator.caSourceCertificateName" . }}
 {{- end }}
 {{- end }}
 
@@ -322,4 +366,17 @@ podAntiAffinity:
     {{- list (dict "weight" 100 "podAffinityTerm" $term) | toYaml | nindent 4 }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* The components with a /metrics listener, as a JSON list (fromJsonArray). */}}
+{{- define "foo-operator.metricsComponents" -}}
+{{- $components := list "webhook" }}
+{{- if .Values.insights.enabled }}{{ $components = append $components "insights" }}{{ end }}
+{{- if .Values.controller.enabled }}{{ $components = append $components "controller" }}{{ end }}
+{{- toJson $components }}
+{{- end }}
+
+{{/* A component's metrics Service; Prometheus' `job` label for its targets. Call with (dict "root" $ "component" "webhook"). */}}
+{{- define "foo-operator.metricsServiceName" -}}
+{{- printf "%s-%s-metrics" (include "foo-operator.fullname" .root) .component | trunc 63 | trimSuffix "-" }}
 {{- end }}

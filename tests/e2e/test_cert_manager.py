@@ -1,0 +1,299 @@
+"""certManager mode with real cert-manager: renewals of the serving certificate fail no request.
+
+cert-manager's controller and cainjector (hack/cert-manager, built from its Go module) run as
+processes against the plane, with its CRDs from the same module; the chart runs in certManager
+mode on the real node from the image built here. The serving certificate is renewed twice the
+way `cmctl renew` does it (an Issuing condition on the Certificate's status) while Foo writes
+(through the webhook pod), v1alpha1 Foo reads (conversion) and FooHealth reads (the insights pod,
+through the APIService) run without pause. Every request must succeed, every caBundle must stay
+the CA's, and the pods must end up serving each new certificate without a restart.
+
+The node is machine-wide state: this module has a plane of its own, on the node's bridge.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import json
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from fooapi.crd import CRD_NAME
+from hack.binaries import BUILD_SCRIPT, cert_manager
+from hack.cluster import LocalControlPlane
+from hack.node import NodeBridge, RealNode, chart_values
+from hack.procs import Component
+from tests.e2e.waiting import wait_for
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "foo-operator"
+RELEASE = "cm-foo-operator"
+NAMESPACE = "foo-cm"
+FOOS = "foo-cm-foos"
+APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
+SERVING = f"{RELEASE}-webhook"  # the serving Certificate, its Secret is SERVING-tls
+CA = f"{RELEASE}-webhook-ca"  # the CA Certificate and its Secret
+SERVING_PORTS = {"webhook": 9443, "insights": 8443}
+
+
+@dataclass
+class Cluster:
+    plane: LocalControlPlane
+    node: RealNode
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.plane.kubectl("get", *args, "-o", "json").stdout)
+
+    def secret(self, name: str, key: str) -> bytes:
+        return base64.b64decode(self.get("secret", name, "-n", NAMESPACE)["data"][key])
+
+    def ca_bundles(self) -> dict[str, str]:
+        """The caBundle of each of the four objects that carry one ('' while not injected)."""
+        bundles = {}
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            for hook in self.get(kind, RELEASE)["webhooks"]:
+                bundles[f"{kind}/{hook['name']}"] = hook["clientConfig"].get("caBundle", "")
+        conversion = self.get("crd", CRD_NAME)["spec"]["conversion"]["webhook"]["clientConfig"]
+        bundles["crd"] = conversion.get("caBundle", "")
+        bundles["apiservice"] = self.get("apiservice", APISERVICE)["spec"].get("caBundle", "")
+        return bundles
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        items = self.get("pods", "-n", NAMESPACE, "-l", f"app.kubernetes.io/instance={RELEASE}")["items"]
+        return {
+            p["metadata"]["labels"]["app.kubernetes.io/component"]: p
+            for p in items
+            if p["metadata"]["labels"]["app.kubernetes.io/component"] in SERVING_PORTS
+        }
+
+
+def _build_cert_manager() -> None:
+    result = subprocess.run(["bash", str(BUILD_SCRIPT), "cert-manager"], capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.fail(
+            f"hack/build.sh cert-manager failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}", pytrace=False
+        )
+
+
+@pytest.fixture(scope="module")
+def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    _build_cert_manager()
+    binaries = cert_manager()
+    assert not binaries.missing(), (
+        f"hack/build.sh cert-manager left no {binaries.missing()}: hack/binaries.py disagrees"
+    )
+    workdir = tmp_path_factory.mktemp("cert-manager")
+    began = time.monotonic()
+    with (
+        NodeBridge() as bridge,
+        LocalControlPlane(workdir, address=bridge.address) as plane,
+        RealNode(plane, bridge) as node,
+    ):
+        print(f"plane and real node up in {time.monotonic() - began:.1f}s")
+        node.load_image(node_image["archive"])
+        plane.kubectl("apply", "--server-side", "-f", str(binaries.crds))
+        plane.kubectl("wait", "--for=condition=Established", "-f", str(binaries.crds), "--timeout=60s")
+        processes = [
+            Component(
+                f"cert-manager-{name}",
+                [str(path), f"--kubeconfig={plane.kubeconfig}", "-v=2"],
+                plane.logs_dir / f"cert-manager-{name}.log",
+            )
+            for name, path in (("controller", binaries.controller), ("cainjector", binaries.cainjector))
+        ]
+        for process in processes:
+            process.start()
+        values = chart_values(node, node_image["ref"])
+        values["tls"] = {"mode": "certManager"}
+        values_file = workdir / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        try:
+            began = time.monotonic()
+            plane.helm(
+                "install",
+                RELEASE,
+                str(CHART),
+                "-n",
+                NAMESPACE,
+                "--create-namespace",
+                "-f",
+                str(values_file),
+                "--wait",
+                "--timeout=180s",
+                timeout=240,
+            )
+            print(f"helm install --wait (certificates from cert-manager): {time.monotonic() - began:.1f}s")
+            plane.kubectl("create", "namespace", FOOS)
+            yield Cluster(plane, node)
+        finally:
+            plane.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=60s", check=False)
+            for process in processes:
+                process.stop()
+
+
+def _serving_serial(ip: str, port: int) -> int:
+    """The serial number of the certificate a pod serves right now."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with context.wrap_socket(socket.create_connection((ip, port), timeout=5)) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def _serves(ip: str, port: int, serial: int) -> bool:
+    return _serving_serial(ip, port) == serial
+
+
+def _secret_serial(cluster: Cluster) -> int:
+    return x509.load_pem_x509_certificate(cluster.secret(f"{SERVING}-tls", "tls.crt")).serial_number
+
+
+def _new_serial(cluster: Cluster, seen: list[int]) -> int | None:
+    serial = _secret_serial(cluster)
+    return None if serial in seen else serial
+
+
+def _injected(cluster: Cluster) -> dict[str, str] | None:
+    """Every caBundle, once cainjector has filled all four."""
+    bundles = cluster.ca_bundles()
+    return bundles if all(bundles.values()) else None
+
+
+def _renew(cluster: Cluster) -> None:
+    """What `cmctl renew` does: mark the Certificate Issuing (reason ManuallyTriggered)."""
+    condition = {
+        "type": "Issuing",
+        "status": "True",
+        "reason": "ManuallyTriggered",
+        "message": "Certificate re-issuance manually triggered",
+        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    cluster.plane.kubectl(
+        "patch",
+        "certificate",
+        SERVING,
+        "-n",
+        NAMESPACE,
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "add", "path": "/status/conditions/-", "value": condition}]),
+    )
+
+
+@contextlib.contextmanager
+def _steady_load(plane: LocalControlPlane) -> Iterator[tuple[Counter[str], list[str]]]:
+    """One request after another until the block ends: a Foo create (dry run: the webhook pod's
+    admission), a v1alpha1 list (its conversion), a FooHealth list (the insights pod)."""
+    stop = threading.Event()
+    outcomes: Counter[str] = Counter()
+    failures: list[str] = []
+    requests = [
+        ("write", "POST", f"/apis/samplecontroller.k8s.io/v1/namespaces/{FOOS}/foos?dryRun=All", 201),
+        ("v1alpha1 read", "GET", f"/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{FOOS}/foos", 200),
+        ("insights read", "GET", f"/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/{FOOS}/foohealths", 200),
+    ]
+
+    def load() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            for what, method, path, expected in requests:
+                body = None
+                if method == "POST":
+                    body = {
+                        "apiVersion": "samplecontroller.k8s.io/v1",
+                        "kind": "Foo",
+                        "metadata": {"name": f"load-{n}"},
+                        "spec": {"deployment": {"name": f"load-{n}"}},
+                    }
+                try:
+                    status, answer = plane.request(method, path, body)
+                except OSError as err:
+                    status, answer = 0, str(err).encode()
+                outcomes[what] += 1
+                if status != expected:
+                    failures.append(f"{what} {status}: {answer[:300]!r}")
+
+    worker = threading.Thread(target=load, name="cert-manager-load")
+    worker.start()
+    try:
+        yield outcomes, failures
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+
+
+def test_the_ca_chain_is_issued_and_every_ca_bundle_is_the_ca(cluster: Cluster) -> None:
+    ca = cluster.secret(CA, "tls.crt")
+    assert x509.load_pem_x509_certificate(ca).extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert cluster.secret(f"{SERVING}-tls", "ca.crt") == ca, "the serving certificate is signed by the CA"
+    bundles = wait_for("cainjector to fill all four caBundles", lambda: _injected(cluster), timeout=60)
+    assert len(bundles) == 4
+    for holder, bundle in bundles.items():
+        assert base64.b64decode(bundle) == ca, holder
+
+
+def test_two_renewals_under_load_fail_no_request_and_move_no_ca_bundle(cluster: Cluster) -> None:
+    # Some stored Foos, so every v1alpha1 list goes through the webhook pod's conversion.
+    for i in range(3):
+        foo = {
+            "apiVersion": "samplecontroller.k8s.io/v1",
+            "kind": "Foo",
+            "metadata": {"name": f"stored-{i}"},
+            "spec": {"deployment": {"name": f"stored-{i}"}},
+        }
+        cluster.plane.kubectl("apply", "-n", FOOS, "-f", "-", input=json.dumps(foo))
+    bundles = wait_for("all four caBundles", lambda: _injected(cluster), timeout=60)
+    pods = cluster.pods()
+    assert set(pods) == set(SERVING_PORTS)
+    addresses = {component: pod["status"]["podIP"] for component, pod in pods.items()}
+    serials = [_secret_serial(cluster)]
+    moved: list[int] = []
+    with _steady_load(cluster.plane) as (outcomes, failures):
+        time.sleep(2)
+        for renewal in (1, 2):
+            began = time.monotonic()
+            _renew(cluster)
+            serial = wait_for(
+                f"renewal {renewal} to reach the Secret", lambda: _new_serial(cluster, serials), timeout=60
+            )
+            serials.append(serial)
+            issued = time.monotonic() - began
+            for component, port in SERVING_PORTS.items():
+                wait_for(
+                    f"the {component} pod to serve renewal {renewal}",
+                    functools.partial(_serves, addresses[component], port, serial),
+                    timeout=180,
+                    interval=1,
+                )
+            if cluster.ca_bundles() != bundles:
+                moved.append(renewal)
+            print(
+                f"renewal {renewal}: in the Secret after {issued:.1f}s, served by both pods after "
+                f"{time.monotonic() - began:.1f}s; caBundles unchanged: {renewal not in moved}"
+            )
+        time.sleep(2)
+    print(f"requests during two renewals: {dict(outcomes)}, failed: {len(failures)}")
+    assert failures == [], f"{len(failures)} of {sum(outcomes.values())} requests failed: {failures[:5]}"
+    assert min(outcomes.values()) >= 20, dict(outcomes)
+    assert moved == [], f"renewals {moved} moved a caBundle"
+    for component, pod in cluster.pods().items():
+        assert pod["metadata"]["name"] == pods[component]["metadata"]["name"], f"the {component} pod was replaced"
+        assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, f"the {component} pod restarted"

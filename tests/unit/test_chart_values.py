@@ -1,0 +1,218 @@
+"""The chart's knobs for big clusters, as `helm template` renders them; each refused when malformed.
+
+Per-webhook admission settings, the webhook's own deadline following timeoutSeconds, selectors,
+hostNetwork, extra env/volumes, commonLabels, revisionHistoryLimit and probe overrides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from webhook.__main__ import parse_args as parse_webhook_flags
+from webhook.app import admission_deadline
+
+from .test_chart import Objects, container, find, render, render_error
+
+DEPLOYMENTS = ("foo-operator-webhook", "foo-operator-insights", "foo-operator-controller")
+
+
+def admission(objects: Objects) -> dict[str, dict[str, Any]]:
+    return {
+        kind: find(objects, kind)["webhooks"][0]
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    }
+
+
+def webhook_flags(objects: Objects) -> Any:
+    return parse_webhook_flags(container(find(objects, "Deployment", "foo-operator-webhook"))["args"])
+
+
+def test_failure_policy_and_timeout_apply_to_both_webhooks_unless_one_says_otherwise() -> None:
+    hooks = admission(
+        render(
+            {
+                "webhook": {
+                    "failurePolicy": "Ignore",
+                    "timeoutSeconds": 10,
+                    "validating": {"failurePolicy": "Fail", "timeoutSeconds": 2},
+                }
+            }
+        )
+    )
+    mutating, validating = hooks["MutatingWebhookConfiguration"], hooks["ValidatingWebhookConfiguration"]
+    assert (mutating["failurePolicy"], mutating["timeoutSeconds"]) == ("Ignore", 10)
+    assert (validating["failurePolicy"], validating["timeoutSeconds"]) == ("Fail", 2)
+
+
+@pytest.mark.parametrize(
+    ("values", "seconds"),
+    [
+        ({}, 5),
+        ({"webhook": {"timeoutSeconds": 12}}, 12),
+        ({"webhook": {"timeoutSeconds": 12, "mutating": {"timeoutSeconds": 3}}}, 3),
+    ],
+)
+def test_the_webhooks_own_deadline_follows_the_shorter_timeout(values: dict[str, Any], seconds: int) -> None:
+    flags = webhook_flags(render(values))
+    assert flags.admission_timeout_seconds == seconds
+    assert admission_deadline(seconds) < seconds  # answered before the apiserver gives up
+
+
+def test_admission_deadlines_leave_the_apiserver_time_to_read_the_answer() -> None:
+    assert [admission_deadline(s) for s in (1, 2, 5, 30)] == [0.8, 1.6, 4.0, 29.0]
+
+
+def test_namespace_selector_adds_to_the_release_namespace_exclusion_never_replaces_it() -> None:
+    selector = {
+        "matchLabels": {"admission": "on"},
+        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["apps"]}],
+    }
+    for hook in admission(render({"webhook": {"namespaceSelector": selector}})).values():
+        chosen = hook["namespaceSelector"]
+        assert chosen["matchLabels"] == {"admission": "on"}
+        assert chosen["matchExpressions"][0] == {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["foo-system"],
+        }
+        assert chosen["matchExpressions"][1:] == selector["matchExpressions"]
+
+
+def test_object_selector_is_shared_or_per_webhook() -> None:
+    hooks = admission(
+        render(
+            {
+                "webhook": {
+                    "objectSelector": {"matchLabels": {"a": "b"}},
+                    "mutating": {"objectSelector": {"matchLabels": {"c": "d"}}},
+                }
+            }
+        )
+    )
+    assert hooks["MutatingWebhookConfiguration"]["objectSelector"] == {"matchLabels": {"c": "d"}}
+    assert hooks["ValidatingWebhookConfiguration"]["objectSelector"] == {"matchLabels": {"a": "b"}}
+    assert all("objectSelector" not in hook for hook in admission(render()).values())
+
+
+@pytest.mark.parametrize("component", ["webhook", "insights"])
+def test_host_network_puts_the_pods_on_the_node_with_the_configured_port(component: str) -> None:
+    objects = render({component: {"hostNetwork": True, "containerPort": 10443}})
+    deployment = find(objects, "Deployment", f"foo-operator-{component}")
+    pod = deployment["spec"]["template"]["spec"]
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    assert "--port=10443" in container(deployment)["args"]
+    assert {"name": "https", "containerPort": 10443, "protocol": "TCP"} in container(deployment)["ports"]
+    assert "hostNetwork" not in find(render(), "Deployment", f"foo-operator-{component}")["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("component", ["webhook", "insights", "controller"])
+def test_extra_env_volumes_and_mounts_are_added_to_what_the_chart_needs(component: str) -> None:
+    extra = {
+        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+        "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
+        "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}],
+    }
+    deployment = find(render({component: extra}), "Deployment", f"foo-operator-{component}")
+    pod, main = deployment["spec"]["template"]["spec"], container(deployment)
+    assert extra["extraEnv"][0] in main["env"]
+    assert extra["extraVolumes"][0] in pod["volumes"] and any(v["name"] == "tmp" for v in pod["volumes"])
+    assert extra["extraVolumeMounts"][0] in main["volumeMounts"]
+    assert any(m["name"] == "tmp" for m in main["volumeMounts"])
+
+
+def test_common_labels_are_on_every_object_and_pod_but_no_selector() -> None:
+    objects = render({"commonLabels": {"team": "platform"}})
+    # The CRD carries the chart's labels too; only the `helm test` Pod's are its own.
+    labelled = [o for o in objects if o["kind"] != "Pod"]
+    assert all(o["metadata"]["labels"].get("team") == "platform" for o in labelled), [
+        (o["kind"], o["metadata"]["name"])
+        for o in labelled
+        if o["metadata"].get("labels", {}).get("team") != "platform"
+    ]
+    for name in DEPLOYMENTS:
+        deployment = find(objects, "Deployment", name)
+        assert deployment["spec"]["template"]["metadata"]["labels"]["team"] == "platform"
+        assert "team" not in deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_revision_history_limit_per_component() -> None:
+    objects = render({"webhook": {"revisionHistoryLimit": 2}, "controller": {"revisionHistoryLimit": 0}})
+    limits = {name: find(objects, "Deployment", name)["spec"]["revisionHistoryLimit"] for name in DEPLOYMENTS}
+    assert limits == {"foo-operator-webhook": 2, "foo-operator-insights": 10, "foo-operator-controller": 0}
+
+
+def test_probe_overrides_merge_over_the_defaults() -> None:
+    objects = render(
+        {
+            "webhook": {"readinessProbe": {"periodSeconds": 2, "timeoutSeconds": 3}},
+            "controller": {"livenessProbe": {"httpGet": None, "exec": {"command": ["true"]}}},
+        }
+    )
+    readiness = container(find(objects, "Deployment", "foo-operator-webhook"))["readinessProbe"]
+    assert readiness == {
+        "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
+        "periodSeconds": 2,
+        "timeoutSeconds": 3,
+        "failureThreshold": 2,
+    }
+    liveness = container(find(objects, "Deployment", "foo-operator-controller"))["livenessProbe"]
+    assert liveness == {"exec": {"command": ["true"]}, "periodSeconds": 10, "failureThreshold": 3}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"webhook": {"mutating": {"failurePolicy": "Sometimes"}}}, "at '/webhook/mutating/failurePolicy'"),
+        ({"webhook": {"validating": {"timeoutSeconds": 45}}}, "at '/webhook/validating/timeoutSeconds'"),
+        ({"webhook": {"mutating": {"failurPolicy": "Fail"}}}, "additional properties 'failurPolicy' not allowed"),
+        ({"webhook": {"objectSelector": {"matchLabel": {}}}}, "additional properties 'matchLabel' not allowed"),
+        (
+            {"webhook": {"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Equals"}]}}},
+            "at '/webhook/namespaceSelector/matchExpressions/0/operator'",
+        ),
+        ({"webhook": {"hostNetwork": "yes"}}, "at '/webhook/hostNetwork'"),
+        ({"controller": {"extraEnv": [{"value": "x"}]}}, "at '/controller/extraEnv/0'"),
+        ({"insights": {"extraVolumeMounts": [{"name": "v"}]}}, "at '/insights/extraVolumeMounts/0'"),
+        ({"webhook": {"revisionHistoryLimit": -1}}, "at '/webhook/revisionHistoryLimit'"),
+        ({"webhook": {"readinessProbe": {"periodSeconds": "often"}}}, "at '/webhook/readinessProbe/periodSeconds'"),
+        ({"commonLabels": {"team": 7}}, "at '/commonLabels/team'"),
+    ],
+)
+def test_malformed_knobs_fail_the_install_naming_the_value(values: dict[str, Any], message: str) -> None:
+    error = render_error(values)
+    assert "values don't meet the specifications of the schema" in error
+    assert message in error
+
+
+# ---- the migrate-storage hook Job -------------------------------------------------------------------
+
+
+def test_the_migrate_storage_job_is_off_by_default() -> None:
+    assert not [o for o in render() if "migrate-storage" in o["metadata"]["name"]]
+
+
+def test_the_migrate_storage_job_runs_the_real_command_as_a_hook_with_its_own_rbac() -> None:
+    from controller.cli import parser as migrate_parser
+
+    objects = render({"migrateStorage": {"job": {"enabled": True, "qps": 20, "extraArgs": ["--dry-run=server"]}}})
+    ours = {(o["kind"], o["metadata"]["name"]): o for o in objects if "migrate-storage" in o["metadata"]["name"]}
+    name = "foo-operator-migrate-storage"
+    assert set(ours) == {("ServiceAccount", name), ("ClusterRole", name), ("ClusterRoleBinding", name), ("Job", name)}
+    for obj in ours.values():
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["helm.sh/hook"] == "post-install,post-upgrade"
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    # RBAC first (lower weight), then the Job.
+    assert int(ours[("ClusterRole", name)]["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
+        ours[("Job", name)]["metadata"]["annotations"]["helm.sh/hook-weight"]
+    )
+    pod = ours[("Job", name)]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == name and pod["restartPolicy"] == "Never"
+    (main,) = pod["containers"]
+    assert main["command"] == ["foo-operator", "migrate-storage"]
+    args = migrate_parser().parse_args(["migrate-storage", *main["args"]])
+    assert (args.qps, args.page_size, args.dry_run) == (20.0, 500, "server")
+    subject = ours[("ClusterRoleBinding", name)]["subjects"][0]
+    assert (subject["name"], subject["namespace"]) == (name, "foo-system")
