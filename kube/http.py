@@ -26,10 +26,15 @@ class StatusError(Exception):
         self.status = status
 
 
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None,
-                  content_type: str = JSON) -> web.Response:
-    return web.Response(body=orjson.dumps(body), status=status, content_type=None,
-                        headers={"Content-Type": content_type, **(headers or {})})
+def json_response(
+    body: Any, status: int = 200, headers: dict[str, str] | None = None, content_type: str = JSON
+) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(body),
+        status=status,
+        content_type=None,
+        headers={"Content-Type": content_type, **(headers or {})},
+    )
 
 
 def status_response(status: Status) -> web.Response:
@@ -58,8 +63,9 @@ def _request_timeout(message: str) -> StatusError:
     return StatusError(failure(408, message, reason="Timeout"))
 
 
-async def read_body(request: web.Request, limit: int, *, deadlines: BodyDeadlines | None = None,
-                    reservation: Reservation | None = None) -> bytes:
+async def read_body(
+    request: web.Request, limit: int, *, deadlines: BodyDeadlines | None = None, reservation: Reservation | None = None
+) -> bytes:
     """The request body, or a Status: 413 once it passes ``limit`` bytes (checked while reading),
     408 if the client stops sending for ``deadlines.idle`` or takes longer than ``deadlines.total``.
 
