@@ -68,8 +68,9 @@ def answer(endpoint: str, request: bytes, status: int, body: bytes) -> Any:
     return meaning
 
 
-def measure(server: servers.Server, cert_dir: Path, args: argparse.Namespace,
-            reference: dict[str, Any] | None) -> dict[str, Any]:
+def measure(
+    server: servers.Server, cert_dir: Path, args: argparse.Namespace, reference: dict[str, Any] | None
+) -> dict[str, Any]:
     context = servers.client_context(cert_dir)
     results: dict[str, Any] = {}
     for endpoint, body in bodies().items():
@@ -87,8 +88,10 @@ def measure(server: servers.Server, cert_dir: Path, args: argparse.Namespace,
         saturated = run_wrk(url, body, seconds=args.seconds, connections=args.connections)
         cpu_saturated = server.cpu_seconds() - cpu
         results[endpoint] = {
-            "answer": meaning, "same_answer_as_ours": same,
-            "fixed_rate": fixed.as_dict(), "saturation": saturated.as_dict(),
+            "answer": meaning,
+            "same_answer_as_ours": same,
+            "fixed_rate": fixed.as_dict(),
+            "saturation": saturated.as_dict(),
             # Server CPU per request: what a busy machine disturbs least.
             "cpu_us_per_request_fixed": cpu_fixed / max(fixed.requests, 1) * 1e6,
             "cpu_us_per_request_saturation": cpu_saturated / max(saturated.requests, 1) * 1e6,
@@ -99,8 +102,21 @@ def measure(server: servers.Server, cert_dir: Path, args: argparse.Namespace,
 def _row(name: str, endpoint: str, r: dict[str, Any]) -> list[Any]:
     f, s = LoadResult(**r["fixed_rate"]), LoadResult(**r["saturation"])
     same = {None: "(ref)", True: "yes", False: "NO"}[r["same_answer_as_ours"]]
-    return [name, endpoint, same, f.rps, f.p50_ms, f.p99_ms, f.p999_ms, s.rps, s.p50_ms, s.p99_ms, s.p999_ms,
-            r["cpu_us_per_request_saturation"], f.errors + s.errors]
+    return [
+        name,
+        endpoint,
+        same,
+        f.rps,
+        f.p50_ms,
+        f.p99_ms,
+        f.p999_ms,
+        s.rps,
+        s.p50_ms,
+        s.p99_ms,
+        s.p999_ms,
+        r["cpu_us_per_request_saturation"],
+        f.errors + s.errors,
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,28 +147,66 @@ def main(argv: list[str] | None = None) -> int:
                     results["kopf"] = measure(server, cert_dir, args, results["ours"])
 
     rows = [_row(name, endpoint, r) for name, by_endpoint in results.items() for endpoint, r in by_endpoint.items()]
-    print(f"\nAdmission over loopback TLS, server pinned to 1 core; fixed rate {args.rate:g}/s "
-          f"({args.fixed_connections} conns), saturation {args.connections} conns, {args.seconds:g}s each")
-    print(table(["server", "endpoint", "same", "fixed req/s", "p50 ms", "p99 ms", "p99.9 ms",
-                 "sat req/s", "p50 ms", "p99 ms", "p99.9 ms", "CPU µs/req", "errors"], rows))
+    print(
+        f"\nAdmission over loopback TLS, server pinned to 1 core; fixed rate {args.rate:g}/s "
+        f"({args.fixed_connections} conns), saturation {args.connections} conns, {args.seconds:g}s each"
+    )
+    print(
+        table(
+            [
+                "server",
+                "endpoint",
+                "same",
+                "fixed req/s",
+                "p50 ms",
+                "p99 ms",
+                "p99.9 ms",
+                "sat req/s",
+                "p50 ms",
+                "p99 ms",
+                "p99.9 ms",
+                "CPU µs/req",
+                "errors",
+            ],
+            rows,
+        )
+    )
     ratios = []
     for peer in results:
         if peer == "ours":
             continue
         for endpoint, theirs in results[peer].items():
             ours = results["ours"][endpoint]
-            ratios.append({
-                "peer": peer, "endpoint": endpoint,
-                "saturation_rps": ratio(ours["saturation"]["rps"], theirs["saturation"]["rps"]),
-                "saturation_p99": ratio(ours["saturation"]["p99_ms"], theirs["saturation"]["p99_ms"]),
-                "fixed_rate_p99": ratio(ours["fixed_rate"]["p99_ms"], theirs["fixed_rate"]["p99_ms"]),
-                "cpu_per_request": ratio(ours["cpu_us_per_request_saturation"], theirs["cpu_us_per_request_saturation"]),
-            })
+            ratios.append(
+                {
+                    "peer": peer,
+                    "endpoint": endpoint,
+                    "saturation_rps": ratio(ours["saturation"]["rps"], theirs["saturation"]["rps"]),
+                    "saturation_p99": ratio(ours["saturation"]["p99_ms"], theirs["saturation"]["p99_ms"]),
+                    "fixed_rate_p99": ratio(ours["fixed_rate"]["p99_ms"], theirs["fixed_rate"]["p99_ms"]),
+                    "cpu_per_request": ratio(
+                        ours["cpu_us_per_request_saturation"], theirs["cpu_us_per_request_saturation"]
+                    ),
+                }
+            )
     if ratios:
         print("\nOurs as a ratio to each peer (req/s: >1 is faster; p99 and CPU per request: <1 is better)")
-        print(table(["peer", "endpoint", "sat req/s ×", "sat p99 ×", "fixed-rate p99 ×", "CPU/req ×"],
-                    [[r["peer"], r["endpoint"], fmt(r["saturation_rps"], 2), fmt(r["saturation_p99"], 2),
-                      fmt(r["fixed_rate_p99"], 2), fmt(r["cpu_per_request"], 2)] for r in ratios]))
+        print(
+            table(
+                ["peer", "endpoint", "sat req/s ×", "sat p99 ×", "fixed-rate p99 ×", "CPU/req ×"],
+                [
+                    [
+                        r["peer"],
+                        r["endpoint"],
+                        fmt(r["saturation_rps"], 2),
+                        fmt(r["saturation_p99"], 2),
+                        fmt(r["fixed_rate_p99"], 2),
+                        fmt(r["cpu_per_request"], 2),
+                    ]
+                    for r in ratios
+                ],
+            )
+        )
     path = save("admission", {"settings": vars(args), "results": results, "ratios": ratios})
     print(f"\nwrote {path}")
     return 0

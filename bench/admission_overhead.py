@@ -29,8 +29,9 @@ def _webhook_calls(product: LocalProduct) -> float:
     return sum(servers.webhook_requests(product.url, context, e) for e in ("/mutate-foo", "/validate-foo"))
 
 
-async def _round(client: AdminClient, product: LocalProduct, name: str, prefix: str, count: int,
-                 concurrency: int) -> dict[str, Any]:
+async def _round(
+    client: AdminClient, product: LocalProduct, name: str, prefix: str, count: int, concurrency: int
+) -> dict[str, Any]:
     before = _webhook_calls(product)
     outcome = await client.create_foos([plain_foo(i, prefix=prefix) for i in range(count)], concurrency=concurrency)
     calls = _webhook_calls(product) - before
@@ -82,15 +83,27 @@ def main(argv: list[str] | None = None) -> int:
     with_webhooks = statistics.mean([rounds["webhooks (1)"]["per_second"], rounds["webhooks (2)"]["per_second"]])
     bare = rounds["none"]["per_second"]
     print(f"\nFoo creates through kube-apiserver ({args.creates:,} per round, {args.concurrency} in flight)")
-    print(table(["round", "creates/s", "p50 ms", "p99 ms", "failed", "webhook calls"],
-                [[name, r["per_second"], r["p50_ms"], r["p99_ms"], r["failed"], r["webhook_calls"]]
-                 for name, r in rounds.items()]))
+    print(
+        table(
+            ["round", "creates/s", "p50 ms", "p99 ms", "failed", "webhook calls"],
+            [
+                [name, r["per_second"], r["p50_ms"], r["p99_ms"], r["failed"], r["webhook_calls"]]
+                for name, r in rounds.items()
+            ],
+        )
+    )
     overhead = ratio(with_webhooks, bare)
-    print(f"\nwith our webhooks / without: {fmt(overhead, 2)} of the creates/s "
-          f"({with_webhooks:,.0f} vs {bare:,.0f})")
-    path = save("admission_overhead", {"settings": vars(args), "rounds": rounds,
-                                       "creates_per_second_with_webhooks": with_webhooks,
-                                       "creates_per_second_without": bare, "ratio": overhead})
+    print(f"\nwith our webhooks / without: {fmt(overhead, 2)} of the creates/s ({with_webhooks:,.0f} vs {bare:,.0f})")
+    path = save(
+        "admission_overhead",
+        {
+            "settings": vars(args),
+            "rounds": rounds,
+            "creates_per_second_with_webhooks": with_webhooks,
+            "creates_per_second_without": bare,
+            "ratio": overhead,
+        },
+    )
     print(f"\nwrote {path}")
     return 0
 

@@ -71,21 +71,59 @@ def webhooks(repeat: int) -> dict[str, list[float]]:
         go = str(go_webhook_binary())
         for _ in range(repeat):  # alternate, so drift in machine load hits both alike
             port = free_port()
-            times["ours"].append(_time_to_ready("cold-ours", pinned(
-                [sys.executable, "-m", "webhook", "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
-                 "--port", str(port), "--metrics-bind-address", "0"], server_core), _https_ready(port, cert_dir)))
+            times["ours"].append(
+                _time_to_ready(
+                    "cold-ours",
+                    pinned(
+                        [
+                            sys.executable,
+                            "-m",
+                            "webhook",
+                            "--cert-dir",
+                            str(cert_dir),
+                            "--bind-address",
+                            "127.0.0.1",
+                            "--port",
+                            str(port),
+                            "--metrics-bind-address",
+                            "0",
+                        ],
+                        server_core,
+                    ),
+                    _https_ready(port, cert_dir),
+                )
+            )
             port = free_port()
-            times["go-controller-runtime"].append(_time_to_ready("cold-go", pinned(
-                [go, "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port)], server_core),
-                _https_ready(port, cert_dir)))
+            times["go-controller-runtime"].append(
+                _time_to_ready(
+                    "cold-go",
+                    pinned(
+                        [go, "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port)],
+                        server_core,
+                    ),
+                    _https_ready(port, cert_dir),
+                )
+            )
     return times
 
 
 def controller_start(p: LocalControlPlane) -> float:
     server_core, _ = cores()
     port = free_port()
-    argv = pinned([sys.executable, "-m", "controller", "--kubeconfig", str(p.kubeconfig),
-                   "--health-probe-bind-address", f"127.0.0.1:{port}", "--metrics-bind-address", "0"], server_core)
+    argv = pinned(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "--kubeconfig",
+            str(p.kubeconfig),
+            "--health-probe-bind-address",
+            f"127.0.0.1:{port}",
+            "--metrics-bind-address",
+            "0",
+        ],
+        server_core,
+    )
     return _time_to_ready("cold-controller", argv, _http_ready(port))
 
 
@@ -95,6 +133,7 @@ def controllers(repeat: int, foos: int) -> dict[str, list[float]]:
         apply_plain_crd(p)
         times["controller, 0 Foos"] = [controller_start(p) for _ in range(repeat)]
         if foos:
+
             async def seed() -> None:
                 async with AdminClient(p) as client:
                     outcome = await client.create_foos([plain_foo(i) for i in range(foos)])
@@ -127,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table(["process", "median ms", "min ms", "max ms", "runs"], rows))
     webhook_ratio = ratio(medians["ours"], medians["go-controller-runtime"])
     print(f"\nours / Go peer (webhook start to /readyz): {fmt(webhook_ratio, 2)}")
-    path = save("cold_start", {"settings": vars(args), "seconds": times, "median_seconds": medians,
-                               "webhook_ratio_to_go": webhook_ratio})
+    path = save(
+        "cold_start",
+        {"settings": vars(args), "seconds": times, "median_seconds": medians, "webhook_ratio_to_go": webhook_ratio},
+    )
     print(f"\nwrote {path}")
     return 0
 

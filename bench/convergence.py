@@ -58,8 +58,12 @@ class Audit:
         self.log.unlink(missing_ok=True)
 
     def apiserver_args(self) -> list[str]:
-        return [f"--audit-policy-file={self.policy}", f"--audit-log-path={self.log}", "--audit-log-format=json",
-                "--audit-log-maxsize=0"]
+        return [
+            f"--audit-policy-file={self.policy}",
+            f"--audit-log-path={self.log}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=0",
+        ]
 
     def mark(self) -> int:
         return self.log.stat().st_size if self.log.exists() else 0
@@ -74,7 +78,9 @@ class Audit:
                     event = json.loads(line)
                 except ValueError:
                     continue
-                if event.get("stage") != "ResponseComplete" or not str(event.get("userAgent", "")).startswith(user_agent):
+                if event.get("stage") != "ResponseComplete" or not str(event.get("userAgent", "")).startswith(
+                    user_agent
+                ):
                     continue
                 ref = event.get("objectRef") or {}
                 resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
@@ -109,25 +115,35 @@ def _image(deployment: dict[str, Any]) -> str | None:
 
 
 def _owned_by(deployment: dict[str, Any], foo: dict[str, Any]) -> bool:
-    return any(ref.get("uid") == foo["metadata"]["uid"] and ref.get("controller")
-               for ref in deployment["metadata"].get("ownerReferences") or [])
+    return any(
+        ref.get("uid") == foo["metadata"]["uid"] and ref.get("controller")
+        for ref in deployment["metadata"].get("ownerReferences") or []
+    )
 
 
 def ours_converged(foo: dict[str, Any], deployments: dict[str, dict[str, Any]]) -> bool:
     spec = foo.get("spec") or {}
-    want = (spec.get("deployment") or {})
+    want = spec.get("deployment") or {}
     d = deployments.get(want.get("name", ""))
-    return (d is not None and _owned_by(d, foo) and d["spec"].get("replicas") == spec.get("replicas", 1)
-            and _image(d) == want.get("image", "nginx:latest")
-            and (foo.get("status") or {}).get("observedGeneration") == foo["metadata"].get("generation"))
+    return (
+        d is not None
+        and _owned_by(d, foo)
+        and d["spec"].get("replicas") == spec.get("replicas", 1)
+        and _image(d) == want.get("image", "nginx:latest")
+        and (foo.get("status") or {}).get("observedGeneration") == foo["metadata"].get("generation")
+    )
 
 
 def peer_converged(foo: dict[str, Any], deployments: dict[str, dict[str, Any]]) -> bool:
     spec = foo.get("spec") or {}
     d = deployments.get(spec.get("deploymentName", ""))
-    return (d is not None and _owned_by(d, foo) and d["spec"].get("replicas") == spec.get("replicas")
-            and _image(d) == "nginx:latest"
-            and (foo.get("status") or {}).get("availableReplicas") == (d.get("status") or {}).get("availableReplicas", 0))
+    return (
+        d is not None
+        and _owned_by(d, foo)
+        and d["spec"].get("replicas") == spec.get("replicas")
+        and _image(d) == "nginx:latest"
+        and (foo.get("status") or {}).get("availableReplicas") == (d.get("status") or {}).get("availableReplicas", 0)
+    )
 
 
 async def _converged_count(client: AdminClient, version: str, check: Callable[..., bool]) -> tuple[int, int]:
@@ -138,8 +154,16 @@ async def _converged_count(client: AdminClient, version: str, check: Callable[..
     return sum(1 for foo in foos if check(foo, deployments)), len(foos)
 
 
-async def converge(p: LocalControlPlane, foos: list[dict[str, Any]], version: str, check: Callable[..., bool],
-                   *, expected: int, timeout: float, interval: float = 0.5) -> dict[str, Any]:
+async def converge(
+    p: LocalControlPlane,
+    foos: list[dict[str, Any]],
+    version: str,
+    check: Callable[..., bool],
+    *,
+    expected: int,
+    timeout: float,
+    interval: float = 0.5,
+) -> dict[str, Any]:
     """Create ``foos`` and wait until ``expected`` Foos have converged; times from the first create."""
     async with AdminClient(p, connections=32) as client:
         started = time.perf_counter()
@@ -158,22 +182,36 @@ async def converge(p: LocalControlPlane, foos: list[dict[str, Any]], version: st
                 last_report = time.perf_counter()
             await asyncio.sleep(interval)
         elapsed = time.perf_counter() - started
-    return {"seconds": elapsed if converged >= expected else None, "waited_seconds": elapsed,
-            "converged": converged, "expected": expected, "creates_seconds": creates_done,
-            "creates_per_second": created.per_second}
+    return {
+        "seconds": elapsed if converged >= expected else None,
+        "waited_seconds": elapsed,
+        "converged": converged,
+        "expected": expected,
+        "creates_seconds": creates_done,
+        "creates_per_second": created.per_second,
+    }
 
 
 # ---------------------------------------------------------------------------- kubectl baseline
 def kubectl_baseline(p: LocalControlPlane, count: int) -> float:
     """Seconds `kubectl create -f` takes for ``count`` Deployments (as our controller would write them)."""
     p.kubectl("create", "namespace", "kubectl-baseline")
-    items = [{
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": f"base-{i:05d}", "namespace": "kubectl-baseline"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nginx", "controller": f"base-{i:05d}"}},
-                 "template": {"metadata": {"labels": {"app": "nginx", "controller": f"base-{i:05d}"}},
-                              "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}},
-    } for i in range(count)]
+    items = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": f"base-{i:05d}", "namespace": "kubectl-baseline"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "nginx", "controller": f"base-{i:05d}"}},
+                "template": {
+                    "metadata": {"labels": {"app": "nginx", "controller": f"base-{i:05d}"}},
+                    "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]},
+                },
+            },
+        }
+        for i in range(count)
+    ]
     document = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     started = time.perf_counter()
     p.kubectl("create", "-f", "-", "-o", "name", input=document, timeout=1800)
@@ -189,9 +227,14 @@ def quiet_window(audit: Audit, pid: int | None, user_agent: str, seconds: float)
     writes = audit.writes_since(mark, user_agent)
     rss, peak = _rss_mib(pid)
     cpu_after = _cpu_seconds(pid)
-    return {"seconds": seconds, "writes": sum(writes.values()), "writes_by_kind": dict(writes),
-            "rss_mib": rss, "peak_rss_mib": peak,
-            "cpu_seconds": None if cpu_before is None or cpu_after is None else cpu_after - cpu_before}
+    return {
+        "seconds": seconds,
+        "writes": sum(writes.values()),
+        "writes_by_kind": dict(writes),
+        "rss_mib": rss,
+        "peak_rss_mib": peak,
+        "cpu_seconds": None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
+    }
 
 
 # ---------------------------------------------------------------------------- the two runs
@@ -205,11 +248,24 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
             say(f"kubectl baseline: {args.foos:,} Deployments")
             result["kubectl_seconds"] = kubectl_baseline(p, args.foos)
             health = free_port()
-            controller = Component("bench-controller", [
-                sys.executable, "-m", "controller", "--kubeconfig", str(p.kubeconfig), "--health-probe-bind-address",
-                f"127.0.0.1:{health}", "--metrics-bind-address", f"127.0.0.1:{free_port()}"], LOGS_DIR / "controller.log")
+            controller = Component(
+                "bench-controller",
+                [
+                    sys.executable,
+                    "-m",
+                    "controller",
+                    "--kubeconfig",
+                    str(p.kubeconfig),
+                    "--health-probe-bind-address",
+                    f"127.0.0.1:{health}",
+                    "--metrics-bind-address",
+                    f"127.0.0.1:{free_port()}",
+                ],
+                LOGS_DIR / "controller.log",
+            )
             controller.start()
             try:
+
                 def synced() -> bool:
                     with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=1) as r:
                         return bool(r.status == 200)
@@ -217,16 +273,31 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
                 wait_until("our controller's caches synced", synced, timeout=60, watch=[controller])
                 say(f"ours: {args.foos:,} Foos")
                 mark = audit.mark()
-                result["convergence"] = asyncio.run(converge(
-                    p, [plain_foo(i) for i in range(args.foos)], "v1", ours_converged,
-                    expected=args.foos, timeout=args.peer_timeout))
+                result["convergence"] = asyncio.run(
+                    converge(
+                        p,
+                        [plain_foo(i) for i in range(args.foos)],
+                        "v1",
+                        ours_converged,
+                        expected=args.foos,
+                        timeout=args.peer_timeout,
+                    )
+                )
                 result["convergence"]["writes"] = dict(audit.writes_since(mark, OUR_USER_AGENT))
                 result["rss_mib_at_foos"] = _rss_mib(controller.pid)[0]
                 if args.rss_foos > args.foos:
                     say(f"ours: {args.rss_foos - args.foos:,} more Foos, to {args.rss_foos:,}")
-                    result["steady"] = asyncio.run(converge(
-                        p, [plain_foo(i, prefix="more") for i in range(args.rss_foos - args.foos)], "v1",
-                        ours_converged, expected=args.rss_foos, timeout=args.peer_timeout, interval=2.0))
+                    result["steady"] = asyncio.run(
+                        converge(
+                            p,
+                            [plain_foo(i, prefix="more") for i in range(args.rss_foos - args.foos)],
+                            "v1",
+                            ours_converged,
+                            expected=args.rss_foos,
+                            timeout=args.peer_timeout,
+                            interval=2.0,
+                        )
+                    )
                 result["quiet"] = quiet_window(audit, controller.pid, OUR_USER_AGENT, args.quiet_seconds)
                 result["quiet"]["foos"] = max(args.rss_foos, args.foos)
                 controller.check_alive()
@@ -254,18 +325,28 @@ def run_peer(args: argparse.Namespace) -> dict[str, Any]:
         result["kubectl_seconds"] = kubectl_baseline(p, args.foos)
         log = LOGS_DIR / "sample-controller.log"
         log.unlink(missing_ok=True)
-        controller = Component("bench-sample-controller", [binaries.sample_controller, f"--kubeconfig={p.kubeconfig}"],
-                               log)
+        controller = Component(
+            "bench-sample-controller", [binaries.sample_controller, f"--kubeconfig={p.kubeconfig}"], log
+        )
         controller.start()
         try:
-            wait_until("sample-controller's workers", lambda: "Started workers" in log.read_text(errors="replace"),
-                       timeout=60, watch=[controller])
-            say(f"sample-controller: {args.foos:,} Foos (its client allows 5 requests/s; "
-                f"giving up after {args.peer_timeout:g}s)")
+            wait_until(
+                "sample-controller's workers",
+                lambda: "Started workers" in log.read_text(errors="replace"),
+                timeout=60,
+                watch=[controller],
+            )
+            say(
+                f"sample-controller: {args.foos:,} Foos (its client allows 5 requests/s; "
+                f"giving up after {args.peer_timeout:g}s)"
+            )
             mark = audit.mark()
             foos = [plain_foo(i, version="v1alpha1") for i in range(args.foos)]
-            result["convergence"] = asyncio.run(converge(p, foos, "v1alpha1", peer_converged, expected=args.foos,
-                                                         timeout=args.peer_timeout, interval=1.0))
+            result["convergence"] = asyncio.run(
+                converge(
+                    p, foos, "v1alpha1", peer_converged, expected=args.foos, timeout=args.peer_timeout, interval=1.0
+                )
+            )
             result["convergence"]["writes"] = dict(audit.writes_since(mark, PEER_USER_AGENT))
             if result["convergence"]["seconds"] is not None:
                 result["quiet"] = quiet_window(audit, controller.pid, PEER_USER_AGENT, args.quiet_seconds)
@@ -291,15 +372,38 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name, r in results.items():
         c = r["convergence"]
-        rows.append([name, c["seconds"] if c["seconds"] is not None else f">{c['waited_seconds']:.0f} "
-                     f"({c['converged']}/{c['expected']})",
-                     c["creates_seconds"], r["kubectl_seconds"],
-                     fmt(ratio(c["seconds"], r["kubectl_seconds"]), 2), sum(c["writes"].values()),
-                     (r.get("quiet") or {}).get("writes"), (r.get("quiet") or {}).get("rss_mib"),
-                     (r.get("quiet") or {}).get("foos")])
+        rows.append(
+            [
+                name,
+                c["seconds"]
+                if c["seconds"] is not None
+                else f">{c['waited_seconds']:.0f} ({c['converged']}/{c['expected']})",
+                c["creates_seconds"],
+                r["kubectl_seconds"],
+                fmt(ratio(c["seconds"], r["kubectl_seconds"]), 2),
+                sum(c["writes"].values()),
+                (r.get("quiet") or {}).get("writes"),
+                (r.get("quiet") or {}).get("rss_mib"),
+                (r.get("quiet") or {}).get("foos"),
+            ]
+        )
     print(f"\n{args.foos:,} new Foos until every Deployment and status is right (minimal planes, no pods)")
-    print(table(["controller", "converged s", "creates s", f"kubectl {args.foos:,} Deployments s", "× kubectl",
-                 "writes to converge", f"writes in {args.quiet_seconds:g}s quiet", "RSS MiB", "Foos cached"], rows))
+    print(
+        table(
+            [
+                "controller",
+                "converged s",
+                "creates s",
+                f"kubectl {args.foos:,} Deployments s",
+                "× kubectl",
+                "writes to converge",
+                f"writes in {args.quiet_seconds:g}s quiet",
+                "RSS MiB",
+                "Foos cached",
+            ],
+            rows,
+        )
+    )
     ours = results["ours"]["convergence"]["seconds"]
     peer = results.get("sample-controller", {}).get("convergence", {})
     peer_seconds = peer.get("seconds") or (peer.get("waited_seconds") if peer else None)
@@ -308,10 +412,12 @@ def main(argv: list[str] | None = None) -> int:
         bound = "" if peer.get("seconds") else " (at most: the peer had not converged)"
         print(f"\nours / sample-controller convergence time: {fmt(vs_peer, 3)}{bound}")
     quiet = results["ours"].get("quiet", {})
-    print(f"ours with {quiet.get('foos', 0):,} Foos: RSS {fmt(quiet.get('rss_mib'))} MiB "
-          f"(peak {fmt(quiet.get('peak_rss_mib'))}), {quiet.get('writes')} writes and "
-          f"{fmt(quiet.get('cpu_seconds'), 2)} CPU s in a {args.quiet_seconds:g}s quiet window "
-          f"{quiet.get('writes_by_kind') or ''}")
+    print(
+        f"ours with {quiet.get('foos', 0):,} Foos: RSS {fmt(quiet.get('rss_mib'))} MiB "
+        f"(peak {fmt(quiet.get('peak_rss_mib'))}), {quiet.get('writes')} writes and "
+        f"{fmt(quiet.get('cpu_seconds'), 2)} CPU s in a {args.quiet_seconds:g}s quiet window "
+        f"{quiet.get('writes_by_kind') or ''}"
+    )
     path = save("convergence", {"settings": vars(args), "results": results, "ratio_to_sample_controller": vs_peer})
     print(f"\nwrote {path}")
     return 0

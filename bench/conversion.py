@@ -59,12 +59,18 @@ def direct(server: servers.Server, cert_dir: Path, body: bytes, count: int, repe
         raise RuntimeError(f"{server.name} /convert did not convert {count} objects: {answer['result']}")
     cpu_per_review = (server.cpu_seconds() - cpu) / repeat
     median = statistics.median(times[1:])
-    return {"seconds": median, "server_cpu_seconds": cpu_per_review, "min_seconds": min(times[1:]), "objects_per_second": count / median,
-            "request_bytes": len(body), "response_bytes": len(out), "runs": times[1:]}
+    return {
+        "seconds": median,
+        "server_cpu_seconds": cpu_per_review,
+        "min_seconds": min(times[1:]),
+        "objects_per_second": count / median,
+        "request_bytes": len(body),
+        "response_bytes": len(out),
+        "runs": times[1:],
+    }
 
 
-async def _seed_and_list(product: LocalProduct, count: int, repeat: int,
-                         go_url: str | None) -> dict[str, Any]:
+async def _seed_and_list(product: LocalProduct, count: int, repeat: int, go_url: str | None) -> dict[str, Any]:
     async with AdminClient(product.plane, connections=32) as client:
         say(f"storing {count:,} v1 Foos (admission webhooks unregistered for the seeding)")
         product.unregister_admission()
@@ -95,13 +101,20 @@ async def _seed_and_list(product: LocalProduct, count: int, repeat: int,
                     at[version].append(await list_at(version))
             alpha, hub = statistics.median(at["v1alpha1"]), statistics.median(at["v1"])
             say(f"{webhook}: list at v1alpha1 {alpha:.3f}s, at v1 {hub:.3f}s")
-            return {"list_v1alpha1_seconds": alpha, "list_v1_seconds": hub, "conversion_seconds": alpha - hub,
-                    "runs": at, "our_reviews_per_list": reviews if webhook == "ours" else None}
+            return {
+                "list_v1alpha1_seconds": alpha,
+                "list_v1_seconds": hub,
+                "conversion_seconds": alpha - hub,
+                "runs": at,
+                "our_reviews_per_list": reviews if webhook == "ours" else None,
+            }
 
         result = {"seed_creates_per_second": seeded.per_second, "ours": await lists("ours")}
         if go_url is not None:
-            apply(product.plane, crd_manifest(
-                conversion_client_config=url_client_config(go_url, "/convert", product.ca_pem)))
+            apply(
+                product.plane,
+                crd_manifest(conversion_client_config=url_client_config(go_url, "/convert", product.ca_pem)),
+            )
             await asyncio.sleep(2)  # the apiserver picks the new client config up from its CRD informer
             result["go-controller-runtime"] = await lists("go-controller-runtime")
         return result
@@ -144,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                     for case, body in reviews.items():
                         say(f"{server.name}: one review of {args.objects:,} Foos {case}")
                         direct_results.setdefault(server.name, {})[case] = direct(
-                            server, cert_dir, body, args.objects, args.repeat)
+                            server, cert_dir, body, args.objects, args.repeat
+                        )
                 finally:
                     if affinity is not None:
                         os.sched_setaffinity(0, affinity)
@@ -153,14 +167,22 @@ def main(argv: list[str] | None = None) -> int:
     for name, by_case in direct_results.items():
         for case, r in by_case.items():
             ours = direct_results["ours"][case]
-            rows.append([name, case, r["seconds"] * 1000, r["objects_per_second"], r["server_cpu_seconds"] * 1000,
-                         r["request_bytes"] / 1e6,
-                         fmt(ratio(ours["seconds"], r["seconds"]), 2) if name != "ours" else "(ref)",
-                         fmt(ratio(ours["server_cpu_seconds"], r["server_cpu_seconds"]), 2) if name != "ours" else "(ref)"])
-    print(f"\nOne ConversionReview of {args.objects:,} Foos over HTTPS, server on 1 core "
-          f"(median of {args.repeat})")
-    print(table(["server", "case", "ms", "objects/s", "server CPU ms", "request MB", "ours time ×", "ours CPU ×"],
-                rows))
+            rows.append(
+                [
+                    name,
+                    case,
+                    r["seconds"] * 1000,
+                    r["objects_per_second"],
+                    r["server_cpu_seconds"] * 1000,
+                    r["request_bytes"] / 1e6,
+                    fmt(ratio(ours["seconds"], r["seconds"]), 2) if name != "ours" else "(ref)",
+                    fmt(ratio(ours["server_cpu_seconds"], r["server_cpu_seconds"]), 2) if name != "ours" else "(ref)",
+                ]
+            )
+    print(f"\nOne ConversionReview of {args.objects:,} Foos over HTTPS, server on 1 core (median of {args.repeat})")
+    print(
+        table(["server", "case", "ms", "objects/s", "server CPU ms", "request MB", "ours time ×", "ours CPU ×"], rows)
+    )
 
     apiserver: dict[str, Any] = {}
     if not args.no_apiserver:
@@ -169,14 +191,33 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("ours", "go-controller-runtime"):
             if name in apiserver:
                 r = apiserver[name]
-                rows.append([name, r["list_v1_seconds"] * 1000, r["list_v1alpha1_seconds"] * 1000,
-                             r["conversion_seconds"] * 1000,
-                             args.objects / r["conversion_seconds"] if r["conversion_seconds"] > 0 else None,
-                             r["our_reviews_per_list"]])
-        print(f"\nkube-apiserver list of {args.objects:,} stored v1 Foos (watch cache off; "
-              f"seeded at {apiserver['seed_creates_per_second']:,.0f} creates/s)")
-        print(table(["conversion webhook", "list at v1 ms", "list at v1alpha1 ms", "difference ms",
-                     "objects/s converted", "reviews per list"], rows))
+                rows.append(
+                    [
+                        name,
+                        r["list_v1_seconds"] * 1000,
+                        r["list_v1alpha1_seconds"] * 1000,
+                        r["conversion_seconds"] * 1000,
+                        args.objects / r["conversion_seconds"] if r["conversion_seconds"] > 0 else None,
+                        r["our_reviews_per_list"],
+                    ]
+                )
+        print(
+            f"\nkube-apiserver list of {args.objects:,} stored v1 Foos (watch cache off; "
+            f"seeded at {apiserver['seed_creates_per_second']:,.0f} creates/s)"
+        )
+        print(
+            table(
+                [
+                    "conversion webhook",
+                    "list at v1 ms",
+                    "list at v1alpha1 ms",
+                    "difference ms",
+                    "objects/s converted",
+                    "reviews per list",
+                ],
+                rows,
+            )
+        )
     path = save("conversion", {"settings": vars(args), "direct": direct_results, "apiserver": apiserver})
     print(f"\nwrote {path}")
     return 0

@@ -64,13 +64,23 @@ def rss_kib(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
 
-async def hostile(session: aiohttp.ClientSession, url: str, bodies: list[tuple[str, bytes]], index: int,
-                  tally: Tally, stop: asyncio.Event) -> None:
+async def hostile(
+    session: aiohttp.ClientSession,
+    url: str,
+    bodies: list[tuple[str, bytes]],
+    index: int,
+    tally: Tally,
+    stop: asyncio.Event,
+) -> None:
     path, body = bodies[index % len(bodies)]
     while not stop.is_set():
         try:
-            async with session.post(url + path, data=body, headers={"Content-Type": "application/json"},
-                                    timeout=aiohttp.ClientTimeout(total=60)) as response:
+            async with session.post(
+                url + path,
+                data=body,
+                headers={"Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=60),
+            ) as response:
                 await response.read()
                 tally.hostile[f"{path} {response.status}"] += 1
         except (TimeoutError, aiohttp.ClientError) as err:
@@ -87,8 +97,10 @@ async def slow_sender(host: str, port: int, context: ssl.SSLContext, tally: Tall
             tally.slow["connect failed"] += 1
             await asyncio.sleep(0.5)
             continue
-        writer.write(f"POST /convert HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {8 * MiB}\r\n\r\n{{".encode())
+        writer.write(
+            f"POST /convert HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {8 * MiB}\r\n\r\n{{".encode()
+        )
         answer = asyncio.ensure_future(reader.readline())
         try:
             while not stop.is_set() and not answer.done():
@@ -119,17 +131,23 @@ def _check(path: str, status: int, answer: Any) -> str | None:
 
 
 async def valid(session: aiohttp.ClientSession, url: str, index: int, tally: Tally, stop: asyncio.Event) -> None:
-    bodies = [("/validate-foo", orjson.dumps(create_review(new_foo(defaulted=True)))),
-              ("/mutate-foo", orjson.dumps(create_review(new_foo()))),
-              ("/convert", orjson.dumps(conversion_of(2, LEGACY_API_VERSION)))]
+    bodies = [
+        ("/validate-foo", orjson.dumps(create_review(new_foo(defaulted=True)))),
+        ("/mutate-foo", orjson.dumps(create_review(new_foo()))),
+        ("/convert", orjson.dumps(conversion_of(2, LEGACY_API_VERSION))),
+    ]
     turn = index
     while not stop.is_set():
         path, body = bodies[turn % len(bodies)]
         turn += 1
         started = time.perf_counter()
         try:
-            async with session.post(url + path, data=body, headers={"Content-Type": "application/json"},
-                                    timeout=aiohttp.ClientTimeout(total=30)) as response:
+            async with session.post(
+                url + path,
+                data=body,
+                headers={"Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as response:
                 answer = await response.json(content_type=None)
                 problem = _check(path, response.status, answer)
         except (TimeoutError, aiohttp.ClientError, ValueError) as err:
@@ -149,8 +167,10 @@ def percentile(values: list[float], q: float) -> float:
 
 async def _hostile_side(url: str, context: ssl.SSLContext, args: argparse.Namespace, tally: Tally) -> None:
     size = int(args.hostile_mib * MiB)
-    bodies = [("/validate-foo", dense(create_review(new_foo()), size)),
-              ("/convert", dense(conversion_of(1, LEGACY_API_VERSION), size))]
+    bodies = [
+        ("/validate-foo", dense(create_review(new_foo()), size)),
+        ("/convert", dense(conversion_of(1, LEGACY_API_VERSION), size)),
+    ]
     host, port = url.removeprefix("https://").split(":")
     stop = asyncio.Event()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=0)) as session:
@@ -187,8 +207,10 @@ def flood(url: str, pid: int, cert_dir: Path, args: argparse.Namespace) -> dict[
     context = multiprocessing.get_context("fork")
     baseline_kib = rss_kib(pid)[0]
     pipes = {role: context.Pipe(duplex=False) for role in ("hostile", "valid")}
-    procs = [context.Process(target=_side, args=(role, url, cert_dir, args, send), name=f"flood-{role}")
-             for role, (_, send) in pipes.items()]
+    procs = [
+        context.Process(target=_side, args=(role, url, cert_dir, args, send), name=f"flood-{role}")
+        for role, (_, send) in pipes.items()
+    ]
     started = time.monotonic()
     for proc in procs:
         proc.start()
@@ -211,9 +233,14 @@ def flood(url: str, pid: int, cert_dir: Path, args: argparse.Namespace) -> dict[
         "memory_limit_mib": args.memory_limit_mib,
         "rss_idle_mib": baseline_kib / 1024,
         "rss_peak_mib": max(hwm_kib, *samples) / 1024,
-        "valid": {"count": len(latency), "failed": len(failures), "failures": failures[:10],
-                  "p50_ms": percentile(latency, 0.50) * 1000, "p99_ms": percentile(latency, 0.99) * 1000,
-                  "max_ms": max(latency, default=float("nan")) * 1000},
+        "valid": {
+            "count": len(latency),
+            "failed": len(failures),
+            "failures": failures[:10],
+            "p50_ms": percentile(latency, 0.50) * 1000,
+            "p99_ms": percentile(latency, 0.99) * 1000,
+            "max_ms": max(latency, default=float("nan")) * 1000,
+        },
         "hostile_answers": dict(tallies["hostile"].hostile),
         "slow_answers": dict(tallies["hostile"].slow),
         "load_average_after": os.getloadavg(),
@@ -224,8 +251,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.flood", description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--adversaries", type=int, default=50, help="clients sending 8 MiB dense bodies")
-    parser.add_argument("--hostile-mib", type=float, default=8.0,
-                        help="size of each dense body; about 1 is the largest the budget lets be parsed")
+    parser.add_argument(
+        "--hostile-mib",
+        type=float,
+        default=8.0,
+        help="size of each dense body; about 1 is the largest the budget lets be parsed",
+    )
     parser.add_argument("--slow", type=int, default=8, help="clients sending a byte a second")
     parser.add_argument("--valid", type=int, default=4, help="clients sending real reviews back to back")
     parser.add_argument("--memory-limit-mib", type=int, default=256, help="as the chart passes limits.memory")
@@ -234,14 +265,29 @@ def main(argv: list[str] | None = None) -> None:
         cert_dir = servers.serving_certs(Path(tmp))
         with servers.ours(cert_dir, args=["--memory-limit-mib", str(args.memory_limit_mib)]) as server:
             assert server.pid is not None
-            say(f"flood: {args.adversaries} x {args.hostile_mib:g} MiB dense bodies, {args.slow} slow senders, {args.valid} valid "
-                f"clients for {args.seconds:g}s against {server.url} (pid {server.pid})")
+            say(
+                f"flood: {args.adversaries} x {args.hostile_mib:g} MiB dense bodies, {args.slow} slow senders, {args.valid} valid "
+                f"clients for {args.seconds:g}s against {server.url} (pid {server.pid})"
+            )
             result = flood(server.url, server.pid, cert_dir, args)
     valid_ = result["valid"]
-    print(table(["RSS idle MiB", "RSS peak MiB", "limit MiB", "valid reviews", "failed", "p50 ms", "p99 ms", "max ms"],
-                [[fmt(result["rss_idle_mib"]), fmt(result["rss_peak_mib"]), result["memory_limit_mib"],
-                  valid_["count"], valid_["failed"], fmt(valid_["p50_ms"]), fmt(valid_["p99_ms"]),
-                  fmt(valid_["max_ms"])]]))
+    print(
+        table(
+            ["RSS idle MiB", "RSS peak MiB", "limit MiB", "valid reviews", "failed", "p50 ms", "p99 ms", "max ms"],
+            [
+                [
+                    fmt(result["rss_idle_mib"]),
+                    fmt(result["rss_peak_mib"]),
+                    result["memory_limit_mib"],
+                    valid_["count"],
+                    valid_["failed"],
+                    fmt(valid_["p50_ms"]),
+                    fmt(valid_["p99_ms"]),
+                    fmt(valid_["max_ms"]),
+                ]
+            ],
+        )
+    )
     print(table(["hostile answer", "count"], sorted(result["hostile_answers"].items())))
     print(table(["slow sender answer", "count"], sorted(result["slow_answers"].items())))
     for failure in valid_["failures"]:

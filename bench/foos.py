@@ -20,16 +20,22 @@ def _metadata(name: str, namespace: str, uid: str, generation: int) -> dict[str,
         "generation": generation,
         "creationTimestamp": "2026-11-23T12:00:00Z",
         "labels": {"app.kubernetes.io/name": "example", "team": "bench"},
-        "managedFields": [{
-            "manager": "kubectl-client-side-apply",
-            "operation": "Update",
-            "apiVersion": HUB_API_VERSION,
-            "time": "2026-11-23T12:00:00Z",
-            "fieldsType": "FieldsV1",
-            "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, f"f:{_LAST_APPLIED}": {}},
-                                        "f:labels": {".": {}, "f:app.kubernetes.io/name": {}, "f:team": {}}},
-                         "f:spec": {".": {}, "f:deployment": {".": {}, "f:name": {}}, "f:replicas": {}}},
-        }],
+        "managedFields": [
+            {
+                "manager": "kubectl-client-side-apply",
+                "operation": "Update",
+                "apiVersion": HUB_API_VERSION,
+                "time": "2026-11-23T12:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {
+                        "f:annotations": {".": {}, f"f:{_LAST_APPLIED}": {}},
+                        "f:labels": {".": {}, "f:app.kubernetes.io/name": {}, "f:team": {}},
+                    },
+                    "f:spec": {".": {}, "f:deployment": {".": {}, "f:name": {}}, "f:replicas": {}},
+                },
+            }
+        ],
     }
 
 
@@ -39,11 +45,18 @@ def new_foo(i: int = 0, *, namespace: str = "default", defaulted: bool = False) 
     spec: dict[str, Any] = {"deployment": {"name": name}}
     if defaulted:
         spec = {"deployment": {"name": name, "image": "nginx:latest"}, "replicas": 1}
-    foo: dict[str, Any] = {"apiVersion": HUB_API_VERSION, "kind": "Foo",
-                           "metadata": _metadata(name, namespace, f"00000000-0000-4000-8000-{i:012d}", 1),
-                           "spec": spec}
-    applied = {"apiVersion": HUB_API_VERSION, "kind": "Foo",
-               "metadata": {"name": name, "namespace": namespace}, "spec": {"deployment": {"name": name}}}
+    foo: dict[str, Any] = {
+        "apiVersion": HUB_API_VERSION,
+        "kind": "Foo",
+        "metadata": _metadata(name, namespace, f"00000000-0000-4000-8000-{i:012d}", 1),
+        "spec": spec,
+    }
+    applied = {
+        "apiVersion": HUB_API_VERSION,
+        "kind": "Foo",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"deployment": {"name": name}},
+    }
     foo["metadata"]["annotations"] = {_LAST_APPLIED: json.dumps(applied, separators=(",", ":")) + "\n"}
     return foo
 
@@ -52,13 +65,26 @@ def stored_foo(i: int = 0, *, namespace: str = "default") -> dict[str, Any]:
     """A v1 Foo as the apiserver stores it once defaulted and reconciled (status with conditions)."""
     foo = new_foo(i, namespace=namespace, defaulted=True)
     conditions = [
-        {"type": kind, "status": "True", "observedGeneration": 1, "lastTransitionTime": "2026-11-23T12:00:05Z",
-         "reason": reason, "message": message}
-        for kind, reason, message in (("Ready", "DeploymentReady", "1/1 replicas ready"),
-                                      ("Progressing", "NewReplicaSetAvailable", "rollout complete"))
+        {
+            "type": kind,
+            "status": "True",
+            "observedGeneration": 1,
+            "lastTransitionTime": "2026-11-23T12:00:05Z",
+            "reason": reason,
+            "message": message,
+        }
+        for kind, reason, message in (
+            ("Ready", "DeploymentReady", "1/1 replicas ready"),
+            ("Progressing", "NewReplicaSetAvailable", "rollout complete"),
+        )
     ]
-    foo["status"] = {"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-                     "conditions": conditions}
+    foo["status"] = {
+        "observedGeneration": 1,
+        "replicas": 1,
+        "readyReplicas": 1,
+        "availableReplicas": 1,
+        "conditions": conditions,
+    }
     return foo
 
 
@@ -85,4 +111,3 @@ def _stored_legacy(i: int) -> dict[str, Any]:
 
 def dumps(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
-

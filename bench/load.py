@@ -91,8 +91,9 @@ def ensure_wrk() -> str:
     return found
 
 
-def run_wrk(url: str, body: bytes, *, seconds: float, connections: int, rate: float | None = None,
-            timeout_s: float = 5.0) -> LoadResult:
+def run_wrk(
+    url: str, body: bytes, *, seconds: float, connections: int, rate: float | None = None, timeout_s: float = 5.0
+) -> LoadResult:
     """POST ``body`` to ``url`` for ``seconds`` from ``connections`` keep-alive connections."""
     wrk = ensure_wrk()
     _, load_core = cores()
@@ -105,8 +106,10 @@ def run_wrk(url: str, body: bytes, *, seconds: float, connections: int, rate: fl
         if rate:
             delay_ms = max(1, round(connections * 1000 / rate))
         env = {**os.environ, "BENCH_BODY_FILE": str(body_file), "BENCH_DELAY_MS": str(delay_ms)}
-        argv = pinned([wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", f"--timeout={timeout_s:g}s",
-                       "-s", str(script), url], load_core)
+        argv = pinned(
+            [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", f"--timeout={timeout_s:g}s", "-s", str(script), url],
+            load_core,
+        )
         result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=seconds + 60)
     line = next((ln for ln in result.stdout.splitlines() if ln.startswith("BENCH_JSON ")), None)
     if result.returncode != 0 or line is None:
@@ -115,9 +118,16 @@ def run_wrk(url: str, body: bytes, *, seconds: float, connections: int, rate: fl
     lat = data["latency_us"]
     seconds_run = data["duration_us"] / 1e6
     return LoadResult(
-        requests=data["requests"], seconds=seconds_run, rps=data["requests"] / seconds_run,
+        requests=data["requests"],
+        seconds=seconds_run,
+        rps=data["requests"] / seconds_run,
         errors=sum(data["errors"].values()),
-        p50_ms=lat["p50"] / 1000, p90_ms=lat["p90"] / 1000, p99_ms=lat["p99"] / 1000,
-        p999_ms=lat["p999"] / 1000, max_ms=lat["max"] / 1000, mean_ms=lat["mean"] / 1000,
-        connections=connections, target_rps=rate,
+        p50_ms=lat["p50"] / 1000,
+        p90_ms=lat["p90"] / 1000,
+        p99_ms=lat["p99"] / 1000,
+        p999_ms=lat["p999"] / 1000,
+        max_ms=lat["max"] / 1000,
+        mean_ms=lat["mean"] / 1000,
+        connections=connections,
+        target_rps=rate,
     )

@@ -60,8 +60,15 @@ class Outcome:
         return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] * 1000
 
     def summary(self) -> dict[str, Any]:
-        return {"done": self.done, "failed": self.failed, "seconds": self.seconds, "per_second": self.per_second,
-                "p50_ms": self.percentile_ms(50), "p99_ms": self.percentile_ms(99), "first_error": self.first_error}
+        return {
+            "done": self.done,
+            "failed": self.failed,
+            "seconds": self.seconds,
+            "per_second": self.per_second,
+            "p50_ms": self.percentile_ms(50),
+            "p99_ms": self.percentile_ms(99),
+            "first_error": self.first_error,
+        }
 
 
 class AdminClient:
@@ -74,8 +81,10 @@ class AdminClient:
         self.server = p.server
         self._connector = aiohttp.TCPConnector(ssl=context, limit=connections)
         self.session = aiohttp.ClientSession(
-            connector=self._connector, timeout=aiohttp.ClientTimeout(total=300),
-            headers={"User-Agent": user_agent, "Accept": "application/json"})
+            connector=self._connector,
+            timeout=aiohttp.ClientTimeout(total=300),
+            headers={"User-Agent": user_agent, "Accept": "application/json"},
+        )
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -89,8 +98,13 @@ class AdminClient:
         async with self.session.request(method, self.server + path, data=data, headers=headers) as response:
             return response.status, await response.read()
 
-    async def many(self, calls: list[Callable[[], Awaitable[tuple[int, bytes]]]], *, concurrency: int,
-                   ok: tuple[int, ...] = (200, 201)) -> Outcome:
+    async def many(
+        self,
+        calls: list[Callable[[], Awaitable[tuple[int, bytes]]]],
+        *,
+        concurrency: int,
+        ok: tuple[int, ...] = (200, 201),
+    ) -> Outcome:
         """Run ``calls`` with at most ``concurrency`` in flight; count successes and failures."""
         queue: asyncio.Queue[Callable[[], Awaitable[tuple[int, bytes]]]] = asyncio.Queue()
         for call in calls:
@@ -130,6 +144,12 @@ class AdminClient:
 def plain_foo(i: int, *, prefix: str = "foo", version: str = "v1", namespace: str = "default") -> dict[str, Any]:
     """A Foo as a user writes it (no image, no replicas: the webhook or the apiserver fills them)."""
     name = f"{prefix}-{i:05d}"
-    spec: dict[str, Any] = {"deployment": {"name": name}} if version == "v1" else {"deploymentName": name, "replicas": 1}
-    return {"apiVersion": f"samplecontroller.k8s.io/{version}", "kind": "Foo",
-            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    spec: dict[str, Any] = (
+        {"deployment": {"name": name}} if version == "v1" else {"deploymentName": name, "replicas": 1}
+    )
+    return {
+        "apiVersion": f"samplecontroller.k8s.io/{version}",
+        "kind": "Foo",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

@@ -30,8 +30,24 @@ from .load import run_wrk
 from .peers import py_spy
 from .report import save, say, table
 
-_PACKAGES = ("aiohttp", "multidict", "yarl", "orjson", "fooapi", "webhook", "kube", "prometheus_client",
-             "uvloop", "asyncio", "ssl", "logging", "json", "base64", "dataclasses", "typing")
+_PACKAGES = (
+    "aiohttp",
+    "multidict",
+    "yarl",
+    "orjson",
+    "fooapi",
+    "webhook",
+    "kube",
+    "prometheus_client",
+    "uvloop",
+    "asyncio",
+    "ssl",
+    "logging",
+    "json",
+    "base64",
+    "dataclasses",
+    "typing",
+)
 
 
 def _package(filename: str, function: str = "") -> str:
@@ -83,8 +99,9 @@ def read_cprofile(stats_file: Path, top: int) -> dict[str, Any]:
     return _shares(own, by_package, top)
 
 
-def _drive(server: servers.Server, cert_dir: Path, endpoint: str, body: bytes, seconds: float,
-           connections: int) -> dict[str, Any]:
+def _drive(
+    server: servers.Server, cert_dir: Path, endpoint: str, body: bytes, seconds: float, connections: int
+) -> dict[str, Any]:
     if endpoint != "/convert-10k":
         return run_wrk(server.url + endpoint, body, seconds=seconds, connections=connections).as_dict()
     context = servers.client_context(cert_dir)
@@ -100,9 +117,28 @@ def profile_endpoint(cert_dir: Path, tmp: Path, endpoint: str, body: bytes, args
     out = tmp / f"{endpoint.strip('/')}.{'prof' if args.cprofile else 'txt'}"
     if args.cprofile:
         port = free_port()
-        server = servers._start("ours-cprofile", [
-            sys.executable, "-m", "cProfile", "-o", str(out), "-m", "webhook", "--cert-dir", str(cert_dir),
-            "--bind-address", "127.0.0.1", "--port", str(port), "--metrics-bind-address", "0"], cert_dir, port)
+        server = servers._start(
+            "ours-cprofile",
+            [
+                sys.executable,
+                "-m",
+                "cProfile",
+                "-o",
+                str(out),
+                "-m",
+                "webhook",
+                "--cert-dir",
+                str(cert_dir),
+                "--bind-address",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--metrics-bind-address",
+                "0",
+            ],
+            cert_dir,
+            port,
+        )
         try:
             load = _drive(server, cert_dir, endpoint, body, args.seconds, args.connections)
         finally:
@@ -110,9 +146,24 @@ def profile_endpoint(cert_dir: Path, tmp: Path, endpoint: str, body: bytes, args
         return {"load": load, **read_cprofile(out, args.top)}
     with servers.ours(cert_dir) as server:
         sampler = subprocess.Popen(
-            [str(py_spy()), "record", "--pid", str(server.pid), "--duration", str(int(args.seconds)),
-             "--rate", "250", "--format", "raw", "--nonblocking", "--output", str(out)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                str(py_spy()),
+                "record",
+                "--pid",
+                str(server.pid),
+                "--duration",
+                str(int(args.seconds)),
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "--nonblocking",
+                "--output",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         time.sleep(0.5)  # attached before the load starts
         load = _drive(server, cert_dir, endpoint, body, args.seconds, args.connections)
         _, err = sampler.communicate(timeout=60)
@@ -140,8 +191,11 @@ def main(argv: list[str] | None = None) -> int:
 
     for endpoint, r in results.items():
         load = r["load"]
-        rate = (f"{load['rps']:,.0f} req/s" if "rps" in load
-                else f"{load['seconds_per_review'] * 1000:,.0f} ms per review of 10,000")
+        rate = (
+            f"{load['rps']:,.0f} req/s"
+            if "rps" in load
+            else f"{load['seconds_per_review'] * 1000:,.0f} ms per review of 10,000"
+        )
         print(f"\n{endpoint} ({rate} while profiled): own time by package")
         print(table(["package", "share %"], [[k, v * 100] for k, v in list(r["packages"].items())[:10]]))
         print(f"{endpoint}: top functions by own time")

@@ -38,8 +38,10 @@ def fmt(value: Any, digits: int = 1) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [list(headers)] + [[fmt(c) if not isinstance(c, str) else c for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-             for row in cells]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        for row in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -47,8 +49,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def environment() -> dict[str, Any]:
     """Enough about the machine and the tree to tell two result files apart."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         commit = ""
     cpu = ""

@@ -47,8 +47,10 @@ def cpu_ms(parse: Callable[[str], object], selector: str, repeat: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.selectors", description=__doc__.split("\n")[0])
-    parser.add_argument("--old", help="a copy of the old insights/selectors.py, to time its label_selector too "
-                                      "(minutes: skips the 1 MiB input)")
+    parser.add_argument(
+        "--old",
+        help="a copy of the old insights/selectors.py, to time its label_selector too (minutes: skips the 1 MiB input)",
+    )
     args = parser.parse_args()
     old: Callable[[str], object] | None = None
     if args.old:

@@ -36,8 +36,9 @@ def client_context(cert_dir: Path) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
 
 
-def request(url: str, context: ssl.SSLContext, *, body: bytes | None = None, method: str = "POST",
-            timeout: float = 60.0) -> tuple[int, bytes]:
+def request(
+    url: str, context: ssl.SSLContext, *, body: bytes | None = None, method: str = "POST", timeout: float = 60.0
+) -> tuple[int, bytes]:
     """One HTTPS request on a fresh connection: (status, body)."""
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPSConnection(parts.hostname or "127.0.0.1", parts.port, context=context, timeout=timeout)
@@ -97,11 +98,21 @@ def _ready_by_review(url: str, context: ssl.SSLContext) -> bool:
     return status == 200
 
 
-def _start(name: str, argv: list[str], cert_dir: Path, port: int, *, env: dict[str, str] | None = None,
-           by_review: bool = False, timeout: float = 60.0, pin: bool = True) -> Server:
+def _start(
+    name: str,
+    argv: list[str],
+    cert_dir: Path,
+    port: int,
+    *,
+    env: dict[str, str] | None = None,
+    by_review: bool = False,
+    timeout: float = 60.0,
+    pin: bool = True,
+) -> Server:
     server_core, _ = cores()
-    component = Component(f"bench-{name}", pinned(argv, server_core if pin else None),
-                          LOGS_DIR / f"{name}.log", env=env)
+    component = Component(
+        f"bench-{name}", pinned(argv, server_core if pin else None), LOGS_DIR / f"{name}.log", env=env
+    )
     component.start()
     url = f"https://127.0.0.1:{port}"
     server = Server(name, url, component)
@@ -118,15 +129,26 @@ def _start(name: str, argv: list[str], cert_dir: Path, port: int, *, env: dict[s
 def ours(cert_dir: Path, *, port: int = 0, args: list[str] | None = None, pin: bool = True) -> Server:
     port = port or free_port()
     # No metrics listener: the Go peer has none either (its metrics are still recorded, as ours are).
-    argv = [sys.executable, "-m", "webhook", "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
-            "--port", str(port), "--metrics-bind-address", "0", *(args or [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "webhook",
+        "--cert-dir",
+        str(cert_dir),
+        "--bind-address",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--metrics-bind-address",
+        "0",
+        *(args or []),
+    ]
     return _start("ours", argv, cert_dir, port, pin=pin)
 
 
 def go_peer(cert_dir: Path, *, port: int = 0, pin: bool = True) -> Server:
     port = port or free_port()
-    argv = [str(go_webhook_binary()), "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
-            "--port", str(port)]
+    argv = [str(go_webhook_binary()), "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port)]
     return _start("go-controller-runtime", argv, cert_dir, port, pin=pin)
 
 
@@ -134,8 +156,13 @@ def kopf_peer(cert_dir: Path, kubeconfig: Path, *, port: int = 0) -> Server:
     """kopf's admission server; it scans the API first, so ``kubeconfig`` must reach a plane with the CRD."""
     port = port or free_port()
     venv = kopf_venv()
-    env = {**os.environ, "FOO_BENCH_CERT_DIR": str(cert_dir), "FOO_BENCH_PORT": str(port),
-           "PYTHONPATH": str(REPO), "KUBECONFIG": str(kubeconfig)}
+    env = {
+        **os.environ,
+        "FOO_BENCH_CERT_DIR": str(cert_dir),
+        "FOO_BENCH_PORT": str(port),
+        "PYTHONPATH": str(REPO),
+        "KUBECONFIG": str(kubeconfig),
+    }
     argv = [str(venv / "bin" / "kopf"), "run", "--standalone", "--all-namespaces", str(KOPF_WEBHOOK)]
     server = _start("kopf", argv, cert_dir, port, env=env, by_review=True, timeout=120)
     server.endpoints = ("/validate-foo", "/mutate-foo")

@@ -31,27 +31,58 @@ def rows() -> list[list[str]]:
     admission = _load("admission")
     result: list[list[str]] = []
     for endpoint in ("/validate-foo", "/mutate-foo"):
-        ratio: dict[str, Any] = next((r for r in _get(admission, "ratios") or []
-                                      if r["peer"] == "go-controller-runtime" and r["endpoint"] == endpoint), {})
+        ratio: dict[str, Any] = next(
+            (
+                r
+                for r in _get(admission, "ratios") or []
+                if r["peer"] == "go-controller-runtime" and r["endpoint"] == endpoint
+            ),
+            {},
+        )
         result.append([f"admission {endpoint}: req/s ours ÷ Go", "≥ 1.2", fmt(ratio.get("saturation_rps"), 2)])
-        result.append([f"admission {endpoint}: p99 ours ÷ Go (saturation)", "≤ 0.5", fmt(ratio.get("saturation_p99"), 2)])
-        result.append([f"admission {endpoint}: p99 ours ÷ Go (fixed rate)", "≤ 0.5", fmt(ratio.get("fixed_rate_p99"), 2)])
+        result.append(
+            [f"admission {endpoint}: p99 ours ÷ Go (saturation)", "≤ 0.5", fmt(ratio.get("saturation_p99"), 2)]
+        )
+        result.append(
+            [f"admission {endpoint}: p99 ours ÷ Go (fixed rate)", "≤ 0.5", fmt(ratio.get("fixed_rate_p99"), 2)]
+        )
     conversion = _load("conversion")
     objects = _get(conversion, "settings", "objects")
     for case in ("to v1alpha1", "to v1"):
         seconds = _get(conversion, "direct", "ours", case, "seconds")
-        result.append([f"/convert {fmt(objects)} Foos {case} over HTTPS, ms", "≤ 100",
-                       fmt(seconds * 1000 if seconds is not None else None)])
+        result.append(
+            [
+                f"/convert {fmt(objects)} Foos {case} over HTTPS, ms",
+                "≤ 100",
+                fmt(seconds * 1000 if seconds is not None else None),
+            ]
+        )
     convergence = _load("convergence")
     ours = _get(convergence, "results", "ours") or {}
     seconds = _get(ours, "convergence", "seconds")
     kubectl = ours.get("kubectl_seconds")
-    result.append([f"controller: {fmt(_get(convergence, 'settings', 'foos'))} Foos converged ÷ kubectl creating "
-                   "as many Deployments", "≤ 3", fmt(seconds / kubectl if seconds and kubectl else None, 2)])
-    result.append([f"controller RSS with {fmt(_get(ours, 'quiet', 'foos'))} Foos, MiB", "≤ 150",
-                   fmt(_get(ours, "quiet", "rss_mib"))])
-    result.append([f"controller writes in a {fmt(_get(convergence, 'settings', 'quiet_seconds'))} s quiet window",
-                   "0", fmt(_get(ours, "quiet", "writes"))])
+    result.append(
+        [
+            f"controller: {fmt(_get(convergence, 'settings', 'foos'))} Foos converged ÷ kubectl creating "
+            "as many Deployments",
+            "≤ 3",
+            fmt(seconds / kubectl if seconds and kubectl else None, 2),
+        ]
+    )
+    result.append(
+        [
+            f"controller RSS with {fmt(_get(ours, 'quiet', 'foos'))} Foos, MiB",
+            "≤ 150",
+            fmt(_get(ours, "quiet", "rss_mib")),
+        ]
+    )
+    result.append(
+        [
+            f"controller writes in a {fmt(_get(convergence, 'settings', 'quiet_seconds'))} s quiet window",
+            "0",
+            fmt(_get(ours, "quiet", "writes")),
+        ]
+    )
     cold = _get(_load("cold_start"), "median_seconds", "ours")
     result.append(["webhook start to /readyz, ms", "≤ 1000", fmt(cold * 1000 if cold is not None else None)])
     return result

@@ -93,9 +93,15 @@ def _builder(subject: x509.Name, issuer: x509.Name, public_key: object, days: in
 def _key_usage(*, signs_certificates: bool, enciphers_keys: bool) -> x509.KeyUsage:
     """Digital signatures always; certificate and CRL signing for a CA; key encipherment for RSA TLS."""
     return x509.KeyUsage(
-        digital_signature=True, content_commitment=False, key_encipherment=enciphers_keys,
-        data_encipherment=False, key_agreement=False, key_cert_sign=signs_certificates,
-        crl_sign=signs_certificates, encipher_only=False, decipher_only=False,
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=enciphers_keys,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=signs_certificates,
+        crl_sign=signs_certificates,
+        encipher_only=False,
+        decipher_only=False,
     )
 
 
@@ -160,7 +166,11 @@ def issue_serving(
     names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
     names += [x509.IPAddress(a) for a in addresses]
     return _leaf(
-        ca, _name(common_name), ExtendedKeyUsageOID.SERVER_AUTH, days, key_type,
+        ca,
+        _name(common_name),
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        days,
+        key_type,
         x509.SubjectAlternativeName(names),
     )
 

@@ -74,8 +74,13 @@ class SecretState:
                 changed_at = datetime.datetime.fromisoformat(raw[CHANGED_AT].decode())
             except ValueError:
                 changed_at = None
-        return cls(ca=pair(CA_CERT, CA_KEY), serving=pair(TLS_CERT, TLS_KEY), next_ca=pair(NEXT_CA_CERT, NEXT_CA_KEY),
-                   bundle=tuple(split_pem(raw.get(CA_BUNDLE, b""))), changed_at=changed_at)
+        return cls(
+            ca=pair(CA_CERT, CA_KEY),
+            serving=pair(TLS_CERT, TLS_KEY),
+            next_ca=pair(NEXT_CA_CERT, NEXT_CA_KEY),
+            bundle=tuple(split_pem(raw.get(CA_BUNDLE, b""))),
+            changed_at=changed_at,
+        )
 
     def to_secret_data(self) -> dict[str, str]:
         data: dict[str, bytes] = {}
@@ -127,9 +132,15 @@ def _ips(certificate: x509.Certificate) -> list[str]:
     return [str(ip) for ip in san.get_values_for_type(x509.IPAddress)]
 
 
-def next_state(state: SecretState, now: datetime.datetime, dns_names: Sequence[str],
-               policy: RotationPolicy = RotationPolicy(), *, ips: Sequence[str] = (),
-               ca_name: str = "foo-operator-ca") -> SecretState | None:
+def next_state(
+    state: SecretState,
+    now: datetime.datetime,
+    dns_names: Sequence[str],
+    policy: RotationPolicy = RotationPolicy(),
+    *,
+    ips: Sequence[str] = (),
+    ca_name: str = "foo-operator-ca",
+) -> SecretState | None:
     """The state to write next, or None when everything is current."""
     days = max(1, policy.serving_validity.days)
 
@@ -137,8 +148,9 @@ def next_state(state: SecretState, now: datetime.datetime, dns_names: Sequence[s
         return issue_serving(ca, common_name=dns_names[0], dns_names=dns_names, ips=ips, days=days)
 
     def names_differ(serving: KeyPair) -> bool:
-        return (sorted(_dns_names(serving.certificate)) != sorted(dns_names)
-                or sorted(_ips(serving.certificate)) != sorted(ips))
+        return sorted(_dns_names(serving.certificate)) != sorted(dns_names) or sorted(
+            _ips(serving.certificate)
+        ) != sorted(ips)
 
     waited = state.changed_at is None or now - state.changed_at >= policy.overlap
     if state.ca is None:
@@ -148,20 +160,34 @@ def next_state(state: SecretState, now: datetime.datetime, dns_names: Sequence[s
         if not waited:
             return None
         # Step 2: every apiserver trusts the new CA by now; serve from it.
-        return SecretState(ca=state.next_ca, serving=serve_from(state.next_ca), bundle=state.bundle,
-                           changed_at=now, step="switched serving to the new CA")
+        return SecretState(
+            ca=state.next_ca,
+            serving=serve_from(state.next_ca),
+            bundle=state.bundle,
+            changed_at=now,
+            step="switched serving to the new CA",
+        )
     if len(state.bundle) > 1 and waited:
         # Step 3: every replica serves from the new CA by now; stop trusting the old one.
         return replace(state, bundle=(state.ca.cert_pem,), changed_at=now, step="retired the old CA")
     if _needs_renewal(state.ca.certificate, now, policy.renew_fraction) and len(state.bundle) == 1:
         # Step 1: trust a new CA alongside the current one.
         next_ca = new_ca(ca_name, days=max(1, policy.ca_validity.days))
-        return replace(state, next_ca=next_ca, bundle=(state.ca.cert_pem, next_ca.cert_pem), changed_at=now,
-                       step="trusting a new CA")
+        return replace(
+            state,
+            next_ca=next_ca,
+            bundle=(state.ca.cert_pem, next_ca.cert_pem),
+            changed_at=now,
+            step="trusting a new CA",
+        )
     if state.ca.cert_pem not in state.bundle:
         return replace(state, bundle=(*state.bundle, state.ca.cert_pem), changed_at=now, step="repaired the bundle")
     serving = state.serving
-    if (serving is None or not _issued_by(serving, state.ca) or names_differ(serving)
-            or _needs_renewal(serving.certificate, now, policy.renew_fraction)):
+    if (
+        serving is None
+        or not _issued_by(serving, state.ca)
+        or names_differ(serving)
+        or _needs_renewal(serving.certificate, now, policy.renew_fraction)
+    ):
         return replace(state, serving=serve_from(state.ca), step="renewed the serving certificate")
     return None

@@ -24,10 +24,20 @@ from .rotation import RotationPolicy, SecretState, next_state
 log = logging.getLogger(__name__)
 
 SECRETS = Resource("", "v1", "secrets", "Secret")
-MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                    "MutatingWebhookConfiguration", namespaced=False)
-VALIDATING = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                      "ValidatingWebhookConfiguration", namespaced=False)
+MUTATING = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+VALIDATING = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
+)
 APISERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", namespaced=False)
 
 
@@ -46,15 +56,28 @@ def _with_bundle_in_webhooks(obj: dict[str, Any], bundle: str) -> dict[str, Any]
     webhooks = obj.get("webhooks") or []
     if all((w.get("clientConfig") or {}).get("caBundle") == bundle for w in webhooks):
         return None
-    return {**obj, "webhooks": [{**w, "clientConfig": {**(w.get("clientConfig") or {}), "caBundle": bundle}}
-                                for w in webhooks]}
+    return {
+        **obj,
+        "webhooks": [{**w, "clientConfig": {**(w.get("clientConfig") or {}), "caBundle": bundle}} for w in webhooks],
+    }
 
 
 class Rotator:
-    def __init__(self, client: KubeClient, *, namespace: str, secret_name: str, dns_names: Sequence[str],
-                 cert_dir: Path, targets: BundleTargets, policy: RotationPolicy = RotationPolicy(),
-                 ips: Sequence[str] = (), interval: float = 30.0, elector: LeaderElector | None = None,
-                 on_files_written: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        namespace: str,
+        secret_name: str,
+        dns_names: Sequence[str],
+        cert_dir: Path,
+        targets: BundleTargets,
+        policy: RotationPolicy = RotationPolicy(),
+        ips: Sequence[str] = (),
+        interval: float = 30.0,
+        elector: LeaderElector | None = None,
+        on_files_written: Callable[[], object] | None = None,
+    ) -> None:
         self.client = client
         self.namespace = namespace
         self.secret_name = secret_name
@@ -86,10 +109,17 @@ class Rotator:
     async def _write_secret(self, state: SecretState, current: dict[str, Any] | None) -> None:
         data = state.to_secret_data()
         if current is None:
-            body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                    "metadata": {"name": self.secret_name, "namespace": self.namespace,
-                                 "labels": {"app.kubernetes.io/managed-by": "foo-operator-rotator"}},
-                    "data": data}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {
+                    "name": self.secret_name,
+                    "namespace": self.namespace,
+                    "labels": {"app.kubernetes.io/managed-by": "foo-operator-rotator"},
+                },
+                "data": data,
+            }
             await self.client.create(SECRETS, body, namespace=self.namespace)
         else:
             # resourceVersion in the body: a concurrent writer makes this a 409, never a lost update.
@@ -103,8 +133,11 @@ class Rotator:
         following = next_state(state, now, self.dns_names, self.policy, ips=self.ips)
         if following is not None:
             await self._write_secret(following, secret)
-            log.info("certificates: %s", following.step,
-                     extra={"secret": f"{self.namespace}/{self.secret_name}", "trusted_cas": len(following.bundle)})
+            log.info(
+                "certificates: %s",
+                following.step,
+                extra={"secret": f"{self.namespace}/{self.secret_name}", "trusted_cas": len(following.bundle)},
+            )
             state = following
         await self.inject(state.bundle_pem)
         return state
@@ -120,8 +153,9 @@ class Rotator:
         if self.targets.apiservice:
             await self._update(APISERVICES, self.targets.apiservice, lambda obj: _apiservice_with_bundle(obj, bundle))
 
-    async def _update(self, resource: Resource, name: str,
-                      change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
+    async def _update(
+        self, resource: Resource, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> None:
         try:
             current = await self.client.get(resource, name)
             wanted = change(current)
@@ -132,7 +166,9 @@ class Rotator:
             if err.not_found:
                 log.debug("caBundle target not installed yet", extra={"kind": resource.kind, "object": name})
             elif err.conflict:
-                log.info("caBundle update conflicted; retrying next round", extra={"kind": resource.kind, "object": name})
+                log.info(
+                    "caBundle update conflicted; retrying next round", extra={"kind": resource.kind, "object": name}
+                )
             else:
                 raise
 
@@ -173,7 +209,7 @@ class Rotator:
                     log.exception("certificate rotation round failed unexpectedly; retrying")
                 try:
                     await asyncio.wait_for(self._became_leader.wait(), timeout=self.interval)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 self._became_leader.clear()
         finally:

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 NAME = "foo"
 
+
 def owning_foo_key(deployment: Object) -> str | None:
     """The key of the Foo that controls ``deployment``, whatever version its reference names."""
     ref = controller_ref(deployment)
@@ -234,10 +235,14 @@ def deployment_projection(deployment: Object) -> Object:
     projected: Object = {
         "apiVersion": deployment.get("apiVersion", "apps/v1"),
         "kind": deployment.get("kind", "Deployment"),
-        "metadata": _pick(meta, "name", "namespace", "uid", "resourceVersion", "generation", "ownerReferences", "deletionTimestamp"),
+        "metadata": _pick(
+            meta, "name", "namespace", "uid", "resourceVersion", "generation", "ownerReferences", "deletionTimestamp"
+        ),
         "spec": {
             **_pick(spec, "replicas"),
-            "template": {"spec": {"containers": [_pick(c, "name", "image") for c in template_spec.get("containers") or ()]}},
+            "template": {
+                "spec": {"containers": [_pick(c, "name", "image") for c in template_spec.get("containers") or ()]}
+            },
         },
     }
     if status:

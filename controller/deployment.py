@@ -75,8 +75,9 @@ def nginx_container(deployment: Mapping[str, Any]) -> Object | None:
     return None
 
 
-def drift_patch(raw_foo: Mapping[str, Any], deployment: Mapping[str, Any], *,
-                default_image: str = DEFAULT_IMAGE) -> Object | None:
+def drift_patch(
+    raw_foo: Mapping[str, Any], deployment: Mapping[str, Any], *, default_image: str = DEFAULT_IMAGE
+) -> Object | None:
     """A strategic merge patch setting only replicas and the nginx container's image, or None.
 
     Containers merge by name, so the patch leaves every other field of the pod template alone.

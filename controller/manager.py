@@ -70,8 +70,9 @@ async def _client(settings: Settings) -> KubeClient | None:
     try:
         return await connect(
             settings.kubeconfig,
-            settings=ClientSettings(qps=settings.qps, burst=settings.burst, user_agent=COMPONENT,
-                                    field_manager=COMPONENT),
+            settings=ClientSettings(
+                qps=settings.qps, burst=settings.burst, user_agent=COMPONENT, field_manager=COMPONENT
+            ),
         )
     except Exception as exc:  # no kubeconfig, no service account: nothing to retry
         log.error("cannot configure a Kubernetes client (%s): %s", settings.kubeconfig or "in-cluster", exc)
@@ -96,14 +97,29 @@ class _Parts:
     def build(cls, settings: Settings, client: KubeClient) -> _Parts:
         metrics = metrics_for(REGISTRY)
         recorder = EventRecorder(client, COMPONENT, metrics=metrics)
-        controller = FooController(client, recorder, namespace=settings.namespace, workers=settings.workers,
-                                   default_image=settings.default_image, metrics=metrics)
+        controller = FooController(
+            client,
+            recorder,
+            namespace=settings.namespace,
+            workers=settings.workers,
+            default_image=settings.default_image,
+            metrics=metrics,
+        )
         probes = HealthServer(ready=lambda: controller.synced, host=settings.health_host, port=settings.health_port)
-        elector = LeaderElector(
-            client, namespace=settings.leader_elect_namespace, name=settings.leader_elect_name,
-            identity=settings.identity, lease_duration=settings.lease_duration,
-            renew_deadline=settings.renew_deadline, retry_period=settings.retry_period, metrics=metrics,
-        ) if settings.leader_elect else None
+        elector = (
+            LeaderElector(
+                client,
+                namespace=settings.leader_elect_namespace,
+                name=settings.leader_elect_name,
+                identity=settings.identity,
+                lease_duration=settings.lease_duration,
+                renew_deadline=settings.renew_deadline,
+                retry_period=settings.retry_period,
+                metrics=metrics,
+            )
+            if settings.leader_elect
+            else None
+        )
         self_signed = tempfile.TemporaryDirectory(prefix="foo-operator-metrics-") if settings.metrics.secure else None
         return cls(settings, client, metrics, recorder, controller, probes, elector, self_signed)
 
@@ -139,11 +155,18 @@ class _Parts:
 
 async def _caches_synced(controller: FooController, settings: Settings, stop: asyncio.Event) -> bool:
     """Wait for every informer's first list; False if stopped first."""
-    log.info("waiting for caches (namespace %s, %d workers, qps %s, burst %s)",
-             settings.namespace or "<all>", settings.workers, settings.qps, settings.burst)
+    log.info(
+        "waiting for caches (namespace %s, %d workers, qps %s, burst %s)",
+        settings.namespace or "<all>",
+        settings.workers,
+        settings.qps,
+        settings.burst,
+    )
     synced = all(await asyncio.gather(*(_until(i.wait_for_sync(), stop) for i in controller.informers)))
     if synced:
-        log.info("caches synced: %d Foos, %d Deployments", len(controller.foos.store), len(controller.deployments.store))
+        log.info(
+            "caches synced: %d Foos, %d Deployments", len(controller.foos.store), len(controller.deployments.store)
+        )
     return synced
 
 
@@ -158,8 +181,9 @@ async def _work_until_stopped(parts: _Parts, settings: Settings, stop: asyncio.E
     await parts.controller.stop_workers(settings.shutdown_grace)
 
 
-def _metrics_server(settings: Settings, client: KubeClient,
-                    self_signed: tempfile.TemporaryDirectory[str] | None) -> MetricsServer:
+def _metrics_server(
+    settings: Settings, client: KubeClient, self_signed: tempfile.TemporaryDirectory[str] | None
+) -> MetricsServer:
     """Plain, or HTTPS behind TokenReview + SubjectAccessReview with the given or a self-signed pair."""
     if not settings.metrics.secure:
         return MetricsServer(settings.metrics, REGISTRY)
@@ -168,8 +192,9 @@ def _metrics_server(settings: Settings, client: KubeClient,
     else:
         assert self_signed is not None
         cert_file, key_file = write_self_signed(Path(self_signed.name))
-    return MetricsServer(settings.metrics, REGISTRY, guard=delegating_guard(client),
-                         certificate=CertWatcher(cert_file, key_file))
+    return MetricsServer(
+        settings.metrics, REGISTRY, guard=delegating_guard(client), certificate=CertWatcher(cert_file, key_file)
+    )
 
 
 async def _lead_while_elected(

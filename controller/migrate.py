@@ -263,8 +263,9 @@ class Migration:
             try:
                 for version in facts.served_versions:
                     resource = foos_at(version)
-                    await self.client.request("GET", resource.path(meta.get("namespace"), meta.get("name")),
-                                              timeout=timeout)
+                    await self.client.request(
+                        "GET", resource.path(meta.get("namespace"), meta.get("name")), timeout=timeout
+                    )
             except ApiError as exc:
                 if exc.not_found:
                     continue  # deleted under us: probe with another

@@ -158,11 +158,15 @@ class FooReconciler:
             # retry sees the newcomer, which is not ours to touch.
             patch = {"metadata": {"uid": uid}, **patch}
         patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
-        self.recent_deployments.remember(deployment_key, deployment, patched, cached=self.deployments.get(deployment_key))
+        self.recent_deployments.remember(
+            deployment_key, deployment, patched, cached=self.deployments.get(deployment_key)
+        )
         log.info("%s: reverted drift of Deployment %s: %s", key, deployment_key, patch["spec"], extra={"key": key})
         return patched
 
-    async def _write_status(self, key: str, foo: Object, deployment: Object | None, problem: Problem | None = None) -> bool:
+    async def _write_status(
+        self, key: str, foo: Object, deployment: Object | None, problem: Problem | None = None
+    ) -> bool:
         status = desired_status(foo, deployment, now=wire_time(self._wall_clock()), problem=problem)
         if not status_changed(foo, status):
             return False

@@ -55,7 +55,9 @@ def progressing_condition(deployment: Mapping[str, Any], generation: int | None)
                 str(condition.get("message") or ""),
                 generation,
             )
-    return _condition(PROGRESSING, "Unknown", "DeploymentPending", "The Deployment has not reported progress yet", generation)
+    return _condition(
+        PROGRESSING, "Unknown", "DeploymentPending", "The Deployment has not reported progress yet", generation
+    )
 
 
 def desired_status(

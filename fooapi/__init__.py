@@ -22,7 +22,24 @@ from .names import (
 from .validation import validate
 
 __all__ = [
-    "API_VERSIONS", "CRD_NAME", "DEFAULT_IMAGE", "GROUP", "HUB_API_VERSION", "HUB_VERSION", "KIND", "LEGACY_API_VERSION",
-    "LEGACY_VERSION", "MAX_REPLICAS", "MIN_REPLICAS", "PLURAL", "SHORT_NAMES", "SINGULAR", "VERSIONS",
-    "ConversionError", "FieldError", "convert", "default", "validate",
+    "API_VERSIONS",
+    "CRD_NAME",
+    "DEFAULT_IMAGE",
+    "GROUP",
+    "HUB_API_VERSION",
+    "HUB_VERSION",
+    "KIND",
+    "LEGACY_API_VERSION",
+    "LEGACY_VERSION",
+    "MAX_REPLICAS",
+    "MIN_REPLICAS",
+    "PLURAL",
+    "SHORT_NAMES",
+    "SINGULAR",
+    "VERSIONS",
+    "ConversionError",
+    "FieldError",
+    "convert",
+    "default",
+    "validate",
 ]

@@ -19,8 +19,21 @@ API_APPROVAL = (
 )
 
 # Keys of a JSON schema that a structural CRD schema keeps: shape, bounds, defaults, CEL rules.
-_KEPT = {"type", "description", "format", "enum", "items", "properties", "required",
-         "minimum", "maximum", "maxLength", "pattern", "default", "x-kubernetes-validations"}
+_KEPT = {
+    "type",
+    "description",
+    "format",
+    "enum",
+    "items",
+    "properties",
+    "required",
+    "minimum",
+    "maximum",
+    "maxLength",
+    "pattern",
+    "default",
+    "x-kubernetes-validations",
+}
 
 
 def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +131,9 @@ def _version(name: str, model: type[BaseModel], *, storage: bool, default_image:
 
 
 def crd_manifest(
-    *, conversion_client_config: dict[str, Any] | None = None, labels: dict[str, str] | None = None,
+    *,
+    conversion_client_config: dict[str, Any] | None = None,
+    labels: dict[str, str] | None = None,
     default_image: str = DEFAULT_IMAGE,
 ) -> dict[str, Any]:
     """The Foo CRD; with ``conversion_client_config`` ({url|service, caBundle}) it converts by webhook.

@@ -24,13 +24,19 @@ IMMUTABLE: dict[str, Any] = {"x-kubernetes-validations": [{"rule": "self == oldS
 
 
 def _deployment_name(description: str) -> Any:
-    return Field(None, description=description, max_length=DNS1123_SUBDOMAIN_MAX_LENGTH,
-                 pattern=f"^{DNS1123_SUBDOMAIN_FMT}$", json_schema_extra=IMMUTABLE)
+    return Field(
+        None,
+        description=description,
+        max_length=DNS1123_SUBDOMAIN_MAX_LENGTH,
+        pattern=f"^{DNS1123_SUBDOMAIN_FMT}$",
+        json_schema_extra=IMMUTABLE,
+    )
 
 
 def _replicas(description: str) -> Any:
-    return Field(None, description=description, ge=MIN_REPLICAS, le=MAX_REPLICAS,
-                 json_schema_extra={"default": DEFAULT_REPLICAS})
+    return Field(
+        None, description=description, ge=MIN_REPLICAS, le=MAX_REPLICAS, json_schema_extra={"default": DEFAULT_REPLICAS}
+    )
 
 
 class _Model(BaseModel):
@@ -69,9 +75,14 @@ class Condition(_Model):
 class DeploymentTemplate(_Model):
     """What the Deployment owned by the Foo looks like."""
 
-    name: str | None = _deployment_name("Name of the Deployment the Foo owns. Required; a DNS-1123 subdomain; immutable.")
-    image: str | None = Field(None, description="Container image of the nginx container. Defaults to the operator's "
-                                                "default image (nginx:latest unless configured).")
+    name: str | None = _deployment_name(
+        "Name of the Deployment the Foo owns. Required; a DNS-1123 subdomain; immutable."
+    )
+    image: str | None = Field(
+        None,
+        description="Container image of the nginx container. Defaults to the operator's "
+        "default image (nginx:latest unless configured).",
+    )
 
 
 class FooSpecV1(_Model):
@@ -109,8 +120,13 @@ class FooSpecV1alpha1(_Model):
     """The desired state of a Foo (sample-controller's schema)."""
 
     deployment_name: str | None = Field(
-        None, alias="deploymentName", description="Name of the Deployment the Foo owns. A DNS-1123 subdomain; immutable.",
-        max_length=DNS1123_SUBDOMAIN_MAX_LENGTH, pattern=f"^{DNS1123_SUBDOMAIN_FMT}$", json_schema_extra=IMMUTABLE)
+        None,
+        alias="deploymentName",
+        description="Name of the Deployment the Foo owns. A DNS-1123 subdomain; immutable.",
+        max_length=DNS1123_SUBDOMAIN_MAX_LENGTH,
+        pattern=f"^{DNS1123_SUBDOMAIN_FMT}$",
+        json_schema_extra=IMMUTABLE,
+    )
     replicas: int | None = _replicas("Number of replicas, 1 to 10. Defaults to 1.")
 
 

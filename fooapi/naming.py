@@ -19,12 +19,17 @@ DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS1123_SUBDOMAIN_FMT = rf"{DNS1123_LABEL_FMT}(\.{DNS1123_LABEL_FMT})*"
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
 
-_QUALIFIED_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-                       "alphanumeric character")
-_LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                    "and must start and end with an alphanumeric character")
-_DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-                          "'.', and must start and end with an alphanumeric character")
+_QUALIFIED_NAME_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+)
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character"
+)
 
 
 def byte_length(value: str) -> int:
@@ -50,8 +55,10 @@ def _is_qualified(name: str) -> bool:
 
 def _is_dns1123_subdomain(value: str) -> bool:
     """Matches DNS1123_SUBDOMAIN_FMT: dot-separated labels, each alphanumeric at both ends."""
-    return all(label and label[0] in _LOWER_ALNUM and label[-1] in _LOWER_ALNUM
-               and not label.strip(_DNS1123_LABEL_CHARS) for label in value.split("."))
+    return all(
+        label and label[0] in _LOWER_ALNUM and label[-1] in _LOWER_ALNUM and not label.strip(_DNS1123_LABEL_CHARS)
+        for label in value.split(".")
+    )
 
 
 def dns1123_subdomain(value: str) -> list[str]:
@@ -77,14 +84,18 @@ def qualified_name(value: str) -> list[str]:
         else:
             errors.extend(f"prefix part {message}" for message in dns1123_subdomain(prefix))
     else:
-        return [f"a qualified name {regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, 'MyName', 'my.name', '123-abc')}"
-                " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+        return [
+            f"a qualified name {regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, 'MyName', 'my.name', '123-abc')}"
+            " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
     if not name:
         errors.append("name part must be non-empty")
     elif byte_length(name) > QUALIFIED_NAME_MAX_LENGTH:
         errors.append(f"name part {max_len_error(QUALIFIED_NAME_MAX_LENGTH)}")
     if not _is_qualified(name):
-        errors.append(f"name part {regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, 'MyName', 'my.name', '123-abc')}")
+        errors.append(
+            f"name part {regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, 'MyName', 'my.name', '123-abc')}"
+        )
     return errors
 
 

@@ -66,8 +66,12 @@ def _fields(obj: dict[str, Any]) -> tuple[str, str, Any, str | None, Any, list[F
     if not isinstance(deployment, dict):
         return "", "", None, None, None, [type_invalid("spec.deployment", deployment, "must be an object")]
     return (
-        "spec.deployment.name", "spec.replicas", deployment.get("name"),
-        "spec.deployment.image", deployment.get("image"), [],
+        "spec.deployment.name",
+        "spec.replicas",
+        deployment.get("name"),
+        "spec.deployment.image",
+        deployment.get("image"),
+        [],
     )
 
 

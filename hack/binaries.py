@@ -19,8 +19,14 @@ VERSIONS_FILE = HACK_DIR / "versions.env"
 
 # What `hack/build.sh` without arguments provides.
 PLANE_FILES = (
-    "etcd", "kube_apiserver", "kubectl", "kube_controller_manager", "kube_scheduler",
-    "kwok", "kwok_stages", "helm",
+    "etcd",
+    "kube_apiserver",
+    "kubectl",
+    "kube_controller_manager",
+    "kube_scheduler",
+    "kwok",
+    "kwok_stages",
+    "helm",
 )
 
 
@@ -78,12 +84,15 @@ class Binaries:
         if gone:
             listing = ", ".join(f"{n} ({getattr(self, n)})" for n in gone)
             if any(n in self.user_supplied for n in gone):
-                raise MissingBinaryError(
-                    f"missing: {listing}; check TEST_ASSET_* / KUBEBUILDER_ASSETS")
-            hint = "bash hack/build.sh sample-controller" if any(n.startswith("sample") for n in gone) \
+                raise MissingBinaryError(f"missing: {listing}; check TEST_ASSET_* / KUBEBUILDER_ASSETS")
+            hint = (
+                "bash hack/build.sh sample-controller"
+                if any(n.startswith("sample") for n in gone)
                 else "bash hack/build.sh"
+            )
             raise MissingBinaryError(
-                f"not built: {listing}; run `{hint}` first (same *_VERSION and FOO_OPERATOR_CACHE)")
+                f"not built: {listing}; run `{hint}` first (same *_VERSION and FOO_OPERATOR_CACHE)"
+            )
 
 
 def _is_file(path: Path) -> bool:
@@ -163,8 +172,15 @@ def cert_manager(env: Mapping[str, str] | None = None) -> CertManager:
     src = HACK_DIR / "cert-manager"
     sources = [src / "go.mod", src / "go.sum", *sorted(src.glob("*/main.go"))]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
-    version = next(line.split()[-1] for line in (src / "go.mod").read_text().splitlines()
-                   if "github.com/cert-manager/cert-manager " in line)
+    version = next(
+        line.split()[-1]
+        for line in (src / "go.mod").read_text().splitlines()
+        if "github.com/cert-manager/cert-manager " in line
+    )
     bin_dir = cache_dir(env) / "bin" / f"cert-manager-{version}-{digest[:12]}"
-    return CertManager(version=version, controller=bin_dir / "controller", cainjector=bin_dir / "cainjector",
-                       crds=cache_dir(env) / "share" / f"cert-manager-{version}" / "crds.yaml")
+    return CertManager(
+        version=version,
+        controller=bin_dir / "controller",
+        cainjector=bin_dir / "cainjector",
+        crds=cache_dir(env) / "share" / f"cert-manager-{version}" / "crds.yaml",
+    )

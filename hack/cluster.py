@@ -50,8 +50,7 @@ __all__ = ["ComponentError", "KubectlError", "LocalControlPlane", "find_binaries
 
 
 # Everything a plane writes into its workdir except logs/, which outlive it for post-mortems.
-DATA_ENTRIES = ("etcd", "pki", "kubeconfig", "kubeconfigs", "pids", "kube-cache", "helm",
-                "flex-volume-plugins")
+DATA_ENTRIES = ("etcd", "pki", "kubeconfig", "kubeconfigs", "pids", "kube-cache", "helm", "flex-volume-plugins")
 
 
 def remove_data_in(workdir: Path) -> None:
@@ -84,9 +83,16 @@ class LocalControlPlane:
     `ca_file` / `front_proxy_ca_file` (and their keys), `node_names`, `logs_dir`.
     """
 
-    def __init__(self, workdir: str | os.PathLike[str], *, nodes: int = 1, minimal: bool = False,
-                 apiserver_args: Sequence[str] = (), timeout: float = 120.0,
-                 address: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        *,
+        nodes: int = 1,
+        minimal: bool = False,
+        apiserver_args: Sequence[str] = (),
+        timeout: float = 120.0,
+        address: str = "127.0.0.1",
+    ) -> None:
         """`address`: where kube-apiserver binds and what it advertises. Loopback (the default)
         keeps the plane invisible off this host; a real node's bridge address (hack/node.py)
         lets pods reach it, as `kubernetes.default`, through kube-proxy."""
@@ -138,8 +144,9 @@ class LocalControlPlane:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def start(self) -> None:
@@ -166,9 +173,13 @@ class LocalControlPlane:
         except BaseException:
             self.stop()
             raise
-        log.info("control plane ready in %.1fs: kube-apiserver %s at %s%s",
-                 time.monotonic() - began, self.version, self.server,
-                 "" if self.minimal else f", {len(self.node_names)} kwok node(s)")
+        log.info(
+            "control plane ready in %.1fs: kube-apiserver %s at %s%s",
+            time.monotonic() - began,
+            self.version,
+            self.server,
+            "" if self.minimal else f", {len(self.node_names)} kwok node(s)",
+        )
 
     def stop(self, *, remove_data: bool = True) -> None:
         """Stop every process (SIGTERM, then SIGKILL) newest first; remove all but the logs."""
@@ -226,19 +237,22 @@ class LocalControlPlane:
     def _start_etcd(self) -> None:
         url = f"http://127.0.0.1:{self.etcd_port}"
         peer = f"http://127.0.0.1:{free_port()}"
-        etcd = self._launch("etcd", [
-            self.bin.etcd,
-            "--name=foo-operator-local",
-            f"--data-dir={self.etcd_dir}",
-            f"--listen-client-urls={url}",
-            f"--advertise-client-urls={url}",
-            f"--listen-peer-urls={peer}",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=foo-operator-local={peer}",
-            # Throwaway data: durability buys nothing here and fsync dominates write latency.
-            "--unsafe-no-fsync=true",
-            "--log-level=warn",
-        ])
+        etcd = self._launch(
+            "etcd",
+            [
+                self.bin.etcd,
+                "--name=foo-operator-local",
+                f"--data-dir={self.etcd_dir}",
+                f"--listen-client-urls={url}",
+                f"--advertise-client-urls={url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=foo-operator-local={peer}",
+                # Throwaway data: durability buys nothing here and fsync dominates write latency.
+                "--unsafe-no-fsync=true",
+                "--log-level=warn",
+            ],
+        )
 
         def healthy() -> bool:
             status, body = _http_get("127.0.0.1", self.etcd_port, "/health", None)
@@ -304,8 +318,7 @@ class LocalControlPlane:
         def ready() -> bool:
             return self.get("/readyz")[0] == 200
 
-        wait_until("kube-apiserver /readyz", ready, timeout=self.timeout,
-                   watch=[self._components["etcd"], apiserver])
+        wait_until("kube-apiserver /readyz", ready, timeout=self.timeout, watch=[self._components["etcd"], apiserver])
 
     def component_kubeconfig(self, user: str) -> Path:
         """A kubeconfig for one identity of hack.pki (COMPONENT_USERS, or one made by issue_user)."""
@@ -313,73 +326,86 @@ class LocalControlPlane:
 
     def _component_kubeconfig(self, user: str) -> Path:
         assert self.pki is not None
-        return write_kubeconfig(self._kubeconfigs_dir / f"{user}.kubeconfig",
-                                server=self.server, pki=self.pki, user=user)
+        return write_kubeconfig(
+            self._kubeconfigs_dir / f"{user}.kubeconfig", server=self.server, pki=self.pki, user=user
+        )
 
     def _start_workers(self) -> None:
         assert self.pki is not None
         pki = self.pki
         kcm_kubeconfig = self._component_kubeconfig("kube-controller-manager")
         kcm_port = free_port()
-        kcm = self._launch("kube-controller-manager", [
-            self.bin.kube_controller_manager,
-            f"--kubeconfig={kcm_kubeconfig}",
-            f"--authentication-kubeconfig={kcm_kubeconfig}",
-            f"--authorization-kubeconfig={kcm_kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={kcm_port}",
-            "--leader-elect=false",  # one instance; no Lease churn in the tests' event streams
-            "--controllers=*",
-            # Each controller acts as its own ServiceAccount (as in kubeadm), so the bootstrap
-            # RBAC roles apply exactly as in a real cluster.
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki.sa_key_file}",
-            f"--root-ca-file={pki.ca_file}",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            "--cluster-name=foo-operator-local",
-            # Its default, /usr/libexec/kubernetes/..., is created on the machine at start.
-            f"--flex-volume-plugin-dir={self.workdir / 'flex-volume-plugins'}",
-            # kwok's status heartbeat comes every 20-45 s; the default 50 s grace leaves too
-            # little slack on a busy 2-core machine, and a node going NotReady evicts pods
-            # mid-test.
-            "--node-monitor-grace-period=2m",
-            *plane_flags("kube-controller-manager", self.version),
-        ])
+        kcm = self._launch(
+            "kube-controller-manager",
+            [
+                self.bin.kube_controller_manager,
+                f"--kubeconfig={kcm_kubeconfig}",
+                f"--authentication-kubeconfig={kcm_kubeconfig}",
+                f"--authorization-kubeconfig={kcm_kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                "--leader-elect=false",  # one instance; no Lease churn in the tests' event streams
+                "--controllers=*",
+                # Each controller acts as its own ServiceAccount (as in kubeadm), so the bootstrap
+                # RBAC roles apply exactly as in a real cluster.
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki.sa_key_file}",
+                f"--root-ca-file={pki.ca_file}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--cluster-name=foo-operator-local",
+                # Its default, /usr/libexec/kubernetes/..., is created on the machine at start.
+                f"--flex-volume-plugin-dir={self.workdir / 'flex-volume-plugins'}",
+                # kwok's status heartbeat comes every 20-45 s; the default 50 s grace leaves too
+                # little slack on a busy 2-core machine, and a node going NotReady evicts pods
+                # mid-test.
+                "--node-monitor-grace-period=2m",
+                *plane_flags("kube-controller-manager", self.version),
+            ],
+        )
         scheduler_kubeconfig = self._component_kubeconfig("kube-scheduler")
         scheduler_port = free_port()
-        scheduler = self._launch("kube-scheduler", [
-            self.bin.kube_scheduler,
-            f"--kubeconfig={scheduler_kubeconfig}",
-            f"--authentication-kubeconfig={scheduler_kubeconfig}",
-            f"--authorization-kubeconfig={scheduler_kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={scheduler_port}",
-            "--leader-elect=false",
-            *plane_flags("kube-scheduler", self.version),
-        ])
-        kwok = self._launch("kwok", [
-            self.bin.kwok,
-            f"--kubeconfig={self._component_kubeconfig('kwok')}",
-            f"--config={self.bin.kwok_stages}",
-            "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector={}={}".format(*KWOK_NODE_ANNOTATION),
-            # kwok's default pod CIDR is 10.0.0.0/24: the Service range here, and room for only
-            # 254 pods (the benchmarks make thousands).
-            f"--cidr={POD_CIDR}",
-        ])
+        scheduler = self._launch(
+            "kube-scheduler",
+            [
+                self.bin.kube_scheduler,
+                f"--kubeconfig={scheduler_kubeconfig}",
+                f"--authentication-kubeconfig={scheduler_kubeconfig}",
+                f"--authorization-kubeconfig={scheduler_kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={scheduler_port}",
+                "--leader-elect=false",
+                *plane_flags("kube-scheduler", self.version),
+            ],
+        )
+        kwok = self._launch(
+            "kwok",
+            [
+                self.bin.kwok,
+                f"--kubeconfig={self._component_kubeconfig('kwok')}",
+                f"--config={self.bin.kwok_stages}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector={}={}".format(*KWOK_NODE_ANNOTATION),
+                # kwok's default pod CIDR is 10.0.0.0/24: the Service range here, and room for only
+                # 254 pods (the benchmarks make thousands).
+                f"--cidr={POD_CIDR}",
+            ],
+        )
         workers = [self._components["etcd"], self._components["kube-apiserver"], kcm, scheduler, kwok]
         for node in self.node_names:
             self._create_node(node)
 
         for name, port in (("kube-controller-manager", kcm_port), ("kube-scheduler", scheduler_port)):
-            wait_until(f"{name} /healthz", functools.partial(_healthz_ok, port),
-                       timeout=self.timeout, watch=workers)
-        wait_until(f"node(s) {', '.join(self.node_names)} Ready", self._nodes_ready,
-                   timeout=self.timeout, watch=workers)
+            wait_until(f"{name} /healthz", functools.partial(_healthz_ok, port), timeout=self.timeout, watch=workers)
+        wait_until(
+            f"node(s) {', '.join(self.node_names)} Ready", self._nodes_ready, timeout=self.timeout, watch=workers
+        )
         # Pods are refused until kube-controller-manager has made the namespace's ServiceAccount.
-        wait_until("ServiceAccount default/default",
-                   lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
-                   timeout=self.timeout, watch=workers)
+        wait_until(
+            "ServiceAccount default/default",
+            lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
+            timeout=self.timeout,
+            watch=workers,
+        )
 
     def _create_node(self, name: str) -> None:
         key, value = KWOK_NODE_ANNOTATION
@@ -390,8 +416,10 @@ class LocalControlPlane:
                 "name": name,
                 "annotations": {key: value, "node.alpha.kubernetes.io/ttl": "0"},
                 "labels": {
-                    "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
-                    "kubernetes.io/hostname": name, "type": "kwok",
+                    "kubernetes.io/arch": "amd64",
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/hostname": name,
+                    "type": "kwok",
                 },
             },
             # No kwok taint: ordinary workloads (the operator's nginx Deployments) must land
@@ -435,30 +463,45 @@ class LocalControlPlane:
 
     def env(self) -> dict[str, str]:
         """os.environ plus KUBECONFIG (and a private kubectl cache) for tools run against us."""
-        return {**os.environ, "KUBECONFIG": str(self.kubeconfig),
-                "KUBECACHEDIR": str(self.workdir / "kube-cache")}
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "KUBECACHEDIR": str(self.workdir / "kube-cache")}
 
-    def kubectl(self, *args: str, check: bool = True, input: str | bytes | None = None,
-                timeout: float | None = 120.0) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | bytes | None = None, timeout: float | None = 120.0
+    ) -> subprocess.CompletedProcess[str]:
         """Run kubectl as admin; stdout/stderr captured as text. Raises KubectlError if check."""
-        return self._run([str(self.bin.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
-                         check=check, input=input, timeout=timeout, env=self.env())
+        return self._run(
+            [str(self.bin.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            check=check,
+            input=input,
+            timeout=timeout,
+            env=self.env(),
+        )
 
-    def helm(self, *args: str, check: bool = True, input: str | bytes | None = None,
-             timeout: float | None = 300.0) -> subprocess.CompletedProcess[str]:
+    def helm(
+        self, *args: str, check: bool = True, input: str | bytes | None = None, timeout: float | None = 300.0
+    ) -> subprocess.CompletedProcess[str]:
         """Run helm as admin with its cache/config/data kept inside the workdir."""
         helm_home = self.workdir / "helm"
-        env = {**self.env(), "HELM_CACHE_HOME": str(helm_home / "cache"),
-               "HELM_CONFIG_HOME": str(helm_home / "config"), "HELM_DATA_HOME": str(helm_home / "data")}
-        return self._run([str(self.bin.helm), f"--kubeconfig={self.kubeconfig}", *args],
-                         check=check, input=input, timeout=timeout, env=env)
+        env = {
+            **self.env(),
+            "HELM_CACHE_HOME": str(helm_home / "cache"),
+            "HELM_CONFIG_HOME": str(helm_home / "config"),
+            "HELM_DATA_HOME": str(helm_home / "data"),
+        }
+        return self._run(
+            [str(self.bin.helm), f"--kubeconfig={self.kubeconfig}", *args],
+            check=check,
+            input=input,
+            timeout=timeout,
+            env=env,
+        )
 
     @staticmethod
-    def _run(argv: list[str], *, check: bool, input: str | bytes | None, timeout: float | None,
-             env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    def _run(
+        argv: list[str], *, check: bool, input: str | bytes | None, timeout: float | None, env: dict[str, str]
+    ) -> subprocess.CompletedProcess[str]:
         text_input = input.decode() if isinstance(input, bytes) else input
-        result = subprocess.run(argv, input=text_input, capture_output=True, text=True,
-                                timeout=timeout, env=env)
+        result = subprocess.run(argv, input=text_input, capture_output=True, text=True, timeout=timeout, env=env)
         if check and result.returncode != 0:
             raise KubectlError(result.returncode, argv, result.stdout, result.stderr)
         return result
@@ -473,8 +516,9 @@ def _insecure() -> ssl.SSLContext:
     return ctx
 
 
-def _http_request(host: str, port: int, method: str, path: str, ctx: ssl.SSLContext | None,
-                  body: Any = None, timeout: float = 5.0) -> tuple[int, bytes]:
+def _http_request(
+    host: str, port: int, method: str, path: str, ctx: ssl.SSLContext | None, body: Any = None, timeout: float = 5.0
+) -> tuple[int, bytes]:
     conn: http.client.HTTPConnection
     if ctx is None:
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
@@ -532,8 +576,11 @@ def _cmd_up(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir).resolve()
     pid_file = workdir / "cluster.pid"
     if pid_file.exists() and _pid_alive(int(pid_file.read_text()), "hack.cluster"):
-        print(f"a control plane is already up in {workdir} (pid {pid_file.read_text().strip()});"
-              f" run `python -m hack.cluster down --workdir {workdir}`", file=sys.stderr)
+        print(
+            f"a control plane is already up in {workdir} (pid {pid_file.read_text().strip()});"
+            f" run `python -m hack.cluster down --workdir {workdir}`",
+            file=sys.stderr,
+        )
         return 1
 
     # SIGTERM (from `down`) takes the same clean path as Ctrl-C. SIGINT is set explicitly
@@ -596,18 +643,19 @@ def _cmd_env(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hack.cluster", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m hack.cluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a control plane and stay in the foreground")
-    up.add_argument("--minimal", action="store_true",
-                    help="etcd and kube-apiserver only (no controllers, scheduler or nodes)")
+    up.add_argument(
+        "--minimal", action="store_true", help="etcd and kube-apiserver only (no controllers, scheduler or nodes)"
+    )
     up.add_argument("--nodes", type=int, default=1, help="number of kwok fake nodes (default 1)")
     down = sub.add_parser("down", help="stop a backgrounded `up` and remove its data")
     env = sub.add_parser("env", help="print the `export KUBECONFIG=...` line")
     for p in (up, down, env):
-        p.add_argument("--workdir", default=str(DEFAULT_WORKDIR),
-                       help=f"state directory (default {DEFAULT_WORKDIR})")
+        p.add_argument("--workdir", default=str(DEFAULT_WORKDIR), help=f"state directory (default {DEFAULT_WORKDIR})")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="==> %(message)s", stream=sys.stderr)
     handler = {"up": _cmd_up, "down": _cmd_down, "env": _cmd_env}[args.command]

@@ -37,11 +37,16 @@ E = TypeVar("E")  # what an environment of the demo yields while it runs
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make run", description=__doc__)
-    parser.add_argument("--workdir", type=Path, default=REPO / ".local" / "demo",
-                        help="where the plane keeps its data, logs and kubeconfig")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=REPO / ".local" / "demo",
+        help="where the plane keeps its data, logs and kubeconfig",
+    )
     parser.add_argument("--nodes", type=int, default=1)
-    parser.add_argument("--real-node", action="store_true",
-                        help="run the chart from the locally built image on a real node (root)")
+    parser.add_argument(
+        "--real-node", action="store_true", help="run the chart from the locally built image on a real node (root)"
+    )
     args = parser.parse_args(argv)
     if args.real_node:
         return _run_on_a_real_node(args.workdir, args.nodes)
@@ -53,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 def _local_product(workdir: Path, nodes: int) -> Iterator[tuple[LocalControlPlane, LocalProduct, bool]]:
     """The plane with the webhook (and the controller, when built) on loopback, the example applied."""
     has_controller = importlib.util.find_spec("controller.__main__") is not None
-    with LocalControlPlane(workdir, nodes=nodes) as plane, \
-            LocalProduct(plane, controller=has_controller) as product:
+    with LocalControlPlane(workdir, nodes=nodes) as plane, LocalProduct(plane, controller=has_controller) as product:
         plane.kubectl("apply", "-f", str(REPO / "examples" / "foo.yaml"))
         yield plane, product, has_controller
 
@@ -66,7 +70,7 @@ def _local_banner(running: tuple[LocalControlPlane, LocalProduct, bool], seconds
   export KUBECONFIG={plane.kubeconfig}
   export PATH={plane.bin.kubectl.parent}:$PATH   # kubectl {plane.version}, built from its module
   kubectl get foos                                  # the example, defaulted
-  kubectl get deployments                           # {'its Deployment, made by the controller' if has_controller else '(controller not built yet)'}
+  kubectl get deployments                           # {"its Deployment, made by the controller" if has_controller else "(controller not built yet)"}
   kubectl apply -f examples/foo-invalid.yaml        # every field error at once
   kubectl apply -f examples/foo-v1alpha1.yaml       # sample-controller's schema, converted
   kubectl get foos.v1alpha1.samplecontroller.k8s.io # read back at the old version
@@ -84,16 +88,30 @@ def _real_node_release(workdir: Path, nodes: int) -> Iterator[LocalControlPlane]
     if reason:
         raise ComponentError(reason)
     image = image_metadata()
-    with NodeBridge() as bridge, LocalControlPlane(workdir, nodes=nodes, address=bridge.address) as plane, \
-            RealNode(plane, bridge) as node:
+    with (
+        NodeBridge() as bridge,
+        LocalControlPlane(workdir, nodes=nodes, address=bridge.address) as plane,
+        RealNode(plane, bridge) as node,
+    ):
         log.info("real node %s ready, cluster DNS at %s (kube-system/kube-dns)", node.name, DNS_SERVICE_IP)
         log.info("loading %s into the node's containerd", image["ref"])
         node.load_image(image["archive"])
         values = workdir / "values.yaml"
         values.write_text(yaml.safe_dump(chart_values(node, image["ref"])))
         log.info("helm install foo-operator (waits for the pods to be Ready)")
-        plane.helm("install", "foo-operator", str(REPO / "charts" / "foo-operator"), "-n", "foo-system",
-                   "--create-namespace", "-f", str(values), "--wait", "--timeout=180s", timeout=240)
+        plane.helm(
+            "install",
+            "foo-operator",
+            str(REPO / "charts" / "foo-operator"),
+            "-n",
+            "foo-system",
+            "--create-namespace",
+            "-f",
+            str(values),
+            "--wait",
+            "--timeout=180s",
+            timeout=240,
+        )
         try:
             plane.kubectl("apply", "-f", str(REPO / "examples" / "foo.yaml"))
             yield plane

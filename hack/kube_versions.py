@@ -46,11 +46,13 @@ class BuildTags:
 
 BUILD_TAGS: tuple[BuildTags, ...] = (
     BuildTags(
-        ("providerless",), first_minor=27, last_minor=27,
+        ("providerless",),
+        first_minor=27,
+        last_minor=27,
         reason="k8s.io/legacy-cloud-providers v0.27.16 is not on the module proxy (zip 403, checksum "
-               "database 404), and without this tag kube-apiserver and kube-controller-manager import "
-               "it for the in-tree AWS/Azure/GCE/vSphere providers, which a loopback plane never uses. "
-               "v0.28.x and later are published; v1.31 removed the module.",
+        "database 404), and without this tag kube-apiserver and kube-controller-manager import "
+        "it for the in-tree AWS/Azure/GCE/vSphere providers, which a loopback plane never uses. "
+        "v0.28.x and later are published; v1.31 removed the module.",
     ),
 )
 
@@ -66,9 +68,12 @@ def minor_of(version: str) -> int:
 def plane_flags(component: str, version: str) -> list[str]:
     """The table's flags for `component` at `version`, in table order."""
     minor = minor_of(version)
-    return [arg for flag in PLANE_FLAGS
-            if flag.component == component and flag.first_minor <= minor <= flag.last_minor
-            for arg in flag.args]
+    return [
+        arg
+        for flag in PLANE_FLAGS
+        if flag.component == component and flag.first_minor <= minor <= flag.last_minor
+        for arg in flag.args
+    ]
 
 
 def go_tags(version: str) -> list[str]:

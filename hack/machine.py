@@ -21,22 +21,37 @@ from hack.procs import run_command
 BRIDGE = "foo-br0"
 BRIDGE_ADDRESS = "10.88.0.1"
 # What the kubelet (protectKernelDefaults: false), the CNI bridge and kube-proxy may change.
-SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
-           "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes", "net.ipv4.ip_forward",
-           "net.ipv4.conf.all.route_localnet", "net.bridge.bridge-nf-call-iptables")
+SYSCTLS = (
+    "vm.overcommit_memory",
+    "vm.panic_on_oom",
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+    "net.ipv4.ip_forward",
+    "net.ipv4.conf.all.route_localnet",
+    "net.bridge.bridge-nf-call-iptables",
+)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Written by the kubelet and containerd's CNI outside any directory they let us choose.
-FIXED_PATHS = (Path("/var/lib/kubelet"), Path("/var/log/containers"), Path("/var/lib/cni"),
-               Path("/run/containerd"), Path("/usr/libexec/kubernetes"), Path("/var/log/pods"),
-               Path("/var/lib/foo-operator-node"))
+FIXED_PATHS = (
+    Path("/var/lib/kubelet"),
+    Path("/var/log/containers"),
+    Path("/var/lib/cni"),
+    Path("/run/containerd"),
+    Path("/usr/libexec/kubernetes"),
+    Path("/var/log/pods"),
+    Path("/var/lib/foo-operator-node"),
+)
 NETNS_DIR = Path("/run/netns")
 IPTABLES = ("iptables", "ip6tables")
 TABLES = ("filter", "nat", "mangle", "raw")
 OUR_RULE_MARKS = ("KUBE-", "CNI-", BRIDGE, "foo-operator-node")
 
 
-def run(*argv: str | os.PathLike[str], check: bool = True, timeout: float = 60,
-        input: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *argv: str | os.PathLike[str], check: bool = True, timeout: float = 60, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return run_command(argv, check=check, timeout=timeout, input=input)
 
 
@@ -74,16 +89,30 @@ def machine_state() -> dict[str, Any]:
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     return {
         "sysctls": read_sysctls(),
-        "iptables": {f"{b} {t}": sorted(r for r in iptables_rules(b, t) if any(m in r for m in OUR_RULE_MARKS))
-                     for b in IPTABLES for t in TABLES},
+        "iptables": {
+            f"{b} {t}": sorted(r for r in iptables_rules(b, t) if any(m in r for m in OUR_RULE_MARKS))
+            for b in IPTABLES
+            for t in TABLES
+        },
         # Only what could be ours: other tests on this machine make veth pairs and routes too.
-        "routes": sorted(r for r in run("ip", "-4", "route", "show", "table", "all", check=False).stdout.splitlines()
-                         if BRIDGE in r or BRIDGE_ADDRESS.rsplit(".", 2)[0] + "." in r),
-        "links": sorted(name for name in (line.split(":")[1].strip().split("@")[0] for line in
-                                          run("ip", "-o", "link", "show", check=False).stdout.splitlines())
-                        if name == BRIDGE or name.startswith("veth")),
-        "mounts": sorted(m for m in mounts if "kubelet" in m or "containerd" in m or "foo-operator-node" in m
-                         or m.startswith("/run/netns/cni-")),
+        "routes": sorted(
+            r
+            for r in run("ip", "-4", "route", "show", "table", "all", check=False).stdout.splitlines()
+            if BRIDGE in r or BRIDGE_ADDRESS.rsplit(".", 2)[0] + "." in r
+        ),
+        "links": sorted(
+            name
+            for name in (
+                line.split(":")[1].strip().split("@")[0]
+                for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines()
+            )
+            if name == BRIDGE or name.startswith("veth")
+        ),
+        "mounts": sorted(
+            m
+            for m in mounts
+            if "kubelet" in m or "containerd" in m or "foo-operator-node" in m or m.startswith("/run/netns/cni-")
+        ),
         "cgroups": [str(p) for p in cgroup_dirs()],
         "paths": {str(p): p.exists() for p in FIXED_PATHS},
         "netns": sorted(p.name for p in NETNS_DIR.glob("cni-*")) if NETNS_DIR.is_dir() else [],
@@ -123,8 +152,9 @@ def unmount_under(path: Path) -> None:
     prefix = str(path.resolve()) if path.exists() else str(path)
     for _ in range(5):
         points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-        ours = sorted({p for p in points if p == prefix or p.startswith(prefix + "/")},
-                      key=lambda p: p.count("/"), reverse=True)
+        ours = sorted(
+            {p for p in points if p == prefix or p.startswith(prefix + "/")}, key=lambda p: p.count("/"), reverse=True
+        )
         if not ours:
             return
         for point in ours:
@@ -134,8 +164,9 @@ def unmount_under(path: Path) -> None:
 
 def remove_kubepods_cgroups() -> None:
     for top in cgroup_dirs():
-        for directory in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts),
-                                reverse=True) + [top]:
+        for directory in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) + [
+            top
+        ]:
             procs = directory / "cgroup.procs"
             if procs.exists():
                 for pid in procs.read_text().split():

@@ -37,9 +37,24 @@ import yaml
 
 from hack.binaries import cache_dir, versions
 from hack.cluster import LocalControlPlane, free_port
-from hack.machine import (BRIDGE, BRIDGE_ADDRESS, CGROUP_ROOT, FIXED_PATHS, IPTABLES, NETNS_DIR, TABLES,
-                          iptables_rules, kill_shims, machine_state, read_sysctls, remove_kubepods_cgroups,
-                          restore_iptables, run, sysctl_path, unmount_under)
+from hack.machine import (
+    BRIDGE,
+    BRIDGE_ADDRESS,
+    CGROUP_ROOT,
+    FIXED_PATHS,
+    IPTABLES,
+    NETNS_DIR,
+    TABLES,
+    iptables_rules,
+    kill_shims,
+    machine_state,
+    read_sysctls,
+    remove_kubepods_cgroups,
+    restore_iptables,
+    run,
+    sysctl_path,
+    unmount_under,
+)
 from hack.pki import KUBERNETES_SERVICE_IP, SERVICE_CLUSTER_IP_RANGE, issue_user
 from hack.procs import Component, ComponentError, wait_until
 
@@ -130,9 +145,15 @@ class NodeBridge:
 class RealNode:
     """containerd, kubelet and kube-proxy for one node named `name`, state under `workdir`."""
 
-    def __init__(self, plane: LocalControlPlane, bridge: NodeBridge,
-                 workdir: str | os.PathLike[str] = DEFAULT_WORKDIR, *, name: str = NODE_NAME,
-                 timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        plane: LocalControlPlane,
+        bridge: NodeBridge,
+        workdir: str | os.PathLike[str] = DEFAULT_WORKDIR,
+        *,
+        name: str = NODE_NAME,
+        timeout: float = 120.0,
+    ) -> None:
         self.plane = plane
         self.bridge = bridge
         # "foo-operator-node" in every path: how leftovers of a crashed run are told apart.
@@ -163,8 +184,9 @@ class RealNode:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def start(self) -> None:
@@ -181,8 +203,11 @@ class RealNode:
         self._iptables = {(b, t): iptables_rules(b, t) for b in IPTABLES for t in TABLES}
         self._pre_existing_paths = {p: p.exists() for p in FIXED_PATHS}
         self._netns_before = {p.name for p in NETNS_DIR.glob("*")} if NETNS_DIR.is_dir() else set()
-        STATE_FILE.write_text(json.dumps({"workdir": str(self.workdir), "socket": str(self.socket),
-                                          "before": self.before, "pid": os.getpid()}))
+        STATE_FILE.write_text(
+            json.dumps(
+                {"workdir": str(self.workdir), "socket": str(self.socket), "before": self.before, "pid": os.getpid()}
+            )
+        )
         try:
             self._guard_forwarding()
             self._start_containerd()
@@ -190,10 +215,10 @@ class RealNode:
             self._start_dns()
             self._start_kubelet()
             self._start_kube_proxy()
-            wait_until(f"node {self.name} Ready", self._ready, timeout=self.timeout,
-                       watch=list(self._components.values()))
-            wait_until("cluster DNS ready", self._dns_ready, timeout=self.timeout,
-                       watch=[self._components["coredns"]])
+            wait_until(
+                f"node {self.name} Ready", self._ready, timeout=self.timeout, watch=list(self._components.values())
+            )
+            wait_until("cluster DNS ready", self._dns_ready, timeout=self.timeout, watch=[self._components["coredns"]])
         except BaseException:
             self.stop()
             raise
@@ -202,10 +227,21 @@ class RealNode:
     def stop(self) -> None:
         """Put the machine back as it was; every step runs even if an earlier one failed."""
         began = time.monotonic()
-        steps = [self._drain, self._stop_kube_proxy, self._stop_kubelet, self._stop_dns, self._kill_containers,
-                 self._stop_containerd, self._unmount, self._remove_netns, self._remove_cgroups,
-                 self._restore_iptables, self._restore_sysctls, self._remove_fixed_paths,
-                 self._remove_workdir]
+        steps = [
+            self._drain,
+            self._stop_kube_proxy,
+            self._stop_kubelet,
+            self._stop_dns,
+            self._kill_containers,
+            self._stop_containerd,
+            self._unmount,
+            self._remove_netns,
+            self._remove_cgroups,
+            self._restore_iptables,
+            self._restore_sysctls,
+            self._remove_fixed_paths,
+            self._remove_workdir,
+        ]
         errors = []
         for step in steps:
             try:
@@ -236,9 +272,25 @@ class RealNode:
 
     def _guard_forwarding(self) -> None:
         """Nothing from a pod is forwarded off the bridge (the CNI plugin turns ip_forward on)."""
-        run("iptables", "-w", "-t", "mangle", "-I", "FORWARD", "-i", self.bridge.name, "!", "-o",
-             self.bridge.name, "-m", "comment", "--comment", "foo-operator-node: pods stay on this host",
-             "-j", "DROP")
+        run(
+            "iptables",
+            "-w",
+            "-t",
+            "mangle",
+            "-I",
+            "FORWARD",
+            "-i",
+            self.bridge.name,
+            "!",
+            "-o",
+            self.bridge.name,
+            "-m",
+            "comment",
+            "--comment",
+            "foo-operator-node: pods stay on this host",
+            "-j",
+            "DROP",
+        )
 
     def _start_containerd(self) -> None:
         root = self.workdir / "containerd"
@@ -246,34 +298,57 @@ class RealNode:
         for host in ("_default", "docker.io", "registry.k8s.io", "ghcr.io", "localhost"):
             (certs / host).mkdir(parents=True, exist_ok=True)
             (certs / host / "hosts.toml").write_text(
-                f'server = "{NO_REGISTRY}"\n[host."{NO_REGISTRY}"]\n  capabilities = ["pull", "resolve"]\n')
+                f'server = "{NO_REGISTRY}"\n[host."{NO_REGISTRY}"]\n  capabilities = ["pull", "resolve"]\n'
+            )
         cni_conf = self.workdir / "cni" / "net.d"
         cni_conf.mkdir(parents=True, exist_ok=True)
-        (cni_conf / "10-foo-operator-node.conflist").write_text(json.dumps({
-            "cniVersion": "1.0.0", "name": "foo-operator-node",
-            "plugins": [{
-                "type": "bridge", "bridge": self.bridge.name, "isGateway": True,
-                # No masquerade and no default route: a pod reaches this host, other pods and
-                # Services, and nothing else.
-                "ipMasq": False, "hairpinMode": True,
-                "ipam": {"type": "host-local", "dataDir": str(self.workdir / "cni" / "ipam"),
-                         "ranges": [[{"subnet": self.bridge.subnet, "gateway": self.bridge.address,
-                                      "rangeStart": _offset(self.bridge.address, 255)}]],
-                         "routes": [{"dst": SERVICE_CLUSTER_IP_RANGE}]},
-            }, {"type": "loopback"}],
-        }, indent=1))
+        (cni_conf / "10-foo-operator-node.conflist").write_text(
+            json.dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "foo-operator-node",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": self.bridge.name,
+                            "isGateway": True,
+                            # No masquerade and no default route: a pod reaches this host, other pods and
+                            # Services, and nothing else.
+                            "ipMasq": False,
+                            "hairpinMode": True,
+                            "ipam": {
+                                "type": "host-local",
+                                "dataDir": str(self.workdir / "cni" / "ipam"),
+                                "ranges": [
+                                    [
+                                        {
+                                            "subnet": self.bridge.subnet,
+                                            "gateway": self.bridge.address,
+                                            "rangeStart": _offset(self.bridge.address, 255),
+                                        }
+                                    ]
+                                ],
+                                "routes": [{"dst": SERVICE_CLUSTER_IP_RANGE}],
+                            },
+                        },
+                        {"type": "loopback"},
+                    ],
+                },
+                indent=1,
+            )
+        )
         config = f"""version = 2
-root = "{root / 'root'}"
-state = "{root / 'state'}"
+root = "{root / "root"}"
+state = "{root / "state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
   "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
 [grpc]
   address = "{self.socket}"
 [ttrpc]
-  address = "{self.workdir / 'containerd.sock.ttrpc'}"
+  address = "{self.workdir / "containerd.sock.ttrpc"}"
 [plugins."io.containerd.internal.v1.opt"]
-  path = "{root / 'opt'}"
+  path = "{root / "opt"}"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{PAUSE_IMAGE}"
   # This VM lacks CAP_SYS_RESOURCE: lowering oom_score_adj (-998 for pause) fails every sandbox.
@@ -286,7 +361,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        Root = "{root / 'runc'}"
+        Root = "{root / "runc"}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni_conf}"
@@ -294,12 +369,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     config_path = "{certs}"
 """
         (root / "config.toml").write_text(config)
-        env = {**os.environ, "HTTP_PROXY": NO_REGISTRY, "HTTPS_PROXY": NO_REGISTRY, "NO_PROXY": "",
-               "http_proxy": NO_REGISTRY, "https_proxy": NO_REGISTRY, "no_proxy": ""}
+        env = {
+            **os.environ,
+            "HTTP_PROXY": NO_REGISTRY,
+            "HTTPS_PROXY": NO_REGISTRY,
+            "NO_PROXY": "",
+            "http_proxy": NO_REGISTRY,
+            "https_proxy": NO_REGISTRY,
+            "no_proxy": "",
+        }
         containerd = self._launch("containerd", ["containerd", "--config", root / "config.toml"], env=env)
-        wait_until("containerd's socket", lambda: run("ctr", "--address", self.socket, "version",
-                                                      check=False).returncode == 0,
-                   timeout=self.timeout, watch=[containerd])
+        wait_until(
+            "containerd's socket",
+            lambda: run("ctr", "--address", self.socket, "version", check=False).returncode == 0,
+            timeout=self.timeout,
+            watch=[containerd],
+        )
 
     def _start_dns(self) -> None:
         """CoreDNS on the host at the bridge address, answering cluster.local from the apiserver's
@@ -313,26 +398,60 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         # system:coredns ClusterRole, less pods.
         issue_user(self.plane.pki, "coredns", "system:foo-operator:coredns")
         kubeconfig = self.plane.component_kubeconfig("coredns")
-        self.plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-             "metadata": {"name": "system:foo-operator:coredns"},
-             "rules": [{"apiGroups": [""], "resources": ["services", "namespaces"], "verbs": ["list", "watch"]},
-                       {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-                        "verbs": ["list", "watch"]}]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-             "metadata": {"name": "system:foo-operator:coredns"},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                         "name": "system:foo-operator:coredns"},
-             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                           "name": "system:foo-operator:coredns"}]},
-        ]}))
+        self.plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": [
+                        {
+                            "apiVersion": "rbac.authorization.k8s.io/v1",
+                            "kind": "ClusterRole",
+                            "metadata": {"name": "system:foo-operator:coredns"},
+                            "rules": [
+                                {
+                                    "apiGroups": [""],
+                                    "resources": ["services", "namespaces"],
+                                    "verbs": ["list", "watch"],
+                                },
+                                {
+                                    "apiGroups": ["discovery.k8s.io"],
+                                    "resources": ["endpointslices"],
+                                    "verbs": ["list", "watch"],
+                                },
+                            ],
+                        },
+                        {
+                            "apiVersion": "rbac.authorization.k8s.io/v1",
+                            "kind": "ClusterRoleBinding",
+                            "metadata": {"name": "system:foo-operator:coredns"},
+                            "roleRef": {
+                                "apiGroup": "rbac.authorization.k8s.io",
+                                "kind": "ClusterRole",
+                                "name": "system:foo-operator:coredns",
+                            },
+                            "subjects": [
+                                {
+                                    "apiGroup": "rbac.authorization.k8s.io",
+                                    "kind": "User",
+                                    "name": "system:foo-operator:coredns",
+                                }
+                            ],
+                        },
+                    ],
+                }
+            ),
+        )
         self.dns_port = _free_udp_and_tcp_port(self.bridge.address)
         self._dns_ready_port = free_port()
         corefile = self.workdir / "Corefile"
         zones = f"{CLUSTER_DOMAIN} in-addr.arpa ip6.arpa"
         corefile.write_text(f"""# hack/node.py: cluster DNS for the real node's pods. No forward plugin, no other zone:
 # a name outside the cluster is REFUSED, so no lookup leaves this machine.
-{' '.join(f'{z}:{self.dns_port}' for z in zones.split())} {{
+{" ".join(f"{z}:{self.dns_port}" for z in zones.split())} {{
     bind {self.bridge.address}
     ready 127.0.0.1:{self._dns_ready_port}
     errors
@@ -346,22 +465,52 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 """)
         self._launch("coredns", [self.coredns_bin, "-conf", corefile, "-quiet"])
         # The Service the kubelet's clusterDNS names, and its one endpoint: CoreDNS's address.
-        ports = [{"name": "dns", "protocol": "UDP", "port": 53, "targetPort": self.dns_port},
-                 {"name": "dns-tcp", "protocol": "TCP", "port": 53, "targetPort": self.dns_port}]
-        labels = {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS",
-                  "app.kubernetes.io/managed-by": "foo-operator-node"}
-        self.plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "v1", "kind": "Service",
-             "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
-             "spec": {"clusterIP": DNS_SERVICE_IP, "ports": ports}},
-            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-             "metadata": {"name": "kube-dns-host", "namespace": "kube-system",
-                          "labels": {**labels, "kubernetes.io/service-name": "kube-dns",
-                                     "endpointslice.kubernetes.io/managed-by": "foo-operator-node"}},
-             "addressType": "IPv4",
-             "endpoints": [{"addresses": [self.bridge.address], "conditions": {"ready": True}}],
-             "ports": [{"name": p["name"], "protocol": p["protocol"], "port": self.dns_port} for p in ports]},
-        ]}))
+        ports = [
+            {"name": "dns", "protocol": "UDP", "port": 53, "targetPort": self.dns_port},
+            {"name": "dns-tcp", "protocol": "TCP", "port": 53, "targetPort": self.dns_port},
+        ]
+        labels = {
+            "k8s-app": "kube-dns",
+            "kubernetes.io/name": "CoreDNS",
+            "app.kubernetes.io/managed-by": "foo-operator-node",
+        }
+        self.plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Service",
+                            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
+                            "spec": {"clusterIP": DNS_SERVICE_IP, "ports": ports},
+                        },
+                        {
+                            "apiVersion": "discovery.k8s.io/v1",
+                            "kind": "EndpointSlice",
+                            "metadata": {
+                                "name": "kube-dns-host",
+                                "namespace": "kube-system",
+                                "labels": {
+                                    **labels,
+                                    "kubernetes.io/service-name": "kube-dns",
+                                    "endpointslice.kubernetes.io/managed-by": "foo-operator-node",
+                                },
+                            },
+                            "addressType": "IPv4",
+                            "endpoints": [{"addresses": [self.bridge.address], "conditions": {"ready": True}}],
+                            "ports": [
+                                {"name": p["name"], "protocol": p["protocol"], "port": self.dns_port} for p in ports
+                            ],
+                        },
+                    ],
+                }
+            ),
+        )
 
     def _dns_ready(self) -> bool:
         """CoreDNS's kubernetes plugin has synced (`ready`), and kubernetes.default resolves."""
@@ -386,50 +535,73 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         # the only one the kubelet adds) and no search domains of its.
         resolv.write_text("# only cluster DNS: no nameserver off this host\n")
         config = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "address": self.bridge.address, "port": 10250, "readOnlyPort": 0,
-            "healthzBindAddress": "127.0.0.1", "healthzPort": 0,
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                               "x509": {"clientCAFile": str(self.plane.ca_file)}},
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": self.bridge.address,
+            "port": 10250,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": 0,
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(self.plane.ca_file)},
+            },
             "authorization": {"mode": "Webhook"},
             "cgroupDriver": "cgroupfs",  # PID 1 is not systemd; hybrid cgroup v1
-            "failCgroupV1": False, "failSwapOn": False,
+            "failCgroupV1": False,
+            "failSwapOn": False,
             "containerRuntimeEndpoint": f"unix://{self.socket}",
             "podLogsDir": str(self.workdir / "pod-logs"),
             "volumePluginDir": str(self.workdir / "volume-plugins"),
-            "resolvConf": str(resolv), "clusterDomain": CLUSTER_DOMAIN, "clusterDNS": [DNS_SERVICE_IP],
+            "resolvConf": str(resolv),
+            "clusterDomain": CLUSTER_DOMAIN,
+            "clusterDNS": [DNS_SERVICE_IP],
             "registerWithTaints": [self.taint],
-            "maxPods": 30, "serializeImagePulls": False,
-            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
-                             "imagefs.available": "1%"},
-            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-            "syncFrequency": "10s", "fileCheckFrequency": "5s",
+            "maxPods": 30,
+            "serializeImagePulls": False,
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "syncFrequency": "10s",
+            "fileCheckFrequency": "5s",
         }
         config_file = self.workdir / "kubelet-config.yaml"
         config_file.write_text(yaml.safe_dump(config))
-        self._launch("kubelet", [
-            self.kubelet_bin, f"--config={config_file}", f"--kubeconfig={kubeconfig}",
-            f"--root-dir={kubelet_dir}", f"--cert-dir={kubelet_dir / 'pki'}",
-            f"--node-ip={self.bridge.address}", f"--hostname-override={self.name}",
-            "--node-labels=foo-operator.dev/real-node=true", "--v=1",
-        ])
+        self._launch(
+            "kubelet",
+            [
+                self.kubelet_bin,
+                f"--config={config_file}",
+                f"--kubeconfig={kubeconfig}",
+                f"--root-dir={kubelet_dir}",
+                f"--cert-dir={kubelet_dir / 'pki'}",
+                f"--node-ip={self.bridge.address}",
+                f"--hostname-override={self.name}",
+                "--node-labels=foo-operator.dev/real-node=true",
+                "--v=1",
+            ],
+        )
 
     def _start_kube_proxy(self) -> None:
         assert self.plane.pki is not None
         issue_user(self.plane.pki, "kube-proxy", "system:kube-proxy")
         kubeconfig = self.plane.component_kubeconfig("kube-proxy")
         config = {
-            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": str(kubeconfig)},
-            "mode": "iptables", "clusterCIDR": self.bridge.subnet, "hostnameOverride": self.name,
+            "mode": "iptables",
+            "clusterCIDR": self.bridge.subnet,
+            "hostnameOverride": self.name,
             "bindAddress": self.bridge.address,
-            "healthzBindAddress": f"127.0.0.1:{free_port()}", "metricsBindAddress": f"127.0.0.1:{free_port()}",
+            "healthzBindAddress": f"127.0.0.1:{free_port()}",
+            "metricsBindAddress": f"127.0.0.1:{free_port()}",
             # NodePorts on the bridge only; no route_localnet; the kernel's conntrack and OOM
             # settings left alone.
             "nodePortAddresses": [f"{self.bridge.address}/32"],
             "iptables": {"localhostNodePorts": False},
-            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
-                          "tcpCloseWaitTimeout": "0s"},
+            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
             "oomScoreAdj": 0,
         }
         config_file = self.workdir / "kube-proxy-config.yaml"
@@ -450,12 +622,22 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         if "kubelet" not in self._components or not self._components["kubelet"].running():
             return
         selector = f"spec.nodeName={self.name}"
-        self.plane.kubectl("delete", "pods", "--all-namespaces", f"--field-selector={selector}",
-                           "--grace-period=0", "--force", "--wait=false", check=False, timeout=30)
+        self.plane.kubectl(
+            "delete",
+            "pods",
+            "--all-namespaces",
+            f"--field-selector={selector}",
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+            check=False,
+            timeout=30,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            tasks = run("ctr", "--address", self.socket, "-n", "k8s.io", "tasks", "ls", "-q",
-                         check=False).stdout.split()
+            tasks = run(
+                "ctr", "--address", self.socket, "-n", "k8s.io", "tasks", "ls", "-q", check=False
+            ).stdout.split()
             if not tasks:
                 break
             time.sleep(0.5)
@@ -592,10 +774,10 @@ def dns_query(server: str, port: int, name: str, *, timeout: float = 2.0) -> tup
         while reply[offset] not in (0,) and reply[offset] & 0xC0 != 0xC0:
             offset += reply[offset] + 1
         offset += 2 if reply[offset] & 0xC0 == 0xC0 else 1
-        rtype, _cls, _ttl, length = struct.unpack(">HHIH", reply[offset:offset + 10])
+        rtype, _cls, _ttl, length = struct.unpack(">HHIH", reply[offset : offset + 10])
         offset += 10
         if rtype == 1 and length == 4:
-            addresses.append(".".join(str(b) for b in reply[offset:offset + 4]))
+            addresses.append(".".join(str(b) for b in reply[offset : offset + 4]))
         offset += length
     return flags & 0xF, addresses
 
@@ -616,8 +798,7 @@ def _clean_after_crash() -> None:
         STATE_FILE.unlink(missing_ok=True)
         return
     if state.get("pid") and Path(f"/proc/{state['pid']}").exists() and state["pid"] != os.getpid():
-        raise ComponentError(f"another real node is running (pid {state['pid']}, {state['workdir']}); "
-                             "one per machine")
+        raise ComponentError(f"another real node is running (pid {state['pid']}, {state['workdir']}); one per machine")
     log.warning("cleaning up after a real node that was not torn down (%s)", state["workdir"])
     workdir, socket = Path(state["workdir"]), Path(state["socket"])
     kill_shims(socket)

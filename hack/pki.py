@@ -96,27 +96,35 @@ def write_pki(pki_dir: Path, *, address: str = "127.0.0.1") -> ClusterPKI:
     _write_pair(pki_dir, "ca", ca)
     _write_pair(pki_dir, "front-proxy-ca", front_proxy_ca)
 
-    _write_pair(pki_dir, "apiserver", issue_serving(
-        ca,
-        common_name="kube-apiserver",
-        dns_names=[
-            "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-        ],
-        ips=list(dict.fromkeys(["127.0.0.1", address, KUBERNETES_SERVICE_IP])),
-    ))
+    _write_pair(
+        pki_dir,
+        "apiserver",
+        issue_serving(
+            ca,
+            common_name="kube-apiserver",
+            dns_names=[
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
+            ips=list(dict.fromkeys(["127.0.0.1", address, KUBERNETES_SERVICE_IP])),
+        ),
+    )
     # The aggregator presents this to extension apiservers; they check the CN against
     # --requestheader-allowed-names.
-    _write_pair(pki_dir, "front-proxy-client",
-                issue_client(front_proxy_ca, common_name="front-proxy-client"))
+    _write_pair(pki_dir, "front-proxy-client", issue_client(front_proxy_ca, common_name="front-proxy-client"))
     for name, (user, groups) in COMPONENT_USERS.items():
         _write_pair(pki_dir, name, issue_client(ca, common_name=user, organizations=groups))
 
     sa_key = generate_private_key()
     public = serialization.load_pem_private_key(sa_key, password=None).public_key()
     _write(pki_dir / "sa.key", sa_key, private=True)
-    _write(pki_dir / "sa.pub", public.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    _write(
+        pki_dir / "sa.pub",
+        public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+    )
     return ClusterPKI(pki_dir, ca, front_proxy_ca)
 
 
@@ -125,23 +133,35 @@ def issue_user(pki: ClusterPKI, name: str, user: str, groups: tuple[str, ...] = 
     _write_pair(pki.dir, name, issue_client(pki.ca, common_name=user, organizations=groups))
 
 
-def write_kubeconfig(path: Path, *, server: str, pki: ClusterPKI, user: str,
-                     context: str = "foo-operator-local") -> Path:
+def write_kubeconfig(
+    path: Path, *, server: str, pki: ClusterPKI, user: str, context: str = "foo-operator-local"
+) -> Path:
     """A self-contained kubeconfig (certificates inlined) for one of COMPONENT_USERS."""
+
     def b64(p: Path) -> str:
         return base64.b64encode(p.read_bytes()).decode()
 
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": context, "cluster": {
-            "server": server,
-            "certificate-authority-data": b64(pki.ca_file),
-        }}],
-        "users": [{"name": user, "user": {
-            "client-certificate-data": b64(pki.cert_file(user)),
-            "client-key-data": b64(pki.key_file(user)),
-        }}],
+        "clusters": [
+            {
+                "name": context,
+                "cluster": {
+                    "server": server,
+                    "certificate-authority-data": b64(pki.ca_file),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": b64(pki.cert_file(user)),
+                    "client-key-data": b64(pki.key_file(user)),
+                },
+            }
+        ],
         "contexts": [{"name": context, "context": {"cluster": context, "user": user}}],
         "current-context": context,
     }

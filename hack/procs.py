@@ -20,9 +20,14 @@ class ComponentError(RuntimeError):
     """A component exited or never became ready; the message carries its last log lines."""
 
 
-def run_command(argv: Sequence[str | os.PathLike[str]], *, check: bool = True, timeout: float = 60,
-                input: str | None = None,
-                error: type[Exception] = ComponentError) -> subprocess.CompletedProcess[str]:
+def run_command(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    check: bool = True,
+    timeout: float = 60,
+    input: str | None = None,
+    error: type[Exception] = ComponentError,
+) -> subprocess.CompletedProcess[str]:
     """Run a machine command to completion; with ``check``, a failure raises ``error`` with its stderr."""
     result = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, input=input)
     if check and result.returncode != 0:
@@ -43,8 +48,15 @@ def _die_with_parent() -> None:
 class Component:
     """A named long-running binary whose stdout and stderr go to `log_file` (appended)."""
 
-    def __init__(self, name: str, argv: Sequence[str | os.PathLike[str]], log_file: Path,
-                 *, env: dict[str, str] | None = None, pid_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str | os.PathLike[str]],
+        log_file: Path,
+        *,
+        env: dict[str, str] | None = None,
+        pid_dir: Path | None = None,
+    ) -> None:
         self.name = name
         self.argv = [str(a) for a in argv]
         self.log_file = log_file
@@ -61,7 +73,10 @@ class Component:
             # to live as long as the plane, so elsewhere we rely on stop() alone.
             in_main = threading.current_thread() is threading.main_thread()
             self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 env=self.env,
                 # Own process group: Ctrl-C in the terminal reaches only our CLI, which then
                 # tears the plane down in order instead of every process dying at once.
@@ -82,8 +97,7 @@ class Component:
     def check_alive(self) -> None:
         """Raise ComponentError with the log tail if the process has exited."""
         if self.proc is not None and self.proc.poll() is not None:
-            raise ComponentError(
-                f"{self.name} exited with code {self.proc.returncode}\n{self.describe_log()}")
+            raise ComponentError(f"{self.name} exited with code {self.proc.returncode}\n{self.describe_log()}")
 
     def tail(self, lines: int = TAIL_LINES) -> list[str]:
         try:
@@ -115,8 +129,9 @@ class Component:
             (self.pid_dir / f"{self.name}.pid").unlink(missing_ok=True)
 
 
-def wait_until(what: str, ready: Callable[[], bool], *, timeout: float,
-               watch: Sequence[Component] = (), interval: float = 0.2) -> None:
+def wait_until(
+    what: str, ready: Callable[[], bool], *, timeout: float, watch: Sequence[Component] = (), interval: float = 0.2
+) -> None:
     """Poll `ready()` until true; fail fast (with logs) if a watched component dies."""
     deadline = time.monotonic() + timeout
     while True:

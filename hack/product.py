@@ -34,8 +34,14 @@ OWN_NAMESPACE = "foo-operator-system"
 class LocalProduct:
     """The webhook service (and optionally the controller) running against ``plane``."""
 
-    def __init__(self, plane: LocalControlPlane, *, controller: bool = False, webhook_args: list[str] | None = None,
-                 controller_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        plane: LocalControlPlane,
+        *,
+        controller: bool = False,
+        webhook_args: list[str] | None = None,
+        controller_args: list[str] | None = None,
+    ) -> None:
         self.plane = plane
         self.workdir = plane.workdir / "foo-operator"
         self.cert_dir = self.workdir / "certs"
@@ -61,17 +67,20 @@ class LocalProduct:
         """CRD (conversion by webhook) and both admission configurations, pointing at us."""
         return [
             crd_manifest(conversion_client_config=url_client_config(self.url, "/convert", self.ca_pem)),
-            mutating_configuration(url_client_config(self.url, "/mutate-foo", self.ca_pem),
-                                   exclude_namespace=OWN_NAMESPACE),
-            validating_configuration(url_client_config(self.url, "/validate-foo", self.ca_pem),
-                                     exclude_namespace=OWN_NAMESPACE),
+            mutating_configuration(
+                url_client_config(self.url, "/mutate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE
+            ),
+            validating_configuration(
+                url_client_config(self.url, "/validate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE
+            ),
         ]
 
     def register(self) -> None:
         """Server-side apply of our objects; re-running it converges (e.g. after a restart)."""
         document = json.dumps({"apiVersion": "v1", "kind": "List", "items": self.manifests()})
-        self.plane.kubectl("apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}",
-                           "-f", "-", input=document)
+        self.plane.kubectl(
+            "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-", input=document
+        )
         self.plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
     def unregister_admission(self) -> None:
@@ -88,11 +97,22 @@ class LocalProduct:
         self.url = f"https://127.0.0.1:{self.port}"
         cert_dir = cert_dir or self.cert_dir
         self.metrics_port = self.metrics_port or free_port()
-        self.webhook = self._python("webhook", ["--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
-                                                "--port", str(self.port),
-                                                "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-                                                *self.webhook_args, *(extra_args or [])],
-                                    "webhook.log")
+        self.webhook = self._python(
+            "webhook",
+            [
+                "--cert-dir",
+                str(cert_dir),
+                "--bind-address",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--metrics-bind-address",
+                f"127.0.0.1:{self.metrics_port}",
+                *self.webhook_args,
+                *(extra_args or []),
+            ],
+            "webhook.log",
+        )
         self.webhook.start()
 
         def ready() -> bool:
@@ -111,10 +131,18 @@ class LocalProduct:
         # Free ports, not the defaults 8080/8081, which a developer's machine may already use.
         self.controller_health_port = free_port()
         self.controller = self._python(
-            "controller", ["--kubeconfig", str(self.plane.kubeconfig),
-                           "--metrics-bind-address", f"127.0.0.1:{free_port()}",
-                           "--health-probe-bind-address", f"127.0.0.1:{self.controller_health_port}",
-                           *self.controller_args], "controller.log")
+            "controller",
+            [
+                "--kubeconfig",
+                str(self.plane.kubeconfig),
+                "--metrics-bind-address",
+                f"127.0.0.1:{free_port()}",
+                "--health-probe-bind-address",
+                f"127.0.0.1:{self.controller_health_port}",
+                *self.controller_args,
+            ],
+            "controller.log",
+        )
         self.controller.start()
 
     def start(self) -> None:

@@ -67,9 +67,14 @@ def _fail(code: int, message: str, **kwargs: Any) -> StatusError:
 def _render(body: Any, form: Form, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     if form == "yaml":
         return web.Response(body=yaml_body(body), status=status, headers={"Content-Type": YAML, **(headers or {})})
-    content_type = {"table": TABLE, "discovery-v2": discovery.aggregated_media_type("v2"),
-                    "discovery-v2beta1": discovery.aggregated_media_type("v2beta1")}.get(form, JSON)
-    return web.Response(body=orjson.dumps(body), status=status, headers={"Content-Type": content_type, **(headers or {})})
+    content_type = {
+        "table": TABLE,
+        "discovery-v2": discovery.aggregated_media_type("v2"),
+        "discovery-v2beta1": discovery.aggregated_media_type("v2beta1"),
+    }.get(form, JSON)
+    return web.Response(
+        body=orjson.dumps(body), status=status, headers={"Content-Type": content_type, **(headers or {})}
+    )
 
 
 def _form(request: web.Request, allowed: tuple[Form, ...]) -> Form:
@@ -94,8 +99,9 @@ def _peer_certificate(request: web.Request) -> bytes | None:
 def authenticate(request: web.Request, insights: Insights) -> UserInfo:
     result = insights.authenticator.authenticate(_peer_certificate(request), request.headers)
     if isinstance(result, Unauthenticated):
-        log.info("unauthenticated request", extra={"path": request.path, "remote": request.remote,
-                                                   "reason": result.reason})
+        log.info(
+            "unauthenticated request", extra={"path": request.path, "remote": request.remote, "reason": result.reason}
+        )
         raise _fail(401, "Unauthorized")
     return result
 
@@ -110,8 +116,16 @@ async def authorize(user: UserInfo, info: RequestInfo, insights: Insights) -> No
         log.warning("authorization failed", extra={"user": user.name, "path": info.path, "error": repr(err)})
         raise _fail(500, AUTHORIZATION_FAILED) from None
     if not decision.allowed:
-        log.info("forbidden", extra={"user": user.name, "verb": info.verb, "resource": info.resource,
-                                     "namespace": info.namespace, "object": info.name})
+        log.info(
+            "forbidden",
+            extra={
+                "user": user.name,
+                "verb": info.verb,
+                "resource": info.resource,
+                "namespace": info.namespace,
+                "object": info.name,
+            },
+        )
         raise StatusError(forbidden(user, info, decision.reason))
 
 
@@ -152,8 +166,11 @@ def _non_resource(request: web.Request) -> web.StreamResponse:
 
 def _document(request: web.Request, document: bytes, immutable: bool = False) -> web.Response:
     etag = f'"{openapi.etag(document)}"'
-    headers = {"ETag": etag, "Content-Type": JSON,
-               "Cache-Control": "public, immutable" if immutable else "no-cache, private"}
+    headers = {
+        "ETag": etag,
+        "Content-Type": JSON,
+        "Cache-Control": "public, immutable" if immutable else "no-cache, private",
+    }
     if request.headers.get("If-None-Match") == etag:
         return web.Response(status=304, headers=headers)
     return web.Response(body=document, headers=headers)
@@ -161,8 +178,13 @@ def _document(request: web.Request, document: bytes, immutable: bool = False) ->
 
 async def _resource(request: web.Request, insights: Insights, info: RequestInfo) -> web.StreamResponse:
     resource = RESOURCES.get(info.resource)
-    if info.api_group != GROUP or info.api_version != VERSION or resource is None or info.subresource \
-            or info.extra_parts:
+    if (
+        info.api_group != GROUP
+        or info.api_version != VERSION
+        or resource is None
+        or info.subresource
+        or info.extra_parts
+    ):
         raise _fail(404, NOT_FOUND)
     if resource is FOO_REVIEWS:
         if not info.namespace:
@@ -197,18 +219,27 @@ async def _create_review(request: web.Request, insights: Insights, namespace: st
 
 def _require_synced(insights: Insights) -> None:
     if not insights.view.synced:
-        raise StatusError(failure(503, "foohealths are not available yet: the Foo, Deployment and Pod caches "
-                                       "are still syncing", details={"retryAfterSeconds": 1}))
+        raise StatusError(
+            failure(
+                503,
+                "foohealths are not available yet: the Foo, Deployment and Pod caches are still syncing",
+                details={"retryAfterSeconds": 1},
+            )
+        )
 
 
-def _get_health(request: web.Request, insights: Insights, resource: Resource, namespace: str,
-                name: str) -> web.StreamResponse:
+def _get_health(
+    request: web.Request, insights: Insights, resource: Resource, namespace: str, name: str
+) -> web.StreamResponse:
     form = _form(request, ("json", "yaml", "table", "partial"))
     _require_synced(insights)
     health = insights.view.get(namespace, name)
     if health is None:
-        raise _fail(404, f'{resource.qualified} "{name}" not found',
-                    details={"name": name, "group": GROUP, "kind": resource.name})
+        raise _fail(
+            404,
+            f'{resource.qualified} "{name}" not found',
+            details={"name": name, "group": GROUP, "kind": resource.name},
+        )
     return _one(health, form, request)
 
 
@@ -225,8 +256,14 @@ def _partial(obj: Object) -> Object:
 
 def _one(health: Object, form: Form, request: web.Request) -> web.Response:
     if form == "table":
-        return _render(table([health], resource_version=health["metadata"].get("resourceVersion", ""),
-                             include_object=_include_object(request)), form)
+        return _render(
+            table(
+                [health],
+                resource_version=health["metadata"].get("resourceVersion", ""),
+                include_object=_include_object(request),
+            ),
+            form,
+        )
     return _render(_partial(health) if form == "partial" else health, form)
 
 
@@ -270,10 +307,18 @@ async def _list_or_watch(request: web.Request, insights: Insights, info: Request
     if continue_token:
         metadata.update({"continue": continue_token, "remainingItemCount": remaining})
     if form == "partial":
-        return _render({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
-                        "items": [_partial(h) for h in items]}, form)
-    return _render({"kind": f"{FOO_HEALTHS.kind}List", "apiVersion": GROUP_VERSION, "metadata": metadata,
-                    "items": items}, form)
+        return _render(
+            {
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": metadata,
+                "items": [_partial(h) for h in items],
+            },
+            form,
+        )
+    return _render(
+        {"kind": f"{FOO_HEALTHS.kind}List", "apiVersion": GROUP_VERSION, "metadata": metadata, "items": items}, form
+    )
 
 
 def _key(obj: Object) -> str:
@@ -311,8 +356,11 @@ def _watch_options(request: web.Request, insights: Insights, form: Form) -> Watc
         raise _fail(400, f"invalid resource version: {rv!r}")
     send_initial = query.get("sendInitialEvents") in ("1", "true", "True")
     try:
-        timeout = float(query["timeoutSeconds"]) if "timeoutSeconds" in query else \
-            random.uniform(insights.watch_timeout, 2 * insights.watch_timeout)
+        timeout = (
+            float(query["timeoutSeconds"])
+            if "timeoutSeconds" in query
+            else random.uniform(insights.watch_timeout, 2 * insights.watch_timeout)
+        )
     except ValueError:
         raise _fail(400, "timeoutSeconds must be a number") from None
     return WatchOptions(
@@ -320,19 +368,24 @@ def _watch_options(request: web.Request, insights: Insights, form: Form) -> Watc
         initial_events_end=send_initial,
         # Table watches are for people; bookmarks would only be noise in them.
         bookmarks=query.get("allowWatchBookmarks") in ("1", "true", "True") and form != "table",
-        timeout=timeout, bookmark_interval=insights.bookmark_interval, idle_check=insights.idle_check)
+        timeout=timeout,
+        bookmark_interval=insights.bookmark_interval,
+        idle_check=insights.idle_check,
+    )
 
 
 def _watch_render(request: web.Request, form: Form) -> Render:
     if form == "table":
         include = _include_object(request)
-        return lambda obj, first: table([obj], resource_version=obj["metadata"].get("resourceVersion", ""),
-                                        include_object=include, headers=first)
+        return lambda obj, first: table(
+            [obj], resource_version=obj["metadata"].get("resourceVersion", ""), include_object=include, headers=first
+        )
     if form == "partial":
         return lambda obj, first: _partial(obj)
     return lambda obj, first: obj
 
 
 async def _watch(request: web.Request, insights: Insights, matches: _Filter, form: Form) -> web.StreamResponse:
-    return await serve_watch(request, insights.view, matches, _watch_render(request, form),
-                             _watch_options(request, insights, form))
+    return await serve_watch(
+        request, insights.view, matches, _watch_render(request, form), _watch_options(request, insights, form)
+    )

@@ -104,8 +104,9 @@ def _utc_now() -> datetime.datetime:
 class Authenticator:
     """Holds the current RequestHeaderConfig (swapped when the ConfigMap changes)."""
 
-    def __init__(self, config: RequestHeaderConfig | None = None, *,
-                 clock: Callable[[], datetime.datetime] = _utc_now) -> None:
+    def __init__(
+        self, config: RequestHeaderConfig | None = None, *, clock: Callable[[], datetime.datetime] = _utc_now
+    ) -> None:
         self._config = config
         self._clock = clock
         # peer DER → (why it is refused, None when trusted; until when that verdict holds). A kept-alive
@@ -150,8 +151,9 @@ class Authenticator:
         return user_from_headers(headers, config)
 
 
-def _certificate_problem(der: bytes, config: RequestHeaderConfig,
-                         now: datetime.datetime) -> tuple[str | None, datetime.datetime | None]:
+def _certificate_problem(
+    der: bytes, config: RequestHeaderConfig, now: datetime.datetime
+) -> tuple[str | None, datetime.datetime | None]:
     """Why the certificate is not the aggregator's (None if it is), and its notAfter."""
     try:
         cert = x509.load_der_x509_certificate(der)
@@ -194,7 +196,7 @@ def user_from_headers(headers: CIMultiDictProxy[str], config: RequestHeaderConfi
         for prefix in prefixes:
             if lowered.startswith(prefix) and len(lowered) > len(prefix):
                 # Keys are lower-cased and percent-decoded, as Kubernetes does (keys may hold '/').
-                extra.setdefault(unquote(lowered[len(prefix):]), []).append(value)
+                extra.setdefault(unquote(lowered[len(prefix) :]), []).append(value)
                 break
     uid = next((v for h in config.uid_headers for v in headers.getall(h, []) if v), "")
     return UserInfo(name=name, groups=groups, extra={k: tuple(v) for k, v in extra.items()}, uid=uid)

@@ -77,10 +77,21 @@ def request_info(method: str, path: str, query: Mapping[str, str]) -> RequestInf
             name = selectors.pinned_name()
     if not name and verb == "delete":
         verb = "deletecollection"
-    return RequestInfo(path=path, verb=verb, resource_request=True, api_group=group, api_version=version,
-                       namespace=namespace, resource=rest[0], subresource=subresource, name=name,
-                       path_name=path_name, extra_parts=tuple(rest[3:]), selectors=selectors,
-                       selector_error=selector_error)
+    return RequestInfo(
+        path=path,
+        verb=verb,
+        resource_request=True,
+        api_group=group,
+        api_version=version,
+        namespace=namespace,
+        resource=rest[0],
+        subresource=subresource,
+        name=name,
+        path_name=path_name,
+        extra_parts=tuple(rest[3:]),
+        selectors=selectors,
+        selector_error=selector_error,
+    )
 
 
 def _query_bool(value: str | None) -> bool:
@@ -110,9 +121,15 @@ def subject_access_review(user: UserInfo, info: RequestInfo) -> dict[str, Any]:
     if user.uid:
         spec["uid"] = user.uid
     if info.resource_request:
-        attributes = {"namespace": info.namespace, "verb": info.verb, "group": info.api_group,
-                      "version": info.api_version, "resource": info.resource, "subresource": info.subresource,
-                      "name": info.name}
+        attributes = {
+            "namespace": info.namespace,
+            "verb": info.verb,
+            "group": info.api_group,
+            "version": info.api_version,
+            "resource": info.resource,
+            "subresource": info.subresource,
+            "name": info.name,
+        }
         spec["resourceAttributes"] = {k: v for k, v in attributes.items() if v}
     else:
         spec["nonResourceAttributes"] = {"path": info.path, "verb": info.verb}
@@ -130,8 +147,10 @@ def forbidden(user: UserInfo, info: RequestInfo, reason: str = "") -> Status:
     if info.resource_request:
         resource = info.resource + (f"/{info.subresource}" if info.subresource else "")
         scope = f"in the namespace {json.dumps(info.namespace)}" if info.namespace else "at the cluster scope"
-        why = (f"User {json.dumps(user.name)} cannot {info.verb} resource {json.dumps(resource)} "
-               f"in API group {json.dumps(info.api_group)} {scope}")
+        why = (
+            f"User {json.dumps(user.name)} cannot {info.verb} resource {json.dumps(resource)} "
+            f"in API group {json.dumps(info.api_group)} {scope}"
+        )
     else:
         why = f"User {json.dumps(user.name)} cannot {info.verb} path {json.dumps(info.path)}"
     if reason:
@@ -140,15 +159,25 @@ def forbidden(user: UserInfo, info: RequestInfo, reason: str = "") -> Status:
         return failure(403, f"forbidden: {why}", details={})
     qualified = f"{info.resource}.{info.api_group}" if info.api_group else info.resource
     subject = f"{qualified} {json.dumps(info.name)}" if info.name else qualified
-    return failure(403, f"{subject} is forbidden: {why}",
-                   details={"name": info.name, "group": info.api_group, "kind": info.resource})
+    return failure(
+        403,
+        f"{subject} is forbidden: {why}",
+        details={"name": info.name, "group": info.api_group, "kind": info.resource},
+    )
 
 
 class CachingAuthorizer:
     """Remembers decisions for a short while and coalesces identical questions in flight."""
 
-    def __init__(self, authorize: Authorizer, *, allowed_ttl: float = 10.0, denied_ttl: float = 10.0,
-                 max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        authorize: Authorizer,
+        *,
+        allowed_ttl: float = 10.0,
+        denied_ttl: float = 10.0,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._authorize = authorize
         self._allowed_ttl = allowed_ttl
         self._denied_ttl = denied_ttl

@@ -35,8 +35,9 @@ def sar_authorizer(client: KubeClient, timeout: float = 10.0) -> Authorizer:
     """Ask the cluster with a SubjectAccessReview (needs RBAC: system:auth-delegator)."""
 
     async def authorize(user: UserInfo, info: RequestInfo) -> Decision:
-        answer = await client.request("POST", SUBJECT_ACCESS_REVIEWS, body=subject_access_review(user, info),
-                                      timeout=timeout)
+        answer = await client.request(
+            "POST", SUBJECT_ACCESS_REVIEWS, body=subject_access_review(user, info), timeout=timeout
+        )
         return decision_of(answer)
 
     return authorize
@@ -52,8 +53,9 @@ class RequestHeaderSource:
     informer: Informer = field(init=False)
 
     def __post_init__(self) -> None:
-        self.informer = Informer(self.client, CONFIG_MAPS, namespace=CONFIG_MAP_NAMESPACE,
-                                 field_selector=f"metadata.name={CONFIG_MAP_NAME}")
+        self.informer = Informer(
+            self.client, CONFIG_MAPS, namespace=CONFIG_MAP_NAMESPACE, field_selector=f"metadata.name={CONFIG_MAP_NAME}"
+        )
         self.informer.add_handler(self._changed, lambda old, new: self._changed(new), self._removed)
 
     def _changed(self, config_map: dict[str, Any]) -> None:
@@ -65,22 +67,28 @@ class RequestHeaderSource:
             log.error("ignoring %s/%s: %s", CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME, err)
             return
         if config is None:
-            log.warning("%s/%s has no requestheader-client-ca-file: the apiserver runs without front-proxy "
-                        "flags, so no request can be authenticated", CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME)
+            log.warning(
+                "%s/%s has no requestheader-client-ca-file: the apiserver runs without front-proxy "
+                "flags, so no request can be authenticated",
+                CONFIG_MAP_NAMESPACE,
+                CONFIG_MAP_NAME,
+            )
         if self.authenticator.update(config):
-            log.info("requestheader configuration loaded",
-                     extra={"allowed_names": list(config.allowed_names) if config else None})
+            log.info(
+                "requestheader configuration loaded",
+                extra={"allowed_names": list(config.allowed_names) if config else None},
+            )
             if config is not None and self.ca_file is not None:
                 self.ca_file.parent.mkdir(parents=True, exist_ok=True)
                 write_atomic(self.ca_file, config.client_ca_pem)
 
     def _removed(self, config_map: dict[str, Any]) -> None:
-        log.warning("%s/%s was deleted: keeping the last requestheader configuration",
-                    CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME)
+        log.warning(
+            "%s/%s was deleted: keeping the last requestheader configuration", CONFIG_MAP_NAMESPACE, CONFIG_MAP_NAME
+        )
 
 
-_META = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "ownerReferences",
-         "creationTimestamp")
+_META = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "ownerReferences", "creationTimestamp")
 
 
 def _keep(obj: Object, fields: tuple[str, ...]) -> Object:
@@ -93,23 +101,48 @@ def _typed(obj: Object) -> Object:
 
 def slim_deployment(deployment: Object) -> Object:
     """What FooHealth reads of a Deployment; the Pod template and the rest stay out of memory."""
-    return {**_typed(deployment), "metadata": _keep(deployment.get("metadata") or {}, _META),
-            "spec": _keep(deployment.get("spec") or {}, ("replicas",)), "status": deployment.get("status") or {}}
+    return {
+        **_typed(deployment),
+        "metadata": _keep(deployment.get("metadata") or {}, _META),
+        "spec": _keep(deployment.get("spec") or {}, ("replicas",)),
+        "status": deployment.get("status") or {},
+    }
 
 
 def slim_pod(pod: Object) -> Object:
     status = pod.get("status") or {}
-    containers = [{"name": c.get("name"), "restartCount": c.get("restartCount", 0),
-                   "state": _keep(c.get("state") or {}, ("waiting",))}
-                  for c in status.get("containerStatuses") or ()]
-    return {**_typed(pod), "metadata": _keep(pod.get("metadata") or {}, _META),
-            "status": {**_keep(status, ("phase", "conditions")), "containerStatuses": containers}}
+    containers = [
+        {
+            "name": c.get("name"),
+            "restartCount": c.get("restartCount", 0),
+            "state": _keep(c.get("state") or {}, ("waiting",)),
+        }
+        for c in status.get("containerStatuses") or ()
+    ]
+    return {
+        **_typed(pod),
+        "metadata": _keep(pod.get("metadata") or {}, _META),
+        "status": {**_keep(status, ("phase", "conditions")), "containerStatuses": containers},
+    }
 
 
 def slim_event(event: Object) -> Object:
-    return _keep(event, ("apiVersion", "kind", "involvedObject", "regarding", "type", "reason", "message", "lastTimestamp",
-                         "firstTimestamp", "eventTime", "series")) | {
-        "metadata": _keep(event.get("metadata") or {}, _META)}
+    return _keep(
+        event,
+        (
+            "apiVersion",
+            "kind",
+            "involvedObject",
+            "regarding",
+            "type",
+            "reason",
+            "message",
+            "lastTimestamp",
+            "firstTimestamp",
+            "eventTime",
+            "series",
+        ),
+    ) | {"metadata": _keep(event.get("metadata") or {}, _META)}
 
 
 def health_informers(client: KubeClient) -> dict[str, Informer]:
@@ -117,16 +150,23 @@ def health_informers(client: KubeClient) -> dict[str, Informer]:
         "foos": Informer(client, FOOS, indexers=INDEXERS["foos"]),
         "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"], transform=slim_deployment),
         # Only Pods of Foo Deployments carry the label; everything else stays out of memory.
-        "pods": Informer(client, PODS, label_selector=POD_LABEL, indexers=INDEXERS["pods"],
-                         transform=slim_pod),
-        "events": Informer(client, EVENTS, field_selector=f"involvedObject.kind={KIND}", indexers=INDEXERS["events"],
-                           transform=slim_event),
+        "pods": Informer(client, PODS, label_selector=POD_LABEL, indexers=INDEXERS["pods"], transform=slim_pod),
+        "events": Informer(
+            client,
+            EVENTS,
+            field_selector=f"involvedObject.kind={KIND}",
+            indexers=INDEXERS["events"],
+            transform=slim_event,
+        ),
     }
 
 
 def health_view(informers: dict[str, Informer], *, history: int = 1024) -> HealthView:
-    view = HealthView(*(informers[k].store for k in ("foos", "deployments", "pods", "events")), history=history,
-                      synced=lambda: all(i.has_synced for i in informers.values()))
+    view = HealthView(
+        *(informers[k].store for k in ("foos", "deployments", "pods", "events")),
+        history=history,
+        synced=lambda: all(i.has_synced for i in informers.values()),
+    )
     for kind, informer in informers.items():
         informer.add_handler(*view.handlers(kind))
     return view

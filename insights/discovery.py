@@ -20,8 +20,13 @@ def _version_ref() -> Object:
 
 
 def api_group() -> Object:
-    return {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP, "versions": [_version_ref()],
-            "preferredVersion": _version_ref()}
+    return {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": GROUP,
+        "versions": [_version_ref()],
+        "preferredVersion": _version_ref(),
+    }
 
 
 def api_group_list() -> Object:
@@ -31,8 +36,13 @@ def api_group_list() -> Object:
 
 
 def _api_resource(resource: Resource) -> Object:
-    out: Object = {"name": resource.name, "singularName": resource.singular, "namespaced": resource.namespaced,
-                "kind": resource.kind, "verbs": list(resource.verbs)}
+    out: Object = {
+        "name": resource.name,
+        "singularName": resource.singular,
+        "namespaced": resource.namespaced,
+        "kind": resource.kind,
+        "verbs": list(resource.verbs),
+    }
     if resource.short_names:
         out["shortNames"] = list(resource.short_names)
     if resource.categories:
@@ -41,8 +51,12 @@ def _api_resource(resource: Resource) -> Object:
 
 
 def api_resource_list() -> Object:
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": GROUP_VERSION,
-            "resources": [_api_resource(r) for r in RESOURCES.values()]}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": GROUP_VERSION,
+        "resources": [_api_resource(r) for r in RESOURCES.values()],
+    }
 
 
 def _discovery_resource(resource: Resource) -> Object:
@@ -65,12 +79,16 @@ def api_group_discovery_list(version: str = "v2") -> Object:
         "kind": "APIGroupDiscoveryList",
         "apiVersion": f"apidiscovery.k8s.io/{version}",
         "metadata": {},
-        "items": [{
-            "metadata": {"name": GROUP},
-            "versions": [{
-                "version": VERSION,
-                "resources": [_discovery_resource(r) for r in RESOURCES.values()],
-                "freshness": "Current",
-            }],
-        }],
+        "items": [
+            {
+                "metadata": {"name": GROUP},
+                "versions": [
+                    {
+                        "version": VERSION,
+                        "resources": [_discovery_resource(r) for r in RESOURCES.values()],
+                        "freshness": "Current",
+                    }
+                ],
+            }
+        ],
     }

@@ -45,10 +45,10 @@ def split_term(term: str) -> tuple[str, str, str] | None:
     if at < 0:
         return None
     if at > 0 and term[at - 1] == "!":
-        return term[:at - 1], "!=", term[at + 1:]
-    if term[at + 1:at + 2] == "=":
-        return term[:at], "==", term[at + 2:]
-    return term[:at], "=", term[at + 1:]
+        return term[: at - 1], "!=", term[at + 1 :]
+    if term[at + 1 : at + 2] == "=":
+        return term[:at], "==", term[at + 2 :]
+    return term[:at], "=", term[at + 1 :]
 
 
 def unescape_value(value: str) -> str:

@@ -25,8 +25,13 @@ PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 _PROGRESS_REASONS = {"ReplicasUnavailable"}
 # Container waiting reasons that mean "this will not fix itself soon".
 _BAD_WAITING = {
-    "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError",
-    "CreateContainerError", "RunContainerError",
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
 }
 
 
@@ -41,8 +46,13 @@ def _list(value: Any) -> list[Any]:
 def event_time(event: Object) -> str:
     """When an Event last happened, whichever of its time fields the writer filled (RFC 3339)."""
     series = _dict(event.get("series"))
-    for value in (event.get("lastTimestamp"), series.get("lastObservedTime"), event.get("eventTime"),
-                  event.get("firstTimestamp"), _dict(event.get("metadata")).get("creationTimestamp")):
+    for value in (
+        event.get("lastTimestamp"),
+        series.get("lastObservedTime"),
+        event.get("eventTime"),
+        event.get("firstTimestamp"),
+        _dict(event.get("metadata")).get("creationTimestamp"),
+    ):
         if isinstance(value, str) and value:
             return value
     return ""
@@ -84,7 +94,9 @@ def rollout(foo: Object, deployment: Object | None, deployment_name: str) -> _Ro
     if progressing is not None and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED:
         return _Rollout("Stalled", f'Deployment "{deployment_name}" exceeded its progress deadline')
     wanted = integer(spec.get("replicas"), 1)
-    replicas, updated, available = (integer(status.get(k)) for k in ("replicas", "updatedReplicas", "availableReplicas"))
+    replicas, updated, available = (
+        integer(status.get(k)) for k in ("replicas", "updatedReplicas", "availableReplicas")
+    )
     if updated < wanted:
         return _Rollout("Progressing", f"{updated} out of {wanted} new replicas have been updated")
     if replicas > updated:
@@ -112,8 +124,11 @@ def _pod_summary(pods: list[Object]) -> tuple[Object, Object | None]:
             if stuck is None and waiting.get("reason") in _BAD_WAITING:
                 name = ObjectView(pod).name
                 detail = f": {waiting['message']}" if waiting.get("message") else ""
-                stuck = {"reason": waiting["reason"], "source": "Pod",
-                         "message": f"pod {name}: container {container.get('name', '')}: {waiting['reason']}{detail}"}
+                stuck = {
+                    "reason": waiting["reason"],
+                    "source": "Pod",
+                    "message": f"pod {name}: container {container.get('name', '')}: {waiting['reason']}{detail}",
+                }
     summary = {"total": len(pods), "ready": ready, "pending": pending, "failed": failed, "restarts": restarts}
     return summary, stuck
 
@@ -128,32 +143,54 @@ def _last_sync(foo: Object, events: list[Object]) -> str:
     return max((t for t in times if t), default="")
 
 
-def _last_error(foo: Object, deployment: Object | None, rollout_: _Rollout, stuck: Object | None,
-                events: list[Object], last_sync: str) -> Object | None:
+def _last_error(
+    foo: Object,
+    deployment: Object | None,
+    rollout_: _Rollout,
+    stuck: Object | None,
+    events: list[Object],
+    last_sync: str,
+) -> Object | None:
     """The most pressing current error, or the newest Warning event not followed by a good sync."""
     if rollout_.state == "NotOwned":
         return {"reason": "ErrResourceExists", "message": rollout_.message, "source": "Deployment"}
     ready = _condition(_dict(foo.get("status")).get("conditions"), "Ready")
     if ready is not None and ready.get("status") == "False" and ready.get("reason") not in _PROGRESS_REASONS:
-        return {"reason": str(ready.get("reason", "")), "message": str(ready.get("message", "")),
-                "source": "Foo", "time": str(ready.get("lastTransitionTime", ""))}
+        return {
+            "reason": str(ready.get("reason", "")),
+            "message": str(ready.get("message", "")),
+            "source": "Foo",
+            "time": str(ready.get("lastTransitionTime", "")),
+        }
     if deployment is not None:
         conditions = _dict(deployment.get("status")).get("conditions")
         failure = _condition(conditions, "ReplicaFailure")
         if failure is not None and failure.get("status") == "True":
-            return {"reason": str(failure.get("reason", "ReplicaFailure")), "message": str(failure.get("message", "")),
-                    "source": "Deployment", "time": str(failure.get("lastTransitionTime", ""))}
+            return {
+                "reason": str(failure.get("reason", "ReplicaFailure")),
+                "message": str(failure.get("message", "")),
+                "source": "Deployment",
+                "time": str(failure.get("lastTransitionTime", "")),
+            }
         if rollout_.state == "Stalled":
             progressing = _condition(conditions, "Progressing") or {}
-            return {"reason": PROGRESS_DEADLINE_EXCEEDED, "message": str(progressing.get("message", rollout_.message)),
-                    "source": "Deployment", "time": str(progressing.get("lastUpdateTime", ""))}
+            return {
+                "reason": PROGRESS_DEADLINE_EXCEEDED,
+                "message": str(progressing.get("message", rollout_.message)),
+                "source": "Deployment",
+                "time": str(progressing.get("lastUpdateTime", "")),
+            }
     if stuck is not None:
         return stuck
     warnings = [e for e in events if e.get("type") == "Warning" and event_time(e) > last_sync]
     if warnings:
         newest = max(warnings, key=event_time)
-        return {"reason": str(newest.get("reason", "")), "message": str(newest.get("message", "")),
-                "source": "Event", "time": event_time(newest)}
+        return {
+            "reason": str(newest.get("reason", "")),
+            "message": str(newest.get("message", "")),
+            "source": "Event",
+            "time": event_time(newest),
+        }
     return None
 
 
@@ -181,8 +218,14 @@ def _matching_events(foo: Object, events: Iterable[Object]) -> list[Object]:
     return out
 
 
-def foo_health(foo: Object, deployment: Object | None, pods: Iterable[Object], events: Iterable[Object],
-               *, resource_version: str = "") -> Object:
+def foo_health(
+    foo: Object,
+    deployment: Object | None,
+    pods: Iterable[Object],
+    events: Iterable[Object],
+    *,
+    resource_version: str = "",
+) -> Object:
     """The FooHealth of a v1 Foo."""
     view = FooView(foo)
     metadata, status = view.metadata, view.status

@@ -36,8 +36,20 @@ class _Tok(Enum):
     OPEN = "("
 
 
-_SYMBOLS = {t.value: t for t in (_Tok.CLOSE, _Tok.COMMA, _Tok.NOT, _Tok.DOUBLE_EQUALS, _Tok.EQUALS, _Tok.GT, _Tok.LT,
-                                 _Tok.NOT_EQUALS, _Tok.OPEN)}
+_SYMBOLS = {
+    t.value: t
+    for t in (
+        _Tok.CLOSE,
+        _Tok.COMMA,
+        _Tok.NOT,
+        _Tok.DOUBLE_EQUALS,
+        _Tok.EQUALS,
+        _Tok.GT,
+        _Tok.LT,
+        _Tok.NOT_EQUALS,
+        _Tok.OPEN,
+    )
+}
 _KEYWORDS = {"in": _Tok.IN, "notin": _Tok.NOT_IN}
 _SPECIAL = frozenset("=!(),><")
 # Go's Lexer.read() answers 0 both at the end and for a NUL byte: a NUL ends the token being read
@@ -59,7 +71,7 @@ def tokens(selector: str) -> list[Token]:
             return found
         if selector[pos] in _SPECIAL:
             # Longest operator first: "!=" and "==" are the only two-character symbols.
-            literal = selector[pos:pos + 2] if selector[pos:pos + 2] in ("!=", "==") else selector[pos]
+            literal = selector[pos : pos + 2] if selector[pos : pos + 2] in ("!=", "==") else selector[pos]
             pos += len(literal)
             found.append((_SYMBOLS[literal], literal))
         else:
@@ -85,11 +97,27 @@ class Operator(str, Enum):
     DOES_NOT_EXIST = "!"
 
 
-_BINARY = {_Tok.IN: Operator.IN, _Tok.NOT_IN: Operator.NOT_IN, _Tok.EQUALS: Operator.EQUALS,
-           _Tok.DOUBLE_EQUALS: Operator.DOUBLE_EQUALS, _Tok.NOT_EQUALS: Operator.NOT_EQUALS,
-           _Tok.GT: Operator.GREATER_THAN, _Tok.LT: Operator.LESS_THAN}
-_BINARY_NAMES = ", ".join(op.value for op in (Operator.IN, Operator.NOT_IN, Operator.EQUALS, Operator.DOUBLE_EQUALS,
-                                              Operator.NOT_EQUALS, Operator.GREATER_THAN, Operator.LESS_THAN))
+_BINARY = {
+    _Tok.IN: Operator.IN,
+    _Tok.NOT_IN: Operator.NOT_IN,
+    _Tok.EQUALS: Operator.EQUALS,
+    _Tok.DOUBLE_EQUALS: Operator.DOUBLE_EQUALS,
+    _Tok.NOT_EQUALS: Operator.NOT_EQUALS,
+    _Tok.GT: Operator.GREATER_THAN,
+    _Tok.LT: Operator.LESS_THAN,
+}
+_BINARY_NAMES = ", ".join(
+    op.value
+    for op in (
+        Operator.IN,
+        Operator.NOT_IN,
+        Operator.EQUALS,
+        Operator.DOUBLE_EQUALS,
+        Operator.NOT_EQUALS,
+        Operator.GREATER_THAN,
+        Operator.LESS_THAN,
+    )
+)
 
 
 def parse_int64(text: str) -> int | None:
@@ -164,8 +192,11 @@ def new_requirement(key: str, op: Operator, values: list[str]) -> Requirement:
     errors = []
     ordered = sorted(set(values))
     if op in (Operator.GREATER_THAN, Operator.LESS_THAN):
-        errors += [f"values[{i}]: Invalid value: {go_quote(v)}: for 'Gt', 'Lt' operators, the value must be an integer"
-                   for i, v in enumerate(ordered) if parse_int64(v) is None]
+        errors += [
+            f"values[{i}]: Invalid value: {go_quote(v)}: for 'Gt', 'Lt' operators, the value must be an integer"
+            for i, v in enumerate(ordered)
+            if parse_int64(v) is None
+        ]
     for i, value in enumerate(ordered):
         if problems := naming.label_value(value):
             errors.append(f"values[{i}][{key}]: Invalid value: {go_quote(value)}: {'; '.join(problems)}")

@@ -39,8 +39,9 @@ def _meta(name: str, labels: dict[str, str] | None, namespace: str | None = None
     return meta
 
 
-def api_service(*, namespace: str, service: str, ca_bundle: bytes | str, port: int = 443,
-                labels: dict[str, str] | None = None) -> Object:
+def api_service(
+    *, namespace: str, service: str, ca_bundle: bytes | str, port: int = 443, labels: dict[str, str] | None = None
+) -> Object:
     """`v1alpha1.insights.samplecontroller.k8s.io`, served by ``service`` and trusted through ``ca_bundle``."""
     return {
         "apiVersion": "apiregistration.k8s.io/v1",
@@ -57,25 +58,32 @@ def api_service(*, namespace: str, service: str, ca_bundle: bytes | str, port: i
     }
 
 
-def auth_delegator_binding(*, name: str, namespace: str, service_account: str,
-                           labels: dict[str, str] | None = None) -> Object:
+def auth_delegator_binding(
+    *, name: str, namespace: str, service_account: str, labels: dict[str, str] | None = None
+) -> Object:
     """Lets the service ask SubjectAccessReviews (and TokenReviews) of the cluster."""
     return {
-        "apiVersion": RBAC, "kind": "ClusterRoleBinding",
+        "apiVersion": RBAC,
+        "kind": "ClusterRoleBinding",
         "metadata": _meta(f"{name}:system:auth-delegator", labels),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"},
         "subjects": [_service_account(service_account, namespace)],
     }
 
 
-def authentication_reader_binding(*, name: str, namespace: str, service_account: str,
-                                  labels: dict[str, str] | None = None) -> Object:
+def authentication_reader_binding(
+    *, name: str, namespace: str, service_account: str, labels: dict[str, str] | None = None
+) -> Object:
     """Lets the service read kube-system/extension-apiserver-authentication (front-proxy trust)."""
     return {
-        "apiVersion": RBAC, "kind": "RoleBinding",
+        "apiVersion": RBAC,
+        "kind": "RoleBinding",
         "metadata": _meta(f"{name}:extension-apiserver-authentication-reader", labels, "kube-system"),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "extension-apiserver-authentication-reader"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "extension-apiserver-authentication-reader",
+        },
         "subjects": [_service_account(service_account, namespace)],
     }
 
@@ -84,7 +92,8 @@ def reader_cluster_role(*, name: str, labels: dict[str, str] | None = None) -> O
     """What FooHealth is computed from: Foos, Deployments, Pods and Events, read-only."""
     read = ["get", "list", "watch"]
     return {
-        "apiVersion": RBAC, "kind": "ClusterRole",
+        "apiVersion": RBAC,
+        "kind": "ClusterRole",
         "metadata": _meta(f"{name}:insights-reader", labels),
         "rules": [
             {"apiGroups": [FOO_GROUP], "resources": [FOO_PLURAL], "verbs": read},
@@ -96,7 +105,8 @@ def reader_cluster_role(*, name: str, labels: dict[str, str] | None = None) -> O
 
 def reader_binding(*, name: str, namespace: str, service_account: str, labels: dict[str, str] | None = None) -> Object:
     return {
-        "apiVersion": RBAC, "kind": "ClusterRoleBinding",
+        "apiVersion": RBAC,
+        "kind": "ClusterRoleBinding",
         "metadata": _meta(f"{name}:insights-reader", labels),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{name}:insights-reader"},
         "subjects": [_service_account(service_account, namespace)],
@@ -106,9 +116,11 @@ def reader_binding(*, name: str, namespace: str, service_account: str, labels: d
 def aggregate_to_view_role(*, name: str, labels: dict[str, str] | None = None) -> Object:
     """Everyone with `view` (and so `edit` and `admin`) may read foohealths."""
     return {
-        "apiVersion": RBAC, "kind": "ClusterRole",
-        "metadata": _meta(f"{name}:insights:view", {**(labels or {}),
-                                                    "rbac.authorization.k8s.io/aggregate-to-view": "true"}),
+        "apiVersion": RBAC,
+        "kind": "ClusterRole",
+        "metadata": _meta(
+            f"{name}:insights:view", {**(labels or {}), "rbac.authorization.k8s.io/aggregate-to-view": "true"}
+        ),
         "rules": [{"apiGroups": [GROUP], "resources": [FOO_HEALTHS.name], "verbs": list(FOO_HEALTHS.verbs)}],
     }
 
@@ -116,16 +128,25 @@ def aggregate_to_view_role(*, name: str, labels: dict[str, str] | None = None) -
 def aggregate_to_edit_role(*, name: str, labels: dict[str, str] | None = None) -> Object:
     """Everyone with `edit` (and so `admin`) may create fooreviews; like a dry run, they store nothing."""
     return {
-        "apiVersion": RBAC, "kind": "ClusterRole",
-        "metadata": _meta(f"{name}:insights:edit", {**(labels or {}),
-                                                    "rbac.authorization.k8s.io/aggregate-to-edit": "true"}),
+        "apiVersion": RBAC,
+        "kind": "ClusterRole",
+        "metadata": _meta(
+            f"{name}:insights:edit", {**(labels or {}), "rbac.authorization.k8s.io/aggregate-to-edit": "true"}
+        ),
         "rules": [{"apiGroups": [GROUP], "resources": [FOO_REVIEWS.name], "verbs": list(FOO_REVIEWS.verbs)}],
     }
 
 
-def aggregated_api_manifests(*, namespace: str, service: str, service_account: str, ca_bundle: bytes | str,
-                             port: int = 443, name: str = "foo-operator",
-                             labels: dict[str, str] | None = None) -> list[Object]:
+def aggregated_api_manifests(
+    *,
+    namespace: str,
+    service: str,
+    service_account: str,
+    ca_bundle: bytes | str,
+    port: int = 443,
+    name: str = "foo-operator",
+    labels: dict[str, str] | None = None,
+) -> list[Object]:
     """Everything above, in an order that applies cleanly (RBAC before the APIService goes live)."""
     return [
         auth_delegator_binding(name=name, namespace=namespace, service_account=service_account, labels=labels),

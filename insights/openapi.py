@@ -58,55 +58,87 @@ _KIND = _string("Kind is a string value representing the REST resource this obje
 
 
 def _top(kind: str, description: str, properties: Object) -> Object:
-    schema = _object(description, {"apiVersion": _API_VERSION, "kind": _KIND,
-                                   "metadata": _ref(OBJECT_META, "Standard object's metadata."), **properties})
+    schema = _object(
+        description,
+        {
+            "apiVersion": _API_VERSION,
+            "kind": _KIND,
+            "metadata": _ref(OBJECT_META, "Standard object's metadata."),
+            **properties,
+        },
+    )
     schema["x-kubernetes-group-version-kind"] = _gvk(kind)
     return schema
 
 
 def _list(kind: str, item: str) -> Object:
-    schema = _object(f"{kind} is a list of {item}.", {
-        "apiVersion": _API_VERSION, "kind": _KIND,
-        "metadata": _ref(LIST_META, "Standard list metadata."),
-        "items": {"type": "array", "description": f"The {item}s.", "items": _ref(f"{OWN}.{item}", "")},
-    }, ["items"])
+    schema = _object(
+        f"{kind} is a list of {item}.",
+        {
+            "apiVersion": _API_VERSION,
+            "kind": _KIND,
+            "metadata": _ref(LIST_META, "Standard list metadata."),
+            "items": {"type": "array", "description": f"The {item}s.", "items": _ref(f"{OWN}.{item}", "")},
+        },
+        ["items"],
+    )
     schema["x-kubernetes-group-version-kind"] = _gvk(kind)
     return schema
 
 
 _TIME = {"format": "date-time"}
 
-_FOO_HEALTH_STATUS = _object("What the cluster says about the Foo right now.", {
-    "health": _string("One word: Healthy, Progressing, Degraded, Unavailable or Unknown.",
-                      enum=["Healthy", "Progressing", "Degraded", "Unavailable", "Unknown"]),
-    "deploymentName": _string("Name of the Deployment the Foo owns."),
-    "image": _string("Container image the Foo asks for."),
-    "desiredReplicas": _integer("Replicas the Foo asks for."),
-    "replicas": _integer("Replicas of the Deployment (Pods it targets)."),
-    "updatedReplicas": _integer("Replicas updated to the Deployment's newest template."),
-    "readyReplicas": _integer("Ready replicas of the Deployment."),
-    "availableReplicas": _integer("Available replicas of the Deployment."),
-    "rollout": _string("The Deployment's rollout, judged as `kubectl rollout status` does: Complete, Progressing, "
-                       "Stalled (progress deadline exceeded), Pending (not yet observed), Missing, or NotOwned "
-                       "(a Deployment of that name exists but another owner has it).",
-                       enum=["Complete", "Progressing", "Stalled", "Pending", "Missing", "NotOwned"]),
-    "rolloutMessage": _string("The rollout state in words."),
-    "synced": {"type": "boolean", "description": "True when the controller has acted on the Foo's latest generation."},
-    "generation": _integer("The Foo's metadata.generation."),
-    "observedGeneration": _integer("The generation the controller last acted on."),
-    "lastSyncTime": _string("When the controller last synced the Foo successfully (Synced event or Ready=True).",
-                            **_TIME),
-    "lastError": _object("The most pressing current error, or the newest Warning not followed by a good sync.", {
-        "reason": _string("Machine-readable reason, such as ErrResourceExists or CrashLoopBackOff."),
-        "message": _string("What went wrong, in words."),
-        "source": _string("Where it was seen: Foo (condition), Deployment, Pod or Event."),
-        "time": _string("When it was seen.", **_TIME),
-    }),
-    "pods": _object("The Foo's Pods (label controller=<foo>).", {
-        "total": _integer("Pods."), "ready": _integer("Ready Pods."), "pending": _integer("Pending Pods."),
-        "failed": _integer("Failed Pods."), "restarts": _integer("Container restarts summed over the Pods."),
-    }),
-})
+_FOO_HEALTH_STATUS = _object(
+    "What the cluster says about the Foo right now.",
+    {
+        "health": _string(
+            "One word: Healthy, Progressing, Degraded, Unavailable or Unknown.",
+            enum=["Healthy", "Progressing", "Degraded", "Unavailable", "Unknown"],
+        ),
+        "deploymentName": _string("Name of the Deployment the Foo owns."),
+        "image": _string("Container image the Foo asks for."),
+        "desiredReplicas": _integer("Replicas the Foo asks for."),
+        "replicas": _integer("Replicas of the Deployment (Pods it targets)."),
+        "updatedReplicas": _integer("Replicas updated to the Deployment's newest template."),
+        "readyReplicas": _integer("Ready replicas of the Deployment."),
+        "availableReplicas": _integer("Available replicas of the Deployment."),
+        "rollout": _string(
+            "The Deployment's rollout, judged as `kubectl rollout status` does: Complete, Progressing, "
+            "Stalled (progress deadline exceeded), Pending (not yet observed), Missing, or NotOwned "
+            "(a Deployment of that name exists but another owner has it).",
+            enum=["Complete", "Progressing", "Stalled", "Pending", "Missing", "NotOwned"],
+        ),
+        "rolloutMessage": _string("The rollout state in words."),
+        "synced": {
+            "type": "boolean",
+            "description": "True when the controller has acted on the Foo's latest generation.",
+        },
+        "generation": _integer("The Foo's metadata.generation."),
+        "observedGeneration": _integer("The generation the controller last acted on."),
+        "lastSyncTime": _string(
+            "When the controller last synced the Foo successfully (Synced event or Ready=True).", **_TIME
+        ),
+        "lastError": _object(
+            "The most pressing current error, or the newest Warning not followed by a good sync.",
+            {
+                "reason": _string("Machine-readable reason, such as ErrResourceExists or CrashLoopBackOff."),
+                "message": _string("What went wrong, in words."),
+                "source": _string("Where it was seen: Foo (condition), Deployment, Pod or Event."),
+                "time": _string("When it was seen.", **_TIME),
+            },
+        ),
+        "pods": _object(
+            "The Foo's Pods (label controller=<foo>).",
+            {
+                "total": _integer("Pods."),
+                "ready": _integer("Ready Pods."),
+                "pending": _integer("Pending Pods."),
+                "failed": _integer("Failed Pods."),
+                "restarts": _integer("Container restarts summed over the Pods."),
+            },
+        ),
+    },
+)
 
 _EMBEDDED_FOO = {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "x-kubernetes-embedded-resource": True}
 
@@ -121,64 +153,106 @@ def _schemas() -> dict[str, Object]:
             FOO_HEALTHS.kind,
             "FooHealth is the live health of one Foo, computed from the Foo, its Deployment, Pods and Events. "
             "It has the Foo's name, namespace and labels, and is read-only.",
-            {"status": _FOO_HEALTH_STATUS}),
+            {"status": _FOO_HEALTH_STATUS},
+        ),
         f"{OWN}.{FOO_HEALTHS.kind}List": _list(f"{FOO_HEALTHS.kind}List", FOO_HEALTHS.kind),
         f"{OWN}.{FOO_REVIEWS.kind}": _top(
             FOO_REVIEWS.kind,
             "FooReview asks what admission would decide about a Foo, without storing anything: the defaulted "
             "v1 object, the field errors and the warnings. Create it with `kubectl create -f review.yaml -o yaml`.",
             {
-                "spec": _object("The Foo to review.", {
-                    "object": {**_EMBEDDED_FOO,
-                               "description": "The Foo, at samplecontroller.k8s.io/v1 or v1alpha1."},
-                    "oldObject": {**_EMBEDDED_FOO,
-                                  "description": "The stored Foo, for operation UPDATE (checks immutable fields)."},
-                    "operation": _string("CREATE (default) or UPDATE.", enum=["CREATE", "UPDATE"]),
-                }, ["object"]),
-                "status": _object("The verdict, filled by the server.", {
-                    "allowed": {"type": "boolean", "description": "Whether admission would accept the Foo."},
-                    "object": foo_v1,
-                    "patch": {"type": "array", "description": "The JSONPatch the mutating webhook would send.",
-                              "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-                    "warnings": {"type": "array", "description": "Warnings the user would see.",
-                                 "items": {"type": "string"}},
-                    "message": _string("Why the Foo is denied, as the user would read it."),
-                    "reason": _string("The Status reason of a denial, such as Invalid."),
-                    "code": _integer("The HTTP code admission would answer with."),
-                    "causes": {"type": "array", "description": "One cause per invalid field.", "items": _object(
-                        "A field error.", {
-                            "reason": _string("The cause type, such as FieldValueInvalid."),
-                            "message": _string("What is wrong with the field."),
-                            "field": _string("The field path, such as spec.replicas."),
-                        })},
-                }),
-            }),
-        OBJECT_META: _object("Standard object metadata.", {
-            "name": _string("Name of the object, unique within a namespace."),
-            "generateName": _string("Prefix the server uses to generate a name when none is given."),
-            "namespace": _string("Namespace of the object."),
-            "uid": _string("Unique identifier of the object."),
-            "resourceVersion": _string("Opaque version of the object, for optimistic concurrency and watches."),
-            "generation": {"type": "integer", "format": "int64", "description": "Generation of the desired state."},
-            "creationTimestamp": _string("When the object was created.", **_TIME),
-            "labels": {"type": "object", "description": "Labels of the object.",
-                       "additionalProperties": {"type": "string", "default": ""}},
-            "annotations": {"type": "object", "description": "Annotations of the object.",
-                            "additionalProperties": {"type": "string", "default": ""}},
-        }),
-        LIST_META: _object("Standard list metadata.", {
-            "resourceVersion": _string("The version of the list, to watch from."),
-            "continue": _string("Token to ask for the next page of a limited list."),
-            "remainingItemCount": {"type": "integer", "format": "int64",
-                                   "description": "How many more items there are after this page."},
-        }),
+                "spec": _object(
+                    "The Foo to review.",
+                    {
+                        "object": {
+                            **_EMBEDDED_FOO,
+                            "description": "The Foo, at samplecontroller.k8s.io/v1 or v1alpha1.",
+                        },
+                        "oldObject": {
+                            **_EMBEDDED_FOO,
+                            "description": "The stored Foo, for operation UPDATE (checks immutable fields).",
+                        },
+                        "operation": _string("CREATE (default) or UPDATE.", enum=["CREATE", "UPDATE"]),
+                    },
+                    ["object"],
+                ),
+                "status": _object(
+                    "The verdict, filled by the server.",
+                    {
+                        "allowed": {"type": "boolean", "description": "Whether admission would accept the Foo."},
+                        "object": foo_v1,
+                        "patch": {
+                            "type": "array",
+                            "description": "The JSONPatch the mutating webhook would send.",
+                            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        },
+                        "warnings": {
+                            "type": "array",
+                            "description": "Warnings the user would see.",
+                            "items": {"type": "string"},
+                        },
+                        "message": _string("Why the Foo is denied, as the user would read it."),
+                        "reason": _string("The Status reason of a denial, such as Invalid."),
+                        "code": _integer("The HTTP code admission would answer with."),
+                        "causes": {
+                            "type": "array",
+                            "description": "One cause per invalid field.",
+                            "items": _object(
+                                "A field error.",
+                                {
+                                    "reason": _string("The cause type, such as FieldValueInvalid."),
+                                    "message": _string("What is wrong with the field."),
+                                    "field": _string("The field path, such as spec.replicas."),
+                                },
+                            ),
+                        },
+                    },
+                ),
+            },
+        ),
+        OBJECT_META: _object(
+            "Standard object metadata.",
+            {
+                "name": _string("Name of the object, unique within a namespace."),
+                "generateName": _string("Prefix the server uses to generate a name when none is given."),
+                "namespace": _string("Namespace of the object."),
+                "uid": _string("Unique identifier of the object."),
+                "resourceVersion": _string("Opaque version of the object, for optimistic concurrency and watches."),
+                "generation": {"type": "integer", "format": "int64", "description": "Generation of the desired state."},
+                "creationTimestamp": _string("When the object was created.", **_TIME),
+                "labels": {
+                    "type": "object",
+                    "description": "Labels of the object.",
+                    "additionalProperties": {"type": "string", "default": ""},
+                },
+                "annotations": {
+                    "type": "object",
+                    "description": "Annotations of the object.",
+                    "additionalProperties": {"type": "string", "default": ""},
+                },
+            },
+        ),
+        LIST_META: _object(
+            "Standard list metadata.",
+            {
+                "resourceVersion": _string("The version of the list, to watch from."),
+                "continue": _string("Token to ask for the next page of a limited list."),
+                "remainingItemCount": {
+                    "type": "integer",
+                    "format": "int64",
+                    "description": "How many more items there are after this page.",
+                },
+            },
+        ),
     }
 
 
 def _render(node: Any, prefix: str) -> Any:
     if isinstance(node, dict):
-        return {k: (prefix + v[len(_REF):] if k == "$ref" and isinstance(v, str) else _render(v, prefix))
-                for k, v in node.items()}
+        return {
+            k: (prefix + v[len(_REF) :] if k == "$ref" and isinstance(v, str) else _render(v, prefix))
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_render(v, prefix) for v in node]
     return node
@@ -215,8 +289,13 @@ _WRITE_QUERY = {
     "fieldManager": "Accepted and ignored: a FooReview never stores anything.",
     "fieldValidation": "Accepted and ignored.",
 }
-_TYPES = {"limit": "integer", "timeoutSeconds": "integer", "watch": "boolean", "allowWatchBookmarks": "boolean",
-          "sendInitialEvents": "boolean"}
+_TYPES = {
+    "limit": "integer",
+    "timeoutSeconds": "integer",
+    "watch": "boolean",
+    "allowWatchBookmarks": "boolean",
+    "sendInitialEvents": "boolean",
+}
 
 
 def _parameter(name: str, where: str, description: str, v3: bool) -> Object:
@@ -229,13 +308,27 @@ def _parameter(name: str, where: str, description: str, v3: bool) -> Object:
     return out
 
 
-def _operation(action: str, kind: str, operation_id: str, description: str, response: str, *, v3: bool,
-               path_params: tuple[str, ...], query: dict[str, str], code: str = "200") -> Object:
+def _operation(
+    action: str,
+    kind: str,
+    operation_id: str,
+    description: str,
+    response: str,
+    *,
+    v3: bool,
+    path_params: tuple[str, ...],
+    query: dict[str, str],
+    code: str = "200",
+) -> Object:
     ref = {"$ref": ("#/components/schemas/" if v3 else "#/definitions/") + f"{OWN}.{response}"}
     operation: Object = {
-        "description": description, "operationId": operation_id, "tags": [f"insights_{VERSION}"],
-        "parameters": [*(_parameter(p, "path", f"The {p} of the object.", v3) for p in path_params),
-                       *(_parameter(n, "query", d, v3) for n, d in query.items())],
+        "description": description,
+        "operationId": operation_id,
+        "tags": [f"insights_{VERSION}"],
+        "parameters": [
+            *(_parameter(p, "path", f"The {p} of the object.", v3) for p in path_params),
+            *(_parameter(n, "query", d, v3) for n, d in query.items()),
+        ],
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": kind},
     }
@@ -256,40 +349,81 @@ def _operation(action: str, kind: str, operation_id: str, description: str, resp
 def _paths(v3: bool) -> Object:
     health, review = FOO_HEALTHS.kind, FOO_REVIEWS.kind
     return {
-        f"{_PREFIX}/{FOO_HEALTHS.name}": {"get": _operation(
-            "list", health, f"list{health}ForAllNamespaces", "list or watch FooHealths of every namespace",
-            f"{health}List", v3=v3, path_params=(), query=_QUERY)},
-        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_HEALTHS.name}": {"get": _operation(
-            "list", health, f"listNamespaced{health}", "list or watch the FooHealths of a namespace",
-            f"{health}List", v3=v3, path_params=("namespace",), query=_QUERY)},
-        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_HEALTHS.name}/{{name}}": {"get": _operation(
-            "get", health, f"readNamespaced{health}", "read the FooHealth of a Foo", health, v3=v3,
-            path_params=("namespace", "name"), query={})},
-        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_REVIEWS.name}": {"post": _operation(
-            "post", review, f"createNamespaced{review}", "review a Foo as admission would, storing nothing", review,
-            v3=v3, path_params=("namespace",), query=_WRITE_QUERY, code="201")},
+        f"{_PREFIX}/{FOO_HEALTHS.name}": {
+            "get": _operation(
+                "list",
+                health,
+                f"list{health}ForAllNamespaces",
+                "list or watch FooHealths of every namespace",
+                f"{health}List",
+                v3=v3,
+                path_params=(),
+                query=_QUERY,
+            )
+        },
+        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_HEALTHS.name}": {
+            "get": _operation(
+                "list",
+                health,
+                f"listNamespaced{health}",
+                "list or watch the FooHealths of a namespace",
+                f"{health}List",
+                v3=v3,
+                path_params=("namespace",),
+                query=_QUERY,
+            )
+        },
+        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_HEALTHS.name}/{{name}}": {
+            "get": _operation(
+                "get",
+                health,
+                f"readNamespaced{health}",
+                "read the FooHealth of a Foo",
+                health,
+                v3=v3,
+                path_params=("namespace", "name"),
+                query={},
+            )
+        },
+        f"{_PREFIX}/namespaces/{{namespace}}/{FOO_REVIEWS.name}": {
+            "post": _operation(
+                "post",
+                review,
+                f"createNamespaced{review}",
+                "review a Foo as admission would, storing nothing",
+                review,
+                v3=v3,
+                path_params=("namespace",),
+                query=_WRITE_QUERY,
+                code="201",
+            )
+        },
     }
 
 
 @cache
 def openapi_v2() -> bytes:
     definitions = {name: _v2_schema(_render(schema, "#/definitions/")) for name, schema in _schemas().items()}
-    return orjson.dumps({
-        "swagger": "2.0",
-        "info": {"title": "foo-operator insights", "version": VERSION},
-        "paths": _paths(v3=False),
-        "definitions": definitions,
-    })
+    return orjson.dumps(
+        {
+            "swagger": "2.0",
+            "info": {"title": "foo-operator insights", "version": VERSION},
+            "paths": _paths(v3=False),
+            "definitions": definitions,
+        }
+    )
 
 
 @cache
 def openapi_v3_group_version() -> bytes:
-    return orjson.dumps({
-        "openapi": "3.0.0",
-        "info": {"title": "foo-operator insights", "version": VERSION},
-        "paths": _paths(v3=True),
-        "components": {"schemas": _render(copy.deepcopy(_schemas()), "#/components/schemas/")},
-    })
+    return orjson.dumps(
+        {
+            "openapi": "3.0.0",
+            "info": {"title": "foo-operator insights", "version": VERSION},
+            "paths": _paths(v3=True),
+            "components": {"schemas": _render(copy.deepcopy(_schemas()), "#/components/schemas/")},
+        }
+    )
 
 
 def etag(document: bytes) -> str:

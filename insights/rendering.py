@@ -54,6 +54,11 @@ def yaml_body(body: Any, limit: int = YAML_LIMIT) -> Payload:
     """``body`` as a YAML payload, or a 406 Status suggesting JSON when it is too large to render."""
     document = orjson.dumps(body)
     if len(document) > limit:
-        raise StatusError(failure(406, f"the answer is {len(document)} bytes as JSON; this server renders YAML only "
-                                       f"up to {limit} bytes: ask for {JSON}"))
+        raise StatusError(
+            failure(
+                406,
+                f"the answer is {len(document)} bytes as JSON; this server renders YAML only "
+                f"up to {limit} bytes: ask for {JSON}",
+            )
+        )
     return _YamlPayload(document)

@@ -36,11 +36,19 @@ class Resource:
 CATEGORY = "foo-operator"
 
 FOO_HEALTHS = Resource(
-    name="foohealths", singular="foohealth", kind="FooHealth", verbs=("get", "list", "watch"),
-    short_names=("fh",), categories=(CATEGORY,),
+    name="foohealths",
+    singular="foohealth",
+    kind="FooHealth",
+    verbs=("get", "list", "watch"),
+    short_names=("fh",),
+    categories=(CATEGORY,),
 )
 FOO_REVIEWS = Resource(
-    name="fooreviews", singular="fooreview", kind="FooReview", verbs=("create",), categories=(),
+    name="fooreviews",
+    singular="fooreview",
+    kind="FooReview",
+    verbs=("create",),
+    categories=(),
 )
 
 RESOURCES: dict[str, Resource] = {r.name: r for r in (FOO_HEALTHS, FOO_REVIEWS)}

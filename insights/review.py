@@ -59,7 +59,9 @@ def _spec_errors(review: Object, namespace: str) -> tuple[Object, list[FieldErro
     operation = spec.get("operation", "CREATE")
     if operation not in OPERATIONS:
         supported = ", ".join(f'"{o}"' for o in OPERATIONS)
-        errors.append(FieldError(CauseType.NOT_SUPPORTED, "spec.operation", f"supported values: {supported}", operation))
+        errors.append(
+            FieldError(CauseType.NOT_SUPPORTED, "spec.operation", f"supported values: {supported}", operation)
+        )
     for field in ("object", "oldObject"):
         obj = spec.get(field)
         if obj is None:
@@ -69,13 +71,21 @@ def _spec_errors(review: Object, namespace: str) -> tuple[Object, list[FieldErro
         if not isinstance(obj, dict):
             errors.append(invalid(f"spec.{field}", obj, "must be a Foo object"))
         elif obj.get("apiVersion") not in API_VERSIONS or obj.get("kind") != KIND:
-            errors.append(invalid(f"spec.{field}.apiVersion", obj.get("apiVersion"),
-                                  f"must be a Foo of {' or '.join(API_VERSIONS)}, got kind {obj.get('kind')!r}"))
+            errors.append(
+                invalid(
+                    f"spec.{field}.apiVersion",
+                    obj.get("apiVersion"),
+                    f"must be a Foo of {' or '.join(API_VERSIONS)}, got kind {obj.get('kind')!r}",
+                )
+            )
         else:
-            foo_namespace = (obj.get("metadata") or {}).get("namespace") if isinstance(obj.get("metadata"), dict) else None
+            foo_namespace = (
+                (obj.get("metadata") or {}).get("namespace") if isinstance(obj.get("metadata"), dict) else None
+            )
             if foo_namespace not in (None, "", namespace):
-                errors.append(invalid(f"spec.{field}.metadata.namespace", foo_namespace,
-                                      "must be the FooReview's namespace"))
+                errors.append(
+                    invalid(f"spec.{field}.metadata.namespace", foo_namespace, "must be the FooReview's namespace")
+                )
     return spec, errors
 
 
@@ -89,10 +99,20 @@ def _in_namespace(foo: Object, namespace: str) -> Object:
 def _admission_request(operation: str, foo: Object, old: Object | None, request_version: str) -> AdmissionRequest:
     metadata: Object = foo["metadata"] if isinstance(foo.get("metadata"), dict) else {}
     return AdmissionRequest(
-        uid="fooreview", operation=operation, group=GROUP, version="v1", kind=KIND,
-        resource=CRD_NAME, sub_resource="", request_version=request_version,
-        name=str(metadata.get("name") or ""), namespace=str(metadata.get("namespace") or ""),
-        object=foo, old_object=old, dry_run=True, raw={},
+        uid="fooreview",
+        operation=operation,
+        group=GROUP,
+        version="v1",
+        kind=KIND,
+        resource=CRD_NAME,
+        sub_resource="",
+        request_version=request_version,
+        name=str(metadata.get("name") or ""),
+        namespace=str(metadata.get("namespace") or ""),
+        object=foo,
+        old_object=old,
+        dry_run=True,
+        raw={},
     )
 
 
@@ -124,17 +144,23 @@ def review(body: Any, namespace: str, *, default_image: str) -> Object:
     if not isinstance(body, dict):
         raise ReviewError(failure(400, "body must be a JSON object holding a FooReview"))
     if body.get("apiVersion") != GROUP_VERSION or body.get("kind") != FOO_REVIEWS.kind:
-        raise ReviewError(failure(
-            400, f"expected kind {FOO_REVIEWS.kind} of apiVersion {GROUP_VERSION}, "
-                 f"got kind {body.get('kind')!r} of apiVersion {body.get('apiVersion')!r}"))
+        raise ReviewError(
+            failure(
+                400,
+                f"expected kind {FOO_REVIEWS.kind} of apiVersion {GROUP_VERSION}, "
+                f"got kind {body.get('kind')!r} of apiVersion {body.get('apiVersion')!r}",
+            )
+        )
     metadata: Object = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
     if metadata.get("namespace") not in (None, "", namespace):
-        raise ReviewError(failure(
-            400, "the namespace of the provided object does not match the namespace sent on the request"))
+        raise ReviewError(
+            failure(400, "the namespace of the provided object does not match the namespace sent on the request")
+        )
     spec, errors = _spec_errors(body, namespace)
     if errors:
-        raise ReviewError(invalid_status(str(metadata.get("name") or ""), errors,
-                                         kind=FOO_REVIEWS.kind, group=INSIGHTS_GROUP))
+        raise ReviewError(
+            invalid_status(str(metadata.get("name") or ""), errors, kind=FOO_REVIEWS.kind, group=INSIGHTS_GROUP)
+        )
     operation = spec.get("operation", "CREATE")
     sent = _in_namespace(spec["object"], namespace)
     request_version = str(sent["apiVersion"]).rpartition("/")[2]
@@ -157,5 +183,10 @@ def review(body: Any, namespace: str, *, default_image: str) -> Object:
 def _answer(body: Object, metadata: Object, namespace: str, status: Object) -> Object:
     out_meta = {**metadata, "namespace": namespace}
     out_meta.setdefault("creationTimestamp", None)
-    return {"apiVersion": GROUP_VERSION, "kind": FOO_REVIEWS.kind, "metadata": out_meta,
-            "spec": body.get("spec"), "status": status}
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": FOO_REVIEWS.kind,
+        "metadata": out_meta,
+        "spec": body.get("spec"),
+        "status": status,
+    }

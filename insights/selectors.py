@@ -46,13 +46,16 @@ class Selectors:
         registers none (runtime.DefaultMetaV1FieldSelectorConversion): only the two metadata fields."""
         for requirement in self.fields.requirements:
             if requirement.field not in FIELDS:
-                raise SelectorError(f"{go_quote(requirement.field)} is not a known field selector: "
-                                    f'only "metadata.name", "metadata.namespace"')
+                raise SelectorError(
+                    f"{go_quote(requirement.field)} is not a known field selector: "
+                    f'only "metadata.name", "metadata.namespace"'
+                )
 
     def matches(self, obj: Object) -> bool:
         labels = ObjectView(obj).labels
         return self.labels.matches(labels) and all(
-            (FIELDS.get(r.field, _unknown)(obj) == r.value) is (r.operator == "=") for r in self.fields.requirements)
+            (FIELDS.get(r.field, _unknown)(obj) == r.value) is (r.operator == "=") for r in self.fields.requirements
+        )
 
 
 def _unknown(obj: Object) -> str:

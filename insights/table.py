@@ -74,7 +74,9 @@ COLUMNS: list[Object] = [
     _column("Ready", "string", "Ready replicas of the Deployment / replicas the Foo asks for."),
     _column("Up-to-date", "integer", "Replicas updated to the newest Deployment template."),
     _column("Available", "integer", "Available replicas of the Deployment."),
-    _column("Rollout", "string", "Rollout of the Deployment: Complete, Progressing, Stalled, Pending, Missing or NotOwned."),
+    _column(
+        "Rollout", "string", "Rollout of the Deployment: Complete, Progressing, Stalled, Pending, Missing or NotOwned."
+    ),
     _column("Last Sync", "string", "Time since the controller last synced the Foo successfully."),
     _column("Last Error", "string", "Reason of the most pressing current error, if any."),
     _column("Age", "date", "Time since the Foo was created."),
@@ -115,8 +117,14 @@ def _row_object(obj: Object, include: IncludeObject) -> Object | None:
     return {"kind": "PartialObjectMetadata", "apiVersion": TABLE_API_VERSION, "metadata": obj.get("metadata", {})}
 
 
-def table(objects: Iterable[Object], *, resource_version: str = "", include_object: IncludeObject = "Metadata",
-          headers: bool = True, now: datetime.datetime | None = None) -> Object:
+def table(
+    objects: Iterable[Object],
+    *,
+    resource_version: str = "",
+    include_object: IncludeObject = "Metadata",
+    headers: bool = True,
+    now: datetime.datetime | None = None,
+) -> Object:
     """A Table of FooHealths; ``headers=False`` for every watch event after the first (as Kubernetes)."""
     now = now or datetime.datetime.now(datetime.UTC)
     rows = []

@@ -99,8 +99,17 @@ def _without_version(health: Object) -> Object:
 
 
 class HealthView:
-    def __init__(self, foos: Store, deployments: Store, pods: Store, events: Store, *, history: int = 1024,
-                 instance: int | None = None, synced: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        foos: Store,
+        deployments: Store,
+        pods: Store,
+        events: Store,
+        *,
+        history: int = 1024,
+        instance: int | None = None,
+        synced: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.foos, self.deployments, self.pods, self.events = foos, deployments, pods, events
         self._healths: dict[str, Object] = {}
         self._history: deque[Change] = deque(maxlen=history)
@@ -141,10 +150,16 @@ class HealthView:
 
     # ---- being told what changed ------------------------------------------------------------------
 
-    def handlers(self, kind: str) -> tuple[Callable[[Object], None], Callable[[Object, Object], None], Callable[[Object], None]]:
+    def handlers(
+        self, kind: str
+    ) -> tuple[Callable[[Object], None], Callable[[Object, Object], None], Callable[[Object], None]]:
         """(on_add, on_update, on_delete) for the informer of ``kind`` (foos, deployments, pods, events)."""
-        affected = {"foos": self._foo_keys, "deployments": self._deployment_foo_keys,
-                    "pods": self._pod_foo_keys, "events": self._event_foo_keys}[kind]
+        affected = {
+            "foos": self._foo_keys,
+            "deployments": self._deployment_foo_keys,
+            "pods": self._pod_foo_keys,
+            "events": self._event_foo_keys,
+        }[kind]
 
         def changed(*objects: Object) -> None:
             keys: set[str] = set()

@@ -75,8 +75,9 @@ class _Stream:
         await self.response.write(orjson.dumps({"type": type_, "object": obj}) + b"\n")
 
 
-async def serve_watch(request: web.Request, view: HealthView, matches: Matches, render: Render,
-                      options: WatchOptions) -> web.StreamResponse:
+async def serve_watch(
+    request: web.Request, view: HealthView, matches: Matches, render: Render, options: WatchOptions
+) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
     response.enable_chunked_encoding()
     await response.prepare(request)
@@ -107,8 +108,14 @@ async def serve_watch(request: web.Request, view: HealthView, matches: Matches, 
     return response
 
 
-async def _live(request: web.Request, view: HealthView, subscription: Subscription, stream: _Stream,
-                matches: Matches, options: WatchOptions) -> None:
+async def _live(
+    request: web.Request,
+    view: HealthView,
+    subscription: Subscription,
+    stream: _Stream,
+    matches: Matches,
+    options: WatchOptions,
+) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + options.timeout
     next_bookmark = loop.time() + options.bookmark_interval

@@ -29,9 +29,11 @@ def setup(app: web.Application, config: AggregatedConfig) -> None:
     """Serve insights.samplecontroller.k8s.io from ``app`` (before it starts)."""
     insights = Insights(
         authenticator=Authenticator(config.requestheader),
-        authorizer=CachingAuthorizer(config.authorizer or _not_connected,
-                                     allowed_ttl=config.authorization_allowed_ttl,
-                                     denied_ttl=config.authorization_denied_ttl),
+        authorizer=CachingAuthorizer(
+            config.authorizer or _not_connected,
+            allowed_ttl=config.authorization_allowed_ttl,
+            denied_ttl=config.authorization_denied_ttl,
+        ),
         view=config.view or HealthView.empty(synced=lambda: False),
         default_image=config.default_image,
         watch_timeout=config.watch_timeout,
@@ -54,8 +56,9 @@ def _cluster_lifecycle(config: AggregatedConfig) -> Callable[[web.Application], 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         insights = app[INSIGHTS]
         try:
-            client: KubeClient = await connect(config.kubeconfig,
-                                               settings=ClientSettings(user_agent="foo-operator-insights"))
+            client: KubeClient = await connect(
+                config.kubeconfig, settings=ClientSettings(user_agent="foo-operator-insights")
+            )
         except Exception as err:
             raise RuntimeError(f"aggregated API: cannot load the cluster configuration: {err}") from err
         informers: list[Informer] = []
@@ -64,9 +67,11 @@ def _cluster_lifecycle(config: AggregatedConfig) -> Callable[[web.Application], 
                 source = RequestHeaderSource(client, insights.authenticator, config.requestheader_ca_file)
                 informers.append(source.informer)
             if config.authorizer is None:
-                insights.authorizer = CachingAuthorizer(sar_authorizer(client),
-                                                        allowed_ttl=config.authorization_allowed_ttl,
-                                                        denied_ttl=config.authorization_denied_ttl)
+                insights.authorizer = CachingAuthorizer(
+                    sar_authorizer(client),
+                    allowed_ttl=config.authorization_allowed_ttl,
+                    denied_ttl=config.authorization_denied_ttl,
+                )
             if config.view is None:
                 by_kind = health_informers(client)
                 insights.view = health_view(by_kind, history=config.history)

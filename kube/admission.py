@@ -78,8 +78,11 @@ def _gvx(value: Any, what: str, last: str) -> tuple[str, str, str]:
     """(group, version, kind-or-resource) of a GroupVersionKind/Resource field."""
     if not isinstance(value, dict):
         raise ValueError(f"request.{what} must be an object with group, version and {last}")
-    return (_text(value.get("group"), f"{what}.group"), _text(value.get("version"), f"{what}.version"),
-            _text(value.get(last), f"{what}.{last}"))
+    return (
+        _text(value.get("group"), f"{what}.group"),
+        _text(value.get("version"), f"{what}.version"),
+        _text(value.get(last), f"{what}.{last}"),
+    )
 
 
 def decode(body: Any) -> AdmissionRequest:

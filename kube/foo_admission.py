@@ -17,9 +17,13 @@ def _foo_or_denial(request: AdmissionRequest, obj: Any, what: str = "object") ->
     if not isinstance(obj, dict):
         return denied(failure(400, f"request.{what} must be a Foo object"))
     if obj.get("apiVersion") not in API_VERSIONS or obj.get("kind") != KIND:
-        return denied(failure(
-            400, f"request.{what} must be a Foo of {' or '.join(API_VERSIONS)}, "
-                 f"got kind {obj.get('kind')!r} of apiVersion {obj.get('apiVersion')!r}"))
+        return denied(
+            failure(
+                400,
+                f"request.{what} must be a Foo of {' or '.join(API_VERSIONS)}, "
+                f"got kind {obj.get('kind')!r} of apiVersion {obj.get('apiVersion')!r}",
+            )
+        )
     return None
 
 

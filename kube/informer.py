@@ -326,7 +326,9 @@ class Informer:
         self.lists += 1
         self._replace(fresh)
         if not self.has_synced:
-            log.info("informer %s: synced %d objects at resourceVersion %s", self.name, len(fresh), self.resource_version)
+            log.info(
+                "informer %s: synced %d objects at resourceVersion %s", self.name, len(fresh), self.resource_version
+            )
         self._synced.set()
 
     def _replace(self, fresh: dict[str, Object]) -> None:
@@ -367,7 +369,12 @@ class Informer:
             return
         if kind == "ERROR":
             code = obj.get("code")
-            raise ApiError(int(code) if isinstance(code, int) else 500, obj, method="WATCH", path=self.resource.path(self.namespace))
+            raise ApiError(
+                int(code) if isinstance(code, int) else 500,
+                obj,
+                method="WATCH",
+                path=self.resource.path(self.namespace),
+            )
         rv = _resource_version(obj)
         if kind == "BOOKMARK":
             if rv:

@@ -189,9 +189,7 @@ class LeaderElector:
                 "spec": record.to_spec(),
             }
             try:
-                self._lease = await self.client.request(
-                    "POST", LEASES.path(self.namespace), body=body, timeout=timeout
-                )
+                self._lease = await self.client.request("POST", LEASES.path(self.namespace), body=body, timeout=timeout)
             except ApiError as create_exc:
                 log.info("lease %s/%s: cannot create: %s", self.namespace, self.name, create_exc)
                 return False

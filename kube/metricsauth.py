@@ -50,14 +50,21 @@ def user_of(token_review: dict[str, Any]) -> User | None:
     if not status.get("authenticated"):
         return None
     user = status.get("user") or {}
-    return User(name=str(user.get("username", "")), uid=str(user.get("uid", "")),
-                groups=tuple(user.get("groups") or ()), extra=dict(user.get("extra") or {}))
+    return User(
+        name=str(user.get("username", "")),
+        uid=str(user.get("uid", "")),
+        groups=tuple(user.get("groups") or ()),
+        extra=dict(user.get("extra") or {}),
+    )
 
 
 def access_review(user: User, path: str, verb: str) -> dict[str, Any]:
     """The SubjectAccessReview asking whether ``user`` may ``verb`` the non-resource URL ``path``."""
-    spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups),
-                            "nonResourceAttributes": {"path": path, "verb": verb}}
+    spec: dict[str, Any] = {
+        "user": user.name,
+        "groups": list(user.groups),
+        "nonResourceAttributes": {"path": path, "verb": verb},
+    }
     if user.uid:
         spec["uid"] = user.uid
     if user.extra:
@@ -79,8 +86,9 @@ def access_reviewer(client: KubeClient, timeout: float = 10.0) -> Authorize:
     """Authorize with a SubjectAccessReview (RBAC: create subjectaccessreviews, system:auth-delegator)."""
 
     async def authorize(user: User, path: str, verb: str) -> bool:
-        answer = await client.request("POST", SUBJECT_ACCESS_REVIEWS, body=access_review(user, path, verb),
-                                      timeout=timeout)
+        answer = await client.request(
+            "POST", SUBJECT_ACCESS_REVIEWS, body=access_review(user, path, verb), timeout=timeout
+        )
         return bool((answer.get("status") or {}).get("allowed"))
 
     return authorize

@@ -68,8 +68,15 @@ def metrics_app(registry: CollectorRegistry, guard: MetricsGuard | None = None) 
 class MetricsServer:
     """Serves ``registry`` on ``options``' address until stopped; HTTPS and guarded when secure."""
 
-    def __init__(self, options: MetricsOptions, registry: CollectorRegistry, *, guard: MetricsGuard | None = None,
-                 certificate: CertWatcher | None = None, owned_client: KubeClient | None = None) -> None:
+    def __init__(
+        self,
+        options: MetricsOptions,
+        registry: CollectorRegistry,
+        *,
+        guard: MetricsGuard | None = None,
+        certificate: CertWatcher | None = None,
+        owned_client: KubeClient | None = None,
+    ) -> None:
         if options.secure and (guard is None or certificate is None):
             raise ValueError("secure metrics need a guard and a serving certificate")
         self.options = options
@@ -85,8 +92,9 @@ class MetricsServer:
         self._runner = runner
         context = self._certificate.server_context() if self._certificate is not None else None
         try:
-            await web.TCPSite(runner, self.options.host, self.options.port, ssl_context=context,
-                              reuse_address=True).start()
+            await web.TCPSite(
+                runner, self.options.host, self.options.port, ssl_context=context, reuse_address=True
+            ).start()
         except OSError as err:
             raise MetricsSetupError(f"cannot serve metrics on {self.options.address}: {err.strerror or err}") from err
         if self._certificate is not None:
@@ -109,8 +117,14 @@ def delegating_guard(client: KubeClient) -> MetricsGuard:
     return MetricsGuard(authenticate=token_reviewer(client), authorize=access_reviewer(client))
 
 
-async def metrics_server(options: MetricsOptions, registry: CollectorRegistry, *, certificate: CertWatcher | None,
-                         kubeconfig: str | None, user_agent: str) -> MetricsServer | None:
+async def metrics_server(
+    options: MetricsOptions,
+    registry: CollectorRegistry,
+    *,
+    certificate: CertWatcher | None,
+    kubeconfig: str | None,
+    user_agent: str,
+) -> MetricsServer | None:
     """The metrics server a TLS process runs (None when turned off); connects to the cluster only
     when secure, so a webhook without `--metrics-secure` still needs no Kubernetes credentials."""
     if not options.enabled:
@@ -122,7 +136,9 @@ async def metrics_server(options: MetricsOptions, registry: CollectorRegistry, *
     try:
         client = await connect(kubeconfig, settings=ClientSettings(user_agent=user_agent))
     except Exception as err:  # kubernetes_asyncio's config errors have no common base
-        raise MetricsSetupError(f"--metrics-secure needs cluster credentials for TokenReviews and "
-                                f"SubjectAccessReviews: {err}") from err
-    return MetricsServer(options, registry, guard=delegating_guard(client), certificate=certificate,
-                         owned_client=client)
+        raise MetricsSetupError(
+            f"--metrics-secure needs cluster credentials for TokenReviews and SubjectAccessReviews: {err}"
+        ) from err
+    return MetricsServer(
+        options, registry, guard=delegating_guard(client), certificate=certificate, owned_client=client
+    )

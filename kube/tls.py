@@ -92,7 +92,10 @@ class CertWatcher:
         self._fingerprint = fingerprint
         log.info(
             "serving certificate loaded",
-            extra={"subject": certificate.subject.rfc4514_string(), "not_after": certificate.not_valid_after_utc.isoformat()},
+            extra={
+                "subject": certificate.subject.rfc4514_string(),
+                "not_after": certificate.not_valid_after_utc.isoformat(),
+            },
         )
         if self._on_load is not None:
             self._on_load(certificate)
@@ -125,15 +128,20 @@ def write_self_signed(directory: Path, host: str = "localhost", days: int = 365)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
     now = datetime.datetime.now(datetime.UTC)
     certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
         .sign(key, hashes.SHA256())
     )
     cert_file, key_file = directory / "tls.crt", directory / "tls.key"
     cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     key_file.touch(mode=0o600)
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_file, key_file

@@ -73,13 +73,17 @@ def parse_tls_policy(min_version: str, cipher_suites: str) -> TLSPolicy:
     for name in names:
         canonical = ALIASES.get(name, name)
         if canonical in INSECURE_SUITES:
-            raise ValueError(f"--tls-cipher-suites: {name} is insecure (CBC mode or RSA key exchange); "
-                             f"allowed: {', '.join((*SECURE_TLS12_SUITES, *TLS13_SUITES))}")
+            raise ValueError(
+                f"--tls-cipher-suites: {name} is insecure (CBC mode or RSA key exchange); "
+                f"allowed: {', '.join((*SECURE_TLS12_SUITES, *TLS13_SUITES))}"
+            )
         if canonical in TLS13_SUITES:
             continue
         if canonical not in SECURE_TLS12_SUITES:
-            raise ValueError(f"--tls-cipher-suites: {name!r} is not a cipher suite this server knows; "
-                             f"allowed: {', '.join((*SECURE_TLS12_SUITES, *TLS13_SUITES))}")
+            raise ValueError(
+                f"--tls-cipher-suites: {name!r} is not a cipher suite this server knows; "
+                f"allowed: {', '.join((*SECURE_TLS12_SUITES, *TLS13_SUITES))}"
+            )
         if canonical not in chosen:
             chosen.append(canonical)
     if not chosen and version < ssl.TLSVersion.TLSv1_3:

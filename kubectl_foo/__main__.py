@@ -14,11 +14,10 @@ import sys
 from collections.abc import Sequence
 
 from certs.rotator import APISERVICES, MUTATING, VALIDATING
-from kube.client import CRDS
 from controller.cli import MIGRATE_DESCRIPTION, MIGRATE_SUMMARY, add_migrate_flags, run_migrate
 from insights.resources import FOO_HEALTHS
 from kube.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
-from kube.client import ApiError, KubeClient
+from kube.client import CRDS, ApiError, KubeClient
 from kube.config import ClientSettings, connect
 from kube.kubeconfig import KubeconfigError, context_namespace, load
 

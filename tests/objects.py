@@ -17,19 +17,40 @@ V1ALPHA1 = "samplecontroller.k8s.io/v1alpha1"
 AFTER_THE_FOO: Any = object()
 
 
-def _metadata(name: str, namespace: str, *, uid: str | None, generation: int | None,
-              labels: Mapping[str, str] | None, resource_version: str | None) -> dict[str, Any]:
+def _metadata(
+    name: str,
+    namespace: str,
+    *,
+    uid: str | None,
+    generation: int | None,
+    labels: Mapping[str, str] | None,
+    resource_version: str | None,
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
-    optional = {"uid": uid, "generation": generation, "labels": dict(labels) if labels is not None else None,
-                "resourceVersion": resource_version}
+    optional = {
+        "uid": uid,
+        "generation": generation,
+        "labels": dict(labels) if labels is not None else None,
+        "resourceVersion": resource_version,
+    }
     metadata.update((key, value) for key, value in optional.items() if value is not None)
     return metadata
 
 
-def foo_v1(name: str = "example", *, namespace: str = "default", deployment: Any = AFTER_THE_FOO,
-           image: Any = None, replicas: Any = 2, uid: str | None = None, generation: int | None = None,
-           labels: Mapping[str, str] | None = None, resource_version: str | None = None,
-           status: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def foo_v1(
+    name: str = "example",
+    *,
+    namespace: str = "default",
+    deployment: Any = AFTER_THE_FOO,
+    image: Any = None,
+    replicas: Any = 2,
+    uid: str | None = None,
+    generation: int | None = None,
+    labels: Mapping[str, str] | None = None,
+    resource_version: str | None = None,
+    status: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """A v1 Foo; ``None`` leaves a field out (what defaulting or validation is then asked about)."""
     spec: dict[str, Any] = {"replicas": replicas} if replicas is not None else {}
     dep: dict[str, Any] = {}
@@ -40,9 +61,11 @@ def foo_v1(name: str = "example", *, namespace: str = "default", deployment: Any
     if dep:
         spec["deployment"] = dep
     foo: dict[str, Any] = {
-        "apiVersion": V1, "kind": "Foo",
-        "metadata": _metadata(name, namespace, uid=uid, generation=generation, labels=labels,
-                              resource_version=resource_version),
+        "apiVersion": V1,
+        "kind": "Foo",
+        "metadata": _metadata(
+            name, namespace, uid=uid, generation=generation, labels=labels, resource_version=resource_version
+        ),
         "spec": spec,
     }
     if status is not None:
@@ -50,36 +73,58 @@ def foo_v1(name: str = "example", *, namespace: str = "default", deployment: Any
     return {**foo, **extra}
 
 
-def foo_v1alpha1(name: str = "example", *, deployment: Any = AFTER_THE_FOO, replicas: Any = 2,
-                 **extra: Any) -> dict[str, Any]:
+def foo_v1alpha1(
+    name: str = "example", *, deployment: Any = AFTER_THE_FOO, replicas: Any = 2, **extra: Any
+) -> dict[str, Any]:
     """A v1alpha1 Foo, sample-controller's own schema (``deploymentName``, no image)."""
     spec: dict[str, Any] = {}
     if deployment is not None:
         spec["deploymentName"] = f"{name}-nginx" if deployment is AFTER_THE_FOO else deployment
     if replicas is not None:
         spec["replicas"] = replicas
-    return {"apiVersion": V1ALPHA1, "kind": "Foo", "metadata": {"name": name, "namespace": "default"},
-            "spec": spec, **extra}
+    return {
+        "apiVersion": V1ALPHA1,
+        "kind": "Foo",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+        **extra,
+    }
 
 
 def controller_reference(foo: Mapping[str, Any]) -> dict[str, Any]:
     """The ownerReference the controller puts on the Deployment of ``foo``."""
     metadata = foo["metadata"]
-    return {"apiVersion": foo.get("apiVersion", V1), "kind": "Foo", "name": metadata["name"],
-            "uid": metadata.get("uid", f"uid-{metadata['name']}"), "controller": True}
+    return {
+        "apiVersion": foo.get("apiVersion", V1),
+        "kind": "Foo",
+        "name": metadata["name"],
+        "uid": metadata.get("uid", f"uid-{metadata['name']}"),
+        "controller": True,
+    }
 
 
-def deployment(name: str = "example-nginx", *, namespace: str = "default", owner: Mapping[str, Any] | None = None,
-               replicas: int = 1, generation: int | None = None, status: dict[str, Any] | None = None,
-               **extra: Any) -> dict[str, Any]:
+def deployment(
+    name: str = "example-nginx",
+    *,
+    namespace: str = "default",
+    owner: Mapping[str, Any] | None = None,
+    replicas: int = 1,
+    generation: int | None = None,
+    status: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """A Deployment, controlled by ``owner`` (a Foo) when one is given; ``status`` as the test says."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if generation is not None:
         metadata["generation"] = generation
     if owner is not None:
         metadata["ownerReferences"] = [controller_reference(owner)]
-    built: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
-                             "spec": {"replicas": replicas}}
+    built: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {"replicas": replicas},
+    }
     if status is not None:
         built["status"] = status
     return {**built, **extra}
@@ -87,5 +132,11 @@ def deployment(name: str = "example-nginx", *, namespace: str = "default", owner
 
 def deployment_of(foo: Mapping[str, Any], *, status: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     """The Deployment ``foo`` asks for, controlled by it, at the Foo's replicas."""
-    return deployment(foo["spec"]["deployment"]["name"], namespace=foo["metadata"]["namespace"], owner=foo,
-                      replicas=foo["spec"].get("replicas", 1), status=status, **extra)
+    return deployment(
+        foo["spec"]["deployment"]["name"],
+        namespace=foo["metadata"]["namespace"],
+        owner=foo,
+        replicas=foo["spec"].get("replicas", 1),
+        status=status,
+        **extra,
+    )

@@ -26,22 +26,27 @@ def url_client_config(base_url: str, path: str, ca_pem: bytes) -> dict[str, Any]
 
 
 def service_client_config(namespace: str, name: str, path: str, ca_pem: bytes, port: int = 443) -> dict[str, Any]:
-    return {"service": {"namespace": namespace, "name": name, "path": path, "port": port},
-            "caBundle": ca_bundle(ca_pem)}
+    return {
+        "service": {"namespace": namespace, "name": name, "path": path, "port": port},
+        "caBundle": ca_bundle(ca_pem),
+    }
 
 
-def _webhook(name: str, client_config: dict[str, Any], resources: list[str],
-             exclude_namespace: str | None) -> dict[str, Any]:
+def _webhook(
+    name: str, client_config: dict[str, Any], resources: list[str], exclude_namespace: str | None
+) -> dict[str, Any]:
     webhook: dict[str, Any] = {
         "name": name,
         "clientConfig": client_config,
-        "rules": [{
-            "apiGroups": [GROUP],
-            "apiVersions": [HUB_VERSION],
-            "operations": ["CREATE", "UPDATE"],
-            "resources": resources,
-            "scope": "Namespaced",
-        }],
+        "rules": [
+            {
+                "apiGroups": [GROUP],
+                "apiVersions": [HUB_VERSION],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": resources,
+                "scope": "Namespaced",
+            }
+        ],
         # The apiserver converts v1alpha1 requests to v1 for us, so one version is enough.
         "matchPolicy": "Equivalent",
         "sideEffects": "None",
@@ -51,8 +56,11 @@ def _webhook(name: str, client_config: dict[str, Any], resources: list[str],
     }
     if exclude_namespace:
         # Never let a broken operator block writes in its own namespace (how it would recover).
-        webhook["namespaceSelector"] = {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [exclude_namespace]}]}
+        webhook["namespaceSelector"] = {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [exclude_namespace]}
+            ]
+        }
     return webhook
 
 
@@ -62,8 +70,12 @@ def mutating_configuration(client_config: dict[str, Any], *, exclude_namespace: 
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": CONFIGURATION_NAME},
         # foos/scale too: it refuses out-of-bounds replicas before the CRD schema can, in our words.
-        "webhooks": [{**_webhook(MUTATING_WEBHOOK, client_config, [PLURAL, f"{PLURAL}/scale"], exclude_namespace),
-                      "reinvocationPolicy": "IfNeeded"}],
+        "webhooks": [
+            {
+                **_webhook(MUTATING_WEBHOOK, client_config, [PLURAL, f"{PLURAL}/scale"], exclude_namespace),
+                "reinvocationPolicy": "IfNeeded",
+            }
+        ],
     }
 
 

@@ -25,17 +25,20 @@ class WebhookMetrics:
             requests=Counter(
                 "controller_runtime_webhook_requests_total",
                 "Total number of admission requests by HTTP status code.",
-                ["webhook", "code"], registry=registry,
+                ["webhook", "code"],
+                registry=registry,
             ),
             latency=Histogram(
                 "controller_runtime_webhook_latency_seconds",
                 "Histogram of the latency of processing admission requests",
-                ["webhook"], registry=registry,
+                ["webhook"],
+                registry=registry,
             ),
             in_flight=Gauge(
                 "controller_runtime_webhook_requests_in_flight",
                 "Current number of admission requests being served.",
-                ["webhook"], registry=registry,
+                ["webhook"],
+                registry=registry,
             ),
             certificate_expiry=Gauge(
                 "foo_operator_certificate_expiry_timestamp_seconds",

@@ -70,15 +70,23 @@ def _certificate_watcher(options: ServerOptions, metrics: WebhookMetrics) -> Cer
     )
 
 
-async def _serve_app(options: ServerOptions, settings: Settings, watcher: CertWatcher, metrics: WebhookMetrics,
-                     stop: asyncio.Event, *, background: list[asyncio.Task[None]]) -> None:
+async def _serve_app(
+    options: ServerOptions,
+    settings: Settings,
+    watcher: CertWatcher,
+    metrics: WebhookMetrics,
+    stop: asyncio.Event,
+    *,
+    background: list[asyncio.Task[None]],
+) -> None:
     """The admission app on its TLS listener and the metrics listener, until ``stop``."""
     readiness = Readiness(checks=[lambda: watcher.loaded])
     app = build_app(settings, readiness=readiness, webhook_metrics=metrics)
     kubeconfig = options.rotation.kubeconfig if options.rotation else options.kubeconfig
     metrics_server = await serving_metrics(options, metrics.registry, name="webhook", kubeconfig=kubeconfig)
-    await serve_until_stopped(app, options, watcher, stop, name="webhook", background=background,
-                              metrics=metrics_server)
+    await serve_until_stopped(
+        app, options, watcher, stop, name="webhook", background=background, metrics=metrics_server
+    )
 
 
 @dataclass
@@ -120,11 +128,19 @@ async def _start_rotation(options: ServerOptions, watcher: CertWatcher) -> _Rota
     identity = f"{socket.gethostname()}_{os.getpid()}"
     elector = LeaderElector(client, namespace=rotation.namespace, name=rotation.lease_name, identity=identity)
     rotator = Rotator(
-        client, namespace=rotation.namespace, secret_name=rotation.secret_name, dns_names=rotation.dns_names,
-        ips=rotation.ips, cert_dir=options.cert_dir, policy=rotation.policy, interval=rotation.interval,
-        elector=elector, on_files_written=watcher.reload,
-        targets=BundleTargets(mutating=rotation.mutating, validating=rotation.validating, crd=rotation.crd,
-                              apiservice=rotation.apiservice),
+        client,
+        namespace=rotation.namespace,
+        secret_name=rotation.secret_name,
+        dns_names=rotation.dns_names,
+        ips=rotation.ips,
+        cert_dir=options.cert_dir,
+        policy=rotation.policy,
+        interval=rotation.interval,
+        elector=elector,
+        on_files_written=watcher.reload,
+        targets=BundleTargets(
+            mutating=rotation.mutating, validating=rotation.validating, crd=rotation.crd, apiservice=rotation.apiservice
+        ),
     )
     secret = f"{rotation.namespace}/{rotation.secret_name}"
     return _Rotation(rotator, client, secret, [asyncio.create_task(rotator.run(), name="cert-rotator")])

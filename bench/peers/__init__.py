@@ -35,8 +35,9 @@ def go_webhook_binary() -> Path:
         return out
     _log(f"building the Go peer ({GO_WEBHOOK_SRC.name}, controller-runtime) into {out} (first time: minutes)")
     env = {**os.environ, "GOFLAGS": "-mod=mod"}
-    subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out), "."],
-                   cwd=GO_WEBHOOK_SRC, env=env, check=True)
+    subprocess.run(
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out), "."], cwd=GO_WEBHOOK_SRC, env=env, check=True
+    )
     return out
 
 

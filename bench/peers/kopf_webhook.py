@@ -27,8 +27,11 @@ from fooapi.validation import deprecation_warnings
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     cert_dir = Path(os.environ["FOO_BENCH_CERT_DIR"])
     settings.admission.server = kopf.WebhookServer(
-        addr="127.0.0.1", host="127.0.0.1", port=int(os.environ["FOO_BENCH_PORT"]),
-        certfile=str(cert_dir / "tls.crt"), pkeyfile=str(cert_dir / "tls.key"),
+        addr="127.0.0.1",
+        host="127.0.0.1",
+        port=int(os.environ["FOO_BENCH_PORT"]),
+        certfile=str(cert_dir / "tls.crt"),
+        pkeyfile=str(cert_dir / "tls.key"),
     )
     settings.admission.managed = None  # nobody registers kopf with the apiserver: bench calls it
 
@@ -46,8 +49,7 @@ def mutate_foo(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
 
 
 @kopf.on.validate(GROUP, HUB_VERSION, PLURAL, id="validate-foo", operations=["CREATE", "UPDATE"])
-def validate_foo(body: kopf.Body, old: kopf.Body | None, operation: str, warnings: list[str],
-                 **_: Any) -> None:
+def validate_foo(body: kopf.Body, old: kopf.Body | None, operation: str, warnings: list[str], **_: Any) -> None:
     obj = dict(body)
     warnings.extend(deprecation_warnings(obj))
     errors = validate(obj, dict(old) if old is not None and operation == "UPDATE" else None)

@@ -7,10 +7,20 @@ import json
 from typing import Any
 
 
-def admission_review(obj: Any, *, operation: str = "CREATE", old: Any = None, uid: str = "uid-1",
-                     version: str = "v1", request_version: str | None = None, sub_resource: str = "",
-                     group: str = "samplecontroller.k8s.io", resource: str = "foos", kind: str = "Foo",
-                     name: str = "example") -> dict[str, Any]:
+def admission_review(
+    obj: Any,
+    *,
+    operation: str = "CREATE",
+    old: Any = None,
+    uid: str = "uid-1",
+    version: str = "v1",
+    request_version: str | None = None,
+    sub_resource: str = "",
+    group: str = "samplecontroller.k8s.io",
+    resource: str = "foos",
+    kind: str = "Foo",
+    name: str = "example",
+) -> dict[str, Any]:
     request: dict[str, Any] = {
         "uid": uid,
         "kind": {"group": group, "version": version, "kind": kind},
@@ -31,8 +41,11 @@ def admission_review(obj: Any, *, operation: str = "CREATE", old: Any = None, ui
 
 
 def conversion_review(objects: list[Any], desired: str, uid: str = "conv-1") -> dict[str, Any]:
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-            "request": {"uid": uid, "desiredAPIVersion": desired, "objects": objects}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": uid, "desiredAPIVersion": desired, "objects": objects},
+    }
 
 
 def decoded_patch(response: dict[str, Any]) -> list[dict[str, Any]]:

@@ -77,15 +77,31 @@ def _mutate(obj: Any, path: list[str], value: Any) -> Any:
 
 
 ADMISSION_PATHS = [
-    ["request", "uid"], ["request", "operation"], ["request", "kind"], ["request", "resource"],
-    ["request", "requestKind"], ["request", "subResource"], ["request", "object"], ["request", "oldObject"],
-    ["request", "object", "spec"], ["request", "object", "spec", "replicas"], ["request", "object", "apiVersion"],
-    ["request", "object", "spec", "deployment"], ["request", "object", "spec", "deployment", "name"],
-    ["request", "object", "spec", "deployment", "image"], ["request", "object", "metadata"], ["request"], [],
+    ["request", "uid"],
+    ["request", "operation"],
+    ["request", "kind"],
+    ["request", "resource"],
+    ["request", "requestKind"],
+    ["request", "subResource"],
+    ["request", "object"],
+    ["request", "oldObject"],
+    ["request", "object", "spec"],
+    ["request", "object", "spec", "replicas"],
+    ["request", "object", "apiVersion"],
+    ["request", "object", "spec", "deployment"],
+    ["request", "object", "spec", "deployment", "name"],
+    ["request", "object", "spec", "deployment", "image"],
+    ["request", "object", "metadata"],
+    ["request"],
+    [],
 ]
 CONVERSION_PATHS = [
-    ["request", "uid"], ["request", "desiredAPIVersion"], ["request", "objects"], ["request", "objects", "0"],
-    ["request"], [],
+    ["request", "uid"],
+    ["request", "desiredAPIVersion"],
+    ["request", "objects"],
+    ["request", "objects", "0"],
+    ["request"],
+    [],
 ]
 
 
@@ -100,24 +116,32 @@ def _well_formed(status: int, answer: Any, kind: str) -> None:
 
 @fuzz_settings
 @given(
-    path=st.sampled_from(ADMISSION_PATHS), value=odd_values | st.just(_deep(300)),
-    operation=st.sampled_from(["CREATE", "UPDATE"]), endpoint=st.sampled_from(["/mutate-foo", "/validate-foo"]),
+    path=st.sampled_from(ADMISSION_PATHS),
+    value=odd_values | st.just(_deep(300)),
+    operation=st.sampled_from(["CREATE", "UPDATE"]),
+    endpoint=st.sampled_from(["/mutate-foo", "/validate-foo"]),
     version=st.sampled_from(["v1", "v1alpha1"]),
 )
 def test_admission_answers_every_mangled_review_without_a_500(
-        post: Post, path: list[str], value: Any, operation: str, endpoint: str, version: str) -> None:
+    post: Post, path: list[str], value: Any, operation: str, endpoint: str, version: str
+) -> None:
     foo = foo_v1() if version == "v1" else foo_v1alpha1()
-    review = admission_review(foo, operation=operation, old=foo if operation == "UPDATE" else None,
-                              request_version=version)
+    review = admission_review(
+        foo, operation=operation, old=foo if operation == "UPDATE" else None, request_version=version
+    )
     body = _dumps(_mutate(review, path, value))
     _well_formed(*post(endpoint, body), kind="AdmissionReview")
 
 
 @fuzz_settings
-@given(path=st.sampled_from(CONVERSION_PATHS), value=odd_values,
-       desired=st.sampled_from(["samplecontroller.k8s.io/v1", "samplecontroller.k8s.io/v1alpha1"]))
+@given(
+    path=st.sampled_from(CONVERSION_PATHS),
+    value=odd_values,
+    desired=st.sampled_from(["samplecontroller.k8s.io/v1", "samplecontroller.k8s.io/v1alpha1"]),
+)
 def test_conversion_answers_every_mangled_review_without_a_500(
-        post: Post, path: list[str], value: Any, desired: str) -> None:
+    post: Post, path: list[str], value: Any, desired: str
+) -> None:
     review = conversion_review([foo_v1(image="x"), foo_v1alpha1()], desired)
     if path[-1:] == ["0"]:
         review["request"]["objects"][0] = value
@@ -128,8 +152,10 @@ def test_conversion_answers_every_mangled_review_without_a_500(
 
 
 @fuzz_settings
-@given(body=st.binary(max_size=300) | json_values.map(_dumps),
-       endpoint=st.sampled_from(["/mutate-foo", "/validate-foo", "/convert"]))
+@given(
+    body=st.binary(max_size=300) | json_values.map(_dumps),
+    endpoint=st.sampled_from(["/mutate-foo", "/validate-foo", "/convert"]),
+)
 def test_arbitrary_bodies_get_a_status_not_a_500(post: Post, body: bytes, endpoint: str) -> None:
     status, answer = post(endpoint, body)
     assert status in (400, 413) or answer.get("kind") in ("AdmissionReview", "ConversionReview")

@@ -17,11 +17,15 @@ from .reviews import admission_review, conversion_review
 Client = Any
 
 
-async def _slow_sender(host: str, port: int, path: str, declared: int) -> tuple[asyncio.StreamReader, asyncio.Task[None]]:
+async def _slow_sender(
+    host: str, port: int, path: str, declared: int
+) -> tuple[asyncio.StreamReader, asyncio.Task[None]]:
     """A raw socket that sends its headers at once, then its body a byte at a time, forever."""
     reader, writer = await asyncio.open_connection(host, port)
-    writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                 f"Content-Length: {declared}\r\n\r\n{{".encode())
+    writer.write(
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared}\r\n\r\n{{".encode()
+    )
     await writer.drain()
 
     async def trickle() -> None:
@@ -47,9 +51,11 @@ async def test_clients_sending_a_byte_a_second_hold_no_conversion_slot(aiohttp_c
     answered = [asyncio.create_task(reader.read(1)) for reader, _ in senders]
     try:
         await asyncio.sleep(0.2)  # every sender is inside the handler, reading
-        response = await client.post("/convert", data=orjson.dumps(
-            conversion_review([foo_v1(f"foo-{i}") for i in range(3)], V1ALPHA1)),
-            headers={"Content-Type": "application/json"})
+        response = await client.post(
+            "/convert",
+            data=orjson.dumps(conversion_review([foo_v1(f"foo-{i}") for i in range(3)], V1ALPHA1)),
+            headers={"Content-Type": "application/json"},
+        )
         assert response.status == 200, await response.text()
         assert (await response.json())["response"]["result"]["status"] == "Success"
         assert not any(task.done() for task in answered), "answered while the slow senders still wait"
@@ -77,8 +83,9 @@ async def test_a_client_that_trickles_its_body_past_the_deadline_gets_a_408_stat
 async def test_a_client_that_stops_sending_gets_a_408_status(aiohttp_client: Any) -> None:
     client = await aiohttp_client(build_app(Settings(body_idle_timeout=0.3)))
     reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
-    writer.write(b"POST /validate-foo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: 100\r\n\r\n{")
+    writer.write(
+        b"POST /validate-foo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+    )
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=30)
     finally:
@@ -115,8 +122,9 @@ async def test_bodies_wait_for_the_budget_instead_of_exceeding_it(aiohttp_client
     app = build_app(Settings(in_flight_budget=12 * 1024 * 1024))
     client = await aiohttp_client(app)
     body = _dense(2 * 1024 * 1024)
-    responses = await asyncio.gather(*(client.post("/validate-foo", data=body,
-                                                   headers={"Content-Type": "application/json"}) for _ in range(6)))
+    responses = await asyncio.gather(
+        *(client.post("/validate-foo", data=body, headers={"Content-Type": "application/json"}) for _ in range(6))
+    )
     assert [r.status for r in responses] == [413] * 6
     assert app[BUDGET].in_use == 0 and 4 * len(body) <= app[BUDGET].peak <= app[BUDGET].capacity
 
@@ -142,8 +150,9 @@ async def test_real_reviews_keep_being_allowed_while_dense_bodies_flood_the_budg
             allowed.append(response.status == 200 and (await response.json())["response"]["allowed"] is True)
         return allowed
 
-    flooded, reviewed = await asyncio.gather(asyncio.gather(*(flood() for _ in range(5))),
-                                             asyncio.gather(reviews(), reviews()))
+    flooded, reviewed = await asyncio.gather(
+        asyncio.gather(*(flood() for _ in range(5))), asyncio.gather(reviews(), reviews())
+    )
     assert all(all(batch) for batch in reviewed)
     assert {status for batch in flooded for status in batch} <= {413, 429}
     assert app[BUDGET].in_use == 0 and app[BUDGET].peak <= app[BUDGET].capacity
@@ -163,8 +172,10 @@ async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline
     sock.setblocking(False)
     await asyncio.get_running_loop().sock_connect(sock, (client.server.host, client.server.port))
     reader, writer = await asyncio.open_connection(sock=sock)
-    writer.write(b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    writer.write(
+        b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )
     await writer.drain()
     await asyncio.sleep(5)  # past the deadline, without reading
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=30)
@@ -178,7 +189,8 @@ async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline
 
 async def test_nesting_deeper_than_orjson_allows_is_a_400_status(aiohttp_client: Any) -> None:
     client = await aiohttp_client(build_app(Settings()))
-    response = await client.post("/validate-foo", data=b"[" * 1025 + b"]" * 1025,
-                                 headers={"Content-Type": "application/json"})
+    response = await client.post(
+        "/validate-foo", data=b"[" * 1025 + b"]" * 1025, headers={"Content-Type": "application/json"}
+    )
     status = await response.json()
     assert response.status == 400 and "depth limit exceeded" in status["message"]

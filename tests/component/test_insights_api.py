@@ -65,16 +65,41 @@ def ts(seconds_ago: float) -> str:
     return (NOW - datetime.timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def ready_foo(name: str, namespace: str = "ns", *, replicas: int = 2, labels: dict[str, str] | None = None,
-              generation: int = 1, observed: int | None = 1, uid: str | None = None) -> dict[str, Any]:
+def ready_foo(
+    name: str,
+    namespace: str = "ns",
+    *,
+    replicas: int = 2,
+    labels: dict[str, str] | None = None,
+    generation: int = 1,
+    observed: int | None = 1,
+    uid: str | None = None,
+) -> dict[str, Any]:
     """A Foo made ten minutes ago; with ``observed``, its controller reported it Ready two minutes ago."""
     status: dict[str, Any] = {}
     if observed is not None:
-        status = {"observedGeneration": observed, "conditions": [
-            {"type": "Ready", "status": "True", "reason": "ReplicasAvailable", "message": "",
-             "lastTransitionTime": ts(120)}]}
-    built = foo_v1(name, namespace=namespace, image="nginx:1.27", replicas=replicas, uid=uid or f"uid-{name}",
-                   generation=generation, labels=labels or {}, status=status)
+        status = {
+            "observedGeneration": observed,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "ReplicasAvailable",
+                    "message": "",
+                    "lastTransitionTime": ts(120),
+                }
+            ],
+        }
+    built = foo_v1(
+        name,
+        namespace=namespace,
+        image="nginx:1.27",
+        replicas=replicas,
+        uid=uid or f"uid-{name}",
+        generation=generation,
+        labels=labels or {},
+        status=status,
+    )
     built["metadata"]["creationTimestamp"] = ts(600)
     return built
 
@@ -83,9 +108,17 @@ def rolled_out(foo: dict[str, Any], *, available: int | None = None) -> dict[str
     """The Deployment of ``foo``, rolled out, with ``available`` of its replicas available (all by default)."""
     replicas = foo["spec"]["replicas"]
     available = replicas if available is None else available
-    return deployment_of(foo, generation=1, status={
-        "observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas,
-        "readyReplicas": available, "availableReplicas": available})
+    return deployment_of(
+        foo,
+        generation=1,
+        status={
+            "observedGeneration": 1,
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": available,
+            "availableReplicas": available,
+        },
+    )
 
 
 class FakeRbac:
@@ -123,16 +156,29 @@ class Insights:
     contexts: dict[str | None, ssl.SSLContext] = field(default_factory=dict)
     session: aiohttp.ClientSession | None = None
 
-    async def call(self, path: str, *, method: str = "GET", cert: str | None = "aggregator",
-                   user: str | None = "alice", groups: tuple[str, ...] = ("system:authenticated",),
-                   headers: dict[str, str] | None = None, body: Any = None) -> tuple[int, CIMultiDict[str], bytes]:
+    async def call(
+        self,
+        path: str,
+        *,
+        method: str = "GET",
+        cert: str | None = "aggregator",
+        user: str | None = "alice",
+        groups: tuple[str, ...] = ("system:authenticated",),
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+    ) -> tuple[int, CIMultiDict[str], bytes]:
         sent = dict(headers or {})
         if user is not None:
             sent["X-Remote-User"] = user
         assert self.session is not None
         all_headers = [*sent.items(), *(("X-Remote-Group", g) for g in groups)]
-        async with self.session.request(method, self.url + path, ssl=self.contexts[cert], headers=all_headers,
-                                        data=orjson.dumps(body) if body is not None else None) as response:
+        async with self.session.request(
+            method,
+            self.url + path,
+            ssl=self.contexts[cert],
+            headers=all_headers,
+            data=orjson.dumps(body) if body is not None else None,
+        ) as response:
             return response.status, CIMultiDict(response.headers), await response.read()
 
     async def json(self, path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -156,15 +202,23 @@ def view() -> HealthView:
 
 
 @pytest.fixture
-async def insights(pki: Pki, view: HealthView, tmp_path: Path,
-                   caplog: pytest.LogCaptureFixture) -> AsyncIterator[Insights]:
+async def insights(
+    pki: Pki, view: HealthView, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[Insights]:
     caplog.set_level(logging.DEBUG, logger="insights")  # every log call runs, as in production
     rbac = FakeRbac()
-    app = build_app(AggregatedConfig(
-        requestheader=RequestHeaderConfig(client_ca_pem=pki.front_proxy_ca.cert_pem,
-                                          allowed_names=("front-proxy-client",)),
-        authorizer=rbac, view=view, bookmark_interval=0.2, authorization_allowed_ttl=0,
-        authorization_denied_ttl=0))
+    app = build_app(
+        AggregatedConfig(
+            requestheader=RequestHeaderConfig(
+                client_ca_pem=pki.front_proxy_ca.cert_pem, allowed_names=("front-proxy-client",)
+            ),
+            authorizer=rbac,
+            view=view,
+            bookmark_interval=0.2,
+            authorization_allowed_ttl=0,
+            authorization_denied_ttl=0,
+        )
+    )
     (tmp_path / "tls.crt").write_bytes(pki.serving.cert_pem)
     (tmp_path / "tls.key").write_bytes(pki.serving.key_pem)
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -183,8 +237,12 @@ async def insights(pki: Pki, view: HealthView, tmp_path: Path,
 
 def add(view: HealthView, *objects: dict[str, Any]) -> None:
     """Put objects into the view's stores and tell it, as the informers would."""
-    stores = {"Foo": ("foos", view.foos), "Deployment": ("deployments", view.deployments),
-              "Pod": ("pods", view.pods), "Event": ("events", view.events)}
+    stores = {
+        "Foo": ("foos", view.foos),
+        "Deployment": ("deployments", view.deployments),
+        "Pod": ("pods", view.pods),
+        "Event": ("events", view.events),
+    }
     for obj in objects:
         kind, store = stores[obj["kind"]]
         meta = obj["metadata"]
@@ -205,30 +263,46 @@ Call = Callable[..., Any]
 # ---- authentication -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cert, user", [
-    (None, "alice"),                 # no client certificate at all (kubectl straight to the service)
-    ("other-ca", "alice"),           # a certificate the TLS layer took, from a CA requestheader does not trust
-    ("not-allowed-cn", "alice"),     # the right CA, but a CN outside requestheader-allowed-names
-    ("aggregator", None),            # the aggregator's certificate without X-Remote-User
-])
-async def test_requests_without_front_proxy_identity_are_unauthorized(insights: Insights, cert: str | None,
-                                                                       user: str | None) -> None:
+@pytest.mark.parametrize(
+    "cert, user",
+    [
+        (None, "alice"),  # no client certificate at all (kubectl straight to the service)
+        ("other-ca", "alice"),  # a certificate the TLS layer took, from a CA requestheader does not trust
+        ("not-allowed-cn", "alice"),  # the right CA, but a CN outside requestheader-allowed-names
+        ("aggregator", None),  # the aggregator's certificate without X-Remote-User
+    ],
+)
+async def test_requests_without_front_proxy_identity_are_unauthorized(
+    insights: Insights, cert: str | None, user: str | None
+) -> None:
     for path in ("/apis", f"{GV}/namespaces/ns/foohealths", "/openapi/v2"):
         status, body = await insights.json(path, cert=cert, user=user)
-        assert (status, body["reason"], body["message"], body["kind"]) == (401, "Unauthorized", "Unauthorized", "Status")
+        assert (status, body["reason"], body["message"], body["kind"]) == (
+            401,
+            "Unauthorized",
+            "Unauthorized",
+            "Status",
+        )
     assert insights.rbac.asked == []
 
 
 async def test_user_groups_and_extra_come_from_the_headers(insights: Insights) -> None:
     insights.rbac.allow("alice", "list", "foohealths")
-    status, _ = await insights.json(f"{GV}/namespaces/ns/foohealths", groups=("dev", "system:authenticated"),
-                                    headers={"X-Remote-Extra-Scopes": "a", "X-Remote-Extra-Example.com%2fteam": "b"})
+    status, _ = await insights.json(
+        f"{GV}/namespaces/ns/foohealths",
+        groups=("dev", "system:authenticated"),
+        headers={"X-Remote-Extra-Scopes": "a", "X-Remote-Extra-Example.com%2fteam": "b"},
+    )
     assert status == 200
     user, info = insights.rbac.asked[-1]
     assert (user.name, user.groups) == ("alice", ("dev", "system:authenticated"))
     assert dict(user.extra) == {"scopes": ("a",), "example.com/team": ("b",)}
     assert (info.verb, info.resource, info.namespace, info.api_group) == (
-        "list", "foohealths", "ns", "insights.samplecontroller.k8s.io")
+        "list",
+        "foohealths",
+        "ns",
+        "insights.samplecontroller.k8s.io",
+    )
 
 
 # ---- authorization --------------------------------------------------------------------------------------
@@ -241,7 +315,8 @@ async def test_user_without_rbac_is_forbidden_in_kubernetes_words(insights: Insi
     assert body["reason"] == "Forbidden"
     assert body["message"] == (
         'foohealths.insights.samplecontroller.k8s.io "x" is forbidden: User "bob" cannot get resource "foohealths" '
-        'in API group "insights.samplecontroller.k8s.io" in the namespace "ns"')
+        'in API group "insights.samplecontroller.k8s.io" in the namespace "ns"'
+    )
     assert body["details"] == {"name": "x", "group": "insights.samplecontroller.k8s.io", "kind": "foohealths"}
     insights.rbac.allow("bob", "get", "foohealths")
     status, body = await insights.json(f"{GV}/namespaces/ns/foohealths/x", user="bob")
@@ -252,25 +327,29 @@ def names(body: dict[str, Any]) -> list[str]:
     return [item["metadata"]["name"] for item in body["items"]]
 
 
-@pytest.mark.parametrize("field_selector, status, listed, asked_about", [
-    ("", 403, None, ""),
-    ("metadata.name=allowed", 200, ["allowed"], "allowed"),
-    ("metadata.name==allowed", 200, ["allowed"], "allowed"),
-    # Parses as apimachinery parses it (no parentheses in field selectors): two terms, the name pinned.
-    ("metadata.namespace!=(,metadata.name=allowed", 200, ["allowed"], "allowed"),
-    # Does not parse ("y)" has no operator): nothing pinned, so the SubjectAccessReview is about every name.
-    ("metadata.namespace!=(x,metadata.name=allowed,y)", 403, None, ""),
-    ("metadata.name=allowed,metadata.name=secret", 200, [], "allowed"),
-    ("metadata.name=allowed\\,x", 403, None, "allowed,x"),
-    ("metadata.name!=allowed", 403, None, ""),
-])
+@pytest.mark.parametrize(
+    "field_selector, status, listed, asked_about",
+    [
+        ("", 403, None, ""),
+        ("metadata.name=allowed", 200, ["allowed"], "allowed"),
+        ("metadata.name==allowed", 200, ["allowed"], "allowed"),
+        # Parses as apimachinery parses it (no parentheses in field selectors): two terms, the name pinned.
+        ("metadata.namespace!=(,metadata.name=allowed", 200, ["allowed"], "allowed"),
+        # Does not parse ("y)" has no operator): nothing pinned, so the SubjectAccessReview is about every name.
+        ("metadata.namespace!=(x,metadata.name=allowed,y)", 403, None, ""),
+        ("metadata.name=allowed,metadata.name=secret", 200, [], "allowed"),
+        ("metadata.name=allowed\\,x", 403, None, "allowed,x"),
+        ("metadata.name!=allowed", 403, None, ""),
+    ],
+)
 async def test_a_user_allowed_one_name_lists_that_one_only_whatever_the_field_selector(
-        insights: Insights, view: HealthView, field_selector: str, status: int, listed: list[str] | None,
-        asked_about: str) -> None:
+    insights: Insights, view: HealthView, field_selector: str, status: int, listed: list[str] | None, asked_about: str
+) -> None:
     add(view, ready_foo("allowed"), ready_foo("secret"))
     insights.rbac.allow("bob", "list", "foohealths", name="allowed")
-    got, body = await insights.json(f"{GV}/namespaces/ns/foohealths?fieldSelector={quote(field_selector, safe='')}",
-                                    user="bob")
+    got, body = await insights.json(
+        f"{GV}/namespaces/ns/foohealths?fieldSelector={quote(field_selector, safe='')}", user="bob"
+    )
     assert got == status, body
     if listed is not None:
         assert names(body) == listed
@@ -280,9 +359,12 @@ async def test_a_user_allowed_one_name_lists_that_one_only_whatever_the_field_se
 
 
 async def test_a_failed_subject_access_review_is_a_500_that_tells_the_caller_nothing_of_why(
-        insights: Insights, caplog: pytest.LogCaptureFixture) -> None:
-    insights.rbac.broken = RuntimeError("POST https://10.96.0.1:443/apis/authorization.k8s.io/v1/subjectaccessreviews: "
-                                        "503 etcdserver: leader changed, Audit-Id: 1f2e")
+    insights: Insights, caplog: pytest.LogCaptureFixture
+) -> None:
+    insights.rbac.broken = RuntimeError(
+        "POST https://10.96.0.1:443/apis/authorization.k8s.io/v1/subjectaccessreviews: "
+        "503 etcdserver: leader changed, Audit-Id: 1f2e"
+    )
     status, body = await insights.json(f"{GV}/namespaces/ns/foohealths", user="bob")
     assert (status, body["kind"], body["reason"]) == (500, "Status", "InternalError")
     assert body["message"] == "Internal error occurred: the request could not be authorized; see the server's log"
@@ -293,13 +375,20 @@ async def test_a_failed_subject_access_review_is_a_500_that_tells_the_caller_not
 async def test_listing_across_namespaces_is_authorized_at_cluster_scope(insights: Insights) -> None:
     status, body = await insights.json(f"{GV}/foohealths", user="bob")
     assert status == 403
-    assert body["message"].endswith('cannot list resource "foohealths" in API group '
-                                    '"insights.samplecontroller.k8s.io" at the cluster scope')
+    assert body["message"].endswith(
+        'cannot list resource "foohealths" in API group "insights.samplecontroller.k8s.io" at the cluster scope'
+    )
 
 
 async def test_discovery_and_openapi_need_authentication_only(insights: Insights) -> None:
-    for path in ("/apis", "/apis/insights.samplecontroller.k8s.io", GV, "/openapi/v2", "/openapi/v3",
-                 "/openapi/v3/apis/insights.samplecontroller.k8s.io/v1alpha1"):
+    for path in (
+        "/apis",
+        "/apis/insights.samplecontroller.k8s.io",
+        GV,
+        "/openapi/v2",
+        "/openapi/v3",
+        "/openapi/v3/apis/insights.samplecontroller.k8s.io/v1alpha1",
+    ):
         status, _, _ = await insights.call(path, user="system:kube-aggregator", groups=("system:masters",))
         assert status == 200, path
         status, _, _ = await insights.call(path, user="nobody-with-rbac", groups=())
@@ -318,8 +407,12 @@ async def test_unsupported_verbs_are_method_not_allowed_after_authorization(insi
 
 
 async def test_unknown_resources_are_not_found(insights: Insights) -> None:
-    for path in (f"{GV}/namespaces/ns/bars", f"{GV}/namespaces/ns/foohealths/x/status", "/apis/other.group",
-                 "/apis/insights.samplecontroller.k8s.io/v9"):
+    for path in (
+        f"{GV}/namespaces/ns/bars",
+        f"{GV}/namespaces/ns/foohealths/x/status",
+        "/apis/other.group",
+        "/apis/insights.samplecontroller.k8s.io/v9",
+    ):
         status, body = await insights.json(path, user="root", groups=("system:masters",))
         assert (status, body["reason"]) == (404, "NotFound"), path
 
@@ -334,21 +427,30 @@ async def test_legacy_discovery_lists_both_resources(insights: Insights) -> None
     status, resources = await insights.json(GV)
     by_name = {r["name"]: r for r in resources["resources"]}
     assert by_name["foohealths"]["verbs"] == ["get", "list", "watch"] and by_name["foohealths"]["namespaced"]
-    assert by_name["fooreviews"] == {"name": "fooreviews", "singularName": "fooreview", "namespaced": True,
-                                     "kind": "FooReview", "verbs": ["create"]}
+    assert by_name["fooreviews"] == {
+        "name": "fooreviews",
+        "singularName": "fooreview",
+        "namespaced": True,
+        "kind": "FooReview",
+        "verbs": ["create"],
+    }
 
 
 async def test_aggregated_discovery_v2_answers_with_its_media_type(insights: Insights) -> None:
-    accept = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
-              "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")
+    accept = (
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+    )
     status, headers, body = await insights.call("/apis", headers={"Accept": accept})
     assert status == 200
     assert headers["Content-Type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
     document = orjson.loads(body)
     assert document["kind"] == "APIGroupDiscoveryList" and document["apiVersion"] == "apidiscovery.k8s.io/v2"
     version = document["items"][0]["versions"][0]
-    assert {r["resource"]: r["scope"] for r in version["resources"]} == {"foohealths": "Namespaced",
-                                                                        "fooreviews": "Namespaced"}
+    assert {r["resource"]: r["scope"] for r in version["resources"]} == {
+        "foohealths": "Namespaced",
+        "fooreviews": "Namespaced",
+    }
 
 
 async def test_openapi_v3_index_points_at_a_content_addressed_document(insights: Insights) -> None:
@@ -359,7 +461,8 @@ async def test_openapi_v3_index_points_at_a_content_addressed_document(insights:
     schemas = orjson.loads(body)["components"]["schemas"]
     health = schemas["io.k8s.samplecontroller.insights.v1alpha1.FooHealth"]
     assert health["x-kubernetes-group-version-kind"] == [
-        {"group": "insights.samplecontroller.k8s.io", "version": "v1alpha1", "kind": "FooHealth"}]
+        {"group": "insights.samplecontroller.k8s.io", "version": "v1alpha1", "kind": "FooHealth"}
+    ]
     status, _, _ = await insights.call(url, headers={"If-None-Match": headers["ETag"]})
     assert status == 304
 
@@ -382,29 +485,45 @@ async def test_get_returns_the_live_health_and_404_names_the_missing_one(insight
 
 
 async def test_list_filters_by_namespace_and_label_selector(insights: Insights, view: HealthView) -> None:
-    add(view, ready_foo("a", labels={"tier": "web"}), ready_foo("b", labels={"tier": "db"}), ready_foo("c", "other", labels={"tier": "web"}))
+    add(
+        view,
+        ready_foo("a", labels={"tier": "web"}),
+        ready_foo("b", labels={"tier": "db"}),
+        ready_foo("c", "other", labels={"tier": "web"}),
+    )
     insights.rbac.allow("alice", "list", "foohealths")
     insights.rbac.allow("alice", "list", "foohealths", "")
     _, items = await insights.json(f"{GV}/namespaces/ns/foohealths")
     assert [i["metadata"]["name"] for i in items["items"]] == ["a", "b"]
     assert items["kind"] == "FooHealthList" and items["metadata"]["resourceVersion"]
     _, items = await insights.json(f"{GV}/foohealths?labelSelector=tier%3Dweb")
-    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items["items"]] == [("ns", "a"), ("other", "c")]
+    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items["items"]] == [
+        ("ns", "a"),
+        ("other", "c"),
+    ]
     status, body = await insights.json(f"{GV}/foohealths?labelSelector=tier%20in%20web")
     assert (status, body["reason"]) == (400, "BadRequest")
 
 
-@pytest.mark.parametrize("query, message", [
-    ("labelSelector=a" + "%09" * 2000 + "b",
-     "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
-    ("labelSelector=k+in+(" + "+" * 2000 + "x", "unable to parse requirement: found '', expected: ',' or ')'"),
-    ("labelSelector=a" + "+" * 4096, "labelSelector is 4097 characters long; at most 4096 are accepted"),
-    ("fieldSelector=status.health%3DHealthy",
-     '"status.health" is not a known field selector: only "metadata.name", "metadata.namespace"'),
-    ("fieldSelector=metadata.name%3Da%3Db", "invalid field selector: unescaped character in value: 61"),
-])
-async def test_selectors_that_do_not_parse_are_bad_requests_in_apimachinerys_words(insights: Insights, query: str,
-                                                                                    message: str) -> None:
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        (
+            "labelSelector=a" + "%09" * 2000 + "b",
+            "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt",
+        ),
+        ("labelSelector=k+in+(" + "+" * 2000 + "x", "unable to parse requirement: found '', expected: ',' or ')'"),
+        ("labelSelector=a" + "+" * 4096, "labelSelector is 4097 characters long; at most 4096 are accepted"),
+        (
+            "fieldSelector=status.health%3DHealthy",
+            '"status.health" is not a known field selector: only "metadata.name", "metadata.namespace"',
+        ),
+        ("fieldSelector=metadata.name%3Da%3Db", "invalid field selector: unescaped character in value: 61"),
+    ],
+)
+async def test_selectors_that_do_not_parse_are_bad_requests_in_apimachinerys_words(
+    insights: Insights, query: str, message: str
+) -> None:
     insights.rbac.allow("alice", "list", "foohealths")
     status, body = await insights.json(f"{GV}/namespaces/ns/foohealths?{query}")
     assert (status, body["kind"], body["reason"], body["message"]) == (400, "Status", "BadRequest", message)
@@ -425,14 +544,24 @@ async def test_table_has_on_call_columns_and_wide_ones_at_priority_one(insights:
     foo_obj = ready_foo("web", replicas=3)
     add(view, foo_obj, rolled_out(foo_obj, available=1))
     insights.rbac.allow("alice", "list", "foohealths")
-    status, headers, body = await insights.call(f"{GV}/namespaces/ns/foohealths",
-                                                headers={"Accept": f"{TABLE},application/json"})
+    status, headers, body = await insights.call(
+        f"{GV}/namespaces/ns/foohealths", headers={"Accept": f"{TABLE},application/json"}
+    )
     assert status == 200 and headers["Content-Type"] == TABLE
     document = orjson.loads(body)
     assert document["kind"] == "Table"
     columns = {c["name"]: c["priority"] for c in document["columnDefinitions"]}
     assert [n for n, p in columns.items() if p == 0] == [
-        "Name", "Health", "Ready", "Up-to-date", "Available", "Rollout", "Last Sync", "Last Error", "Age"]
+        "Name",
+        "Health",
+        "Ready",
+        "Up-to-date",
+        "Available",
+        "Rollout",
+        "Last Sync",
+        "Last Error",
+        "Age",
+    ]
     assert {"Deployment", "Image", "Restarts", "Message"} <= {n for n, p in columns.items() if p == 1}
     row = document["rows"][0]
     assert row["cells"][:6] == ["web", "Progressing", "1/3", 3, 1, "Progressing"]
@@ -441,8 +570,9 @@ async def test_table_has_on_call_columns_and_wide_ones_at_priority_one(insights:
 
 async def test_unsupported_accept_is_not_acceptable(insights: Insights) -> None:
     insights.rbac.allow("alice", "list", "foohealths")
-    status, body = await insights.json(f"{GV}/namespaces/ns/foohealths",
-                                       headers={"Accept": "application/vnd.kubernetes.protobuf"})
+    status, body = await insights.json(
+        f"{GV}/namespaces/ns/foohealths", headers={"Accept": "application/vnd.kubernetes.protobuf"}
+    )
     assert (status, body["reason"]) == (406, "NotAcceptable")
 
 
@@ -468,12 +598,15 @@ async def _read_events(response: aiohttp.ClientResponse, count: int) -> list[dic
 async def _watch(insights: Insights, query: str, headers: dict[str, str] | None = None) -> aiohttp.ClientResponse:
     assert insights.session is not None
     return await insights.session.get(
-        f"{insights.url}{GV}/namespaces/ns/foohealths?watch=1&{query}", ssl=insights.contexts["aggregator"],
-        headers={"X-Remote-User": "alice", **(headers or {})})
+        f"{insights.url}{GV}/namespaces/ns/foohealths?watch=1&{query}",
+        ssl=insights.contexts["aggregator"],
+        headers={"X-Remote-User": "alice", **(headers or {})},
+    )
 
 
-async def test_watch_streams_added_modified_deleted_as_the_cluster_changes(insights: Insights,
-                                                                           view: HealthView) -> None:
+async def test_watch_streams_added_modified_deleted_as_the_cluster_changes(
+    insights: Insights, view: HealthView
+) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
     foo_obj = ready_foo("web", replicas=2)
     add(view, foo_obj)
@@ -485,7 +618,9 @@ async def test_watch_streams_added_modified_deleted_as_the_cluster_changes(insig
         add(view, rolled_out(foo_obj, available=2))
         [modified] = await _read_events(response, 1)
         assert modified["type"] == "MODIFIED" and modified["object"]["status"]["health"] == "Healthy"
-        assert int(modified["object"]["metadata"]["resourceVersion"]) > int(added["object"]["metadata"]["resourceVersion"])
+        assert int(modified["object"]["metadata"]["resourceVersion"]) > int(
+            added["object"]["metadata"]["resourceVersion"]
+        )
         remove(view, foo_obj)
         [deleted] = await _read_events(response, 1)
         assert deleted["type"] == "DELETED" and deleted["object"]["metadata"]["name"] == "web"
@@ -514,8 +649,7 @@ async def test_watch_resumes_from_a_resource_version_and_old_ones_expire(insight
         response.close()
 
 
-async def test_watch_label_selector_turns_leaving_objects_into_deletions(insights: Insights,
-                                                                         view: HealthView) -> None:
+async def test_watch_label_selector_turns_leaving_objects_into_deletions(insights: Insights, view: HealthView) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
     add(view, ready_foo("a", labels={"team": "x"}))
     response = await _watch(insights, "labelSelector=team%3Dx")
@@ -531,7 +665,9 @@ async def test_watch_label_selector_turns_leaving_objects_into_deletions(insight
 async def test_watch_sends_bookmarks_and_the_initial_events_end_marker(insights: Insights, view: HealthView) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
     add(view, ready_foo("a"))
-    response = await _watch(insights, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
+    response = await _watch(
+        insights, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+    )
     try:
         added, end, idle = await _read_events(response, 3)
         assert added["type"] == "ADDED"
@@ -568,28 +704,42 @@ async def test_watch_ends_when_its_timeout_passes(insights: Insights) -> None:
 
 
 def review(obj: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "insights.samplecontroller.k8s.io/v1alpha1", "kind": "FooReview",
-            "metadata": {"name": "check"}, "spec": {"object": obj, **spec}}
+    return {
+        "apiVersion": "insights.samplecontroller.k8s.io/v1alpha1",
+        "kind": "FooReview",
+        "metadata": {"name": "check"},
+        "spec": {"object": obj, **spec},
+    }
 
 
 async def test_review_of_a_good_v1alpha1_foo_returns_the_defaulted_v1_object(insights: Insights) -> None:
     insights.rbac.allow("alice", "create", "fooreviews")
-    good = {"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "x"},
-            "spec": {"deploymentName": "x-nginx"}}
+    good = {
+        "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+        "kind": "Foo",
+        "metadata": {"name": "x"},
+        "spec": {"deploymentName": "x-nginx"},
+    }
     status, answer = await insights.json(f"{GV}/namespaces/ns/fooreviews", method="POST", body=review(good))
     assert status == 201
     verdict = answer["status"]
     assert verdict["allowed"] is True
     assert verdict["object"]["apiVersion"] == "samplecontroller.k8s.io/v1"
     assert verdict["object"]["spec"] == {"deployment": {"name": "x-nginx", "image": "nginx:latest"}, "replicas": 1}
-    assert verdict["warnings"] == ["samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo"]
+    assert verdict["warnings"] == [
+        "samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo"
+    ]
     assert answer["metadata"]["namespace"] == "ns" and answer["spec"]["object"] == good
 
 
 async def test_review_of_a_bad_foo_lists_every_field_error(insights: Insights) -> None:
     insights.rbac.allow("alice", "create", "fooreviews")
-    bad = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"},
-           "spec": {"replicas": 11}}
+    bad = {
+        "apiVersion": "samplecontroller.k8s.io/v1",
+        "kind": "Foo",
+        "metadata": {"name": "x"},
+        "spec": {"replicas": 11},
+    }
     status, answer = await insights.json(f"{GV}/namespaces/ns/fooreviews", method="POST", body=review(bad))
     assert status == 201
     verdict = answer["status"]
@@ -599,13 +749,16 @@ async def test_review_of_a_bad_foo_lists_every_field_error(insights: Insights) -
 
 async def test_malformed_reviews_are_bad_requests(insights: Insights) -> None:
     insights.rbac.allow("alice", "create", "fooreviews")
-    status, _, body = await insights.call(f"{GV}/namespaces/ns/fooreviews", method="POST",
-                                          headers={"Content-Type": "application/json"}, body=None)
+    status, _, body = await insights.call(
+        f"{GV}/namespaces/ns/fooreviews", method="POST", headers={"Content-Type": "application/json"}, body=None
+    )
     assert status == 400
-    status, answer = await insights.json(f"{GV}/namespaces/ns/fooreviews", method="POST",
-                                         body={"apiVersion": "v1", "kind": "Pod"})
+    status, answer = await insights.json(
+        f"{GV}/namespaces/ns/fooreviews", method="POST", body={"apiVersion": "v1", "kind": "Pod"}
+    )
     assert (status, answer["reason"]) == (400, "BadRequest")
-    status, answer = await insights.json(f"{GV}/namespaces/ns/fooreviews", method="POST",
-                                         body={**review({}), "spec": {}})
+    status, answer = await insights.json(
+        f"{GV}/namespaces/ns/fooreviews", method="POST", body={**review({}), "spec": {}}
+    )
     assert (status, answer["reason"]) == (422, "Invalid")
     assert answer["details"]["causes"][0]["field"] == "spec.object"

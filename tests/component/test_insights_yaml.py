@@ -14,16 +14,20 @@ YAML_ACCEPT = {"Accept": "application/yaml", "Content-Type": "application/json"}
 
 
 def _foo(annotation_bytes: int) -> dict[str, object]:
-    return {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-            "metadata": {"name": "x", "annotations": {"example.com/notes": "n" * annotation_bytes}},
-            "spec": {"deployment": {"name": "x-nginx"}}}
+    return {
+        "apiVersion": "samplecontroller.k8s.io/v1",
+        "kind": "Foo",
+        "metadata": {"name": "x", "annotations": {"example.com/notes": "n" * annotation_bytes}},
+        "spec": {"deployment": {"name": "x-nginx"}},
+    }
 
 
 async def test_a_review_answer_asked_as_yaml_is_yaml_of_the_json_answer(insights: Insights) -> None:
     insights.rbac.allow("alice", "create", "fooreviews")
     status, json_answer = await insights.json(f"{GV}/namespaces/ns/fooreviews", method="POST", body=review(_foo(10)))
-    status, headers, body = await insights.call(f"{GV}/namespaces/ns/fooreviews", method="POST",
-                                                headers=YAML_ACCEPT, body=review(_foo(10)))
+    status, headers, body = await insights.call(
+        f"{GV}/namespaces/ns/fooreviews", method="POST", headers=YAML_ACCEPT, body=review(_foo(10))
+    )
     assert status == 201 and headers["Content-Type"] == "application/yaml"
     assert yaml.safe_load(body) == json_answer
 
@@ -31,14 +35,14 @@ async def test_a_review_answer_asked_as_yaml_is_yaml_of_the_json_answer(insights
 async def test_an_answer_too_large_to_render_as_yaml_is_a_406_status_suggesting_json(insights: Insights) -> None:
     # Before: a 1.6 MiB FooReview answered as YAML spent 18 s in yaml.safe_dump on the event loop.
     insights.rbac.allow("alice", "create", "fooreviews")
-    status, _, body = await insights.call(f"{GV}/namespaces/ns/fooreviews", method="POST", headers=YAML_ACCEPT,
-                                          body=review(_foo(YAML_LIMIT)))
+    status, _, body = await insights.call(
+        f"{GV}/namespaces/ns/fooreviews", method="POST", headers=YAML_ACCEPT, body=review(_foo(YAML_LIMIT))
+    )
     assert status == 406
     answer = yaml.safe_load(body)  # the Status itself is JSON, which YAML reads too
     assert answer["kind"] == "Status" and answer["reason"] == "NotAcceptable"
     assert "application/json" in answer["message"]
-    status, answer = await insights.json(f"{GV}/namespaces/ns/fooreviews", method="POST",
-                                         body=review(_foo(YAML_LIMIT)))
+    status, answer = await insights.json(f"{GV}/namespaces/ns/fooreviews", method="POST", body=review(_foo(YAML_LIMIT)))
     assert status == 201 and answer["status"]["allowed"] is True
 
 
@@ -48,8 +52,9 @@ async def test_other_requests_are_answered_while_a_yaml_answer_waits_for_its_ren
     renderer_free = threading.Event()
     busy = _RENDERER.submit(renderer_free.wait)
     try:
-        pending = asyncio.create_task(insights.call(f"{GV}/namespaces/ns/fooreviews", method="POST",
-                                                    headers=YAML_ACCEPT, body=review(_foo(10))))
+        pending = asyncio.create_task(
+            insights.call(f"{GV}/namespaces/ns/fooreviews", method="POST", headers=YAML_ACCEPT, body=review(_foo(10)))
+        )
         for _ in range(3):
             status, discovery = await insights.json(GV, user="root", groups=("system:masters",))
             assert status == 200 and discovery["kind"] == "APIResourceList"

@@ -20,8 +20,10 @@ from kube.metricsauth import MetricsGuard, User, access_review, user_of
 from kube.metricsserver import MetricsOptions, MetricsServer
 from kube.tls import CertWatcher, write_self_signed
 
-TOKENS = {"reader-token": User("system:serviceaccount:monitoring:prometheus", groups=("system:serviceaccounts",)),
-          "other-token": User("system:serviceaccount:default:nosy")}
+TOKENS = {
+    "reader-token": User("system:serviceaccount:monitoring:prometheus", groups=("system:serviceaccounts",)),
+    "other-token": User("system:serviceaccount:default:nosy"),
+}
 
 
 class FakeCluster:
@@ -61,8 +63,12 @@ async def url(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
     Counter("foo_things", "things", registry=registry).inc()
     cert, key = write_self_signed(tmp_path)
     port = free_port()
-    server = MetricsServer(MetricsOptions(host="127.0.0.1", port=port, secure=True), registry,
-                           guard=MetricsGuard(cluster.authenticate, cluster.authorize), certificate=CertWatcher(cert, key))
+    server = MetricsServer(
+        MetricsOptions(host="127.0.0.1", port=port, secure=True),
+        registry,
+        guard=MetricsGuard(cluster.authenticate, cluster.authorize),
+        certificate=CertWatcher(cert, key),
+    )
     await server.start()
     try:
         yield f"https://127.0.0.1:{port}/metrics"
@@ -118,8 +124,9 @@ async def test_decisions_are_cached_so_a_scrape_costs_no_review_within_the_ttl(u
     assert cluster.reviews == ["TokenReview", "SubjectAccessReview"] * 2
 
 
-async def test_an_unreachable_apiserver_is_refused_and_its_words_stay_in_the_log(url: str,
-                                                                                 cluster: FakeCluster) -> None:
+async def test_an_unreachable_apiserver_is_refused_and_its_words_stay_in_the_log(
+    url: str, cluster: FakeCluster
+) -> None:
     cluster.down = True
     assert (await _get(url, "reader-token"))[0] == 401
     cluster.down = False
@@ -139,9 +146,19 @@ async def test_a_failing_subject_access_review_is_503_without_the_apiservers_tex
 
 def test_reviews_are_built_and_read_as_the_apiserver_writes_them() -> None:
     assert user_of({"status": {"authenticated": False}}) is None
-    user = user_of({"status": {"authenticated": True, "user": {"username": "u", "uid": "1", "groups": ["g"],
-                                                                "extra": {"k": ["v"]}}}})
+    user = user_of(
+        {
+            "status": {
+                "authenticated": True,
+                "user": {"username": "u", "uid": "1", "groups": ["g"], "extra": {"k": ["v"]}},
+            }
+        }
+    )
     assert user == User("u", "1", ("g",), {"k": ["v"]})
     assert access_review(user, "/metrics", "get")["spec"] == {
-        "user": "u", "uid": "1", "groups": ["g"], "extra": {"k": ["v"]},
-        "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}
+        "user": "u",
+        "uid": "1",
+        "groups": ["g"],
+        "extra": {"k": ["v"]},
+        "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+    }

@@ -39,8 +39,12 @@ async def _wait_ready(url: str, context: ssl.SSLContext) -> None:
 
 @pytest.fixture
 def cert_dir(tmp_path: Path) -> Path:
-    assert certs_main(["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(tmp_path),
-                       "--ip", "127.0.0.1"]) == 0
+    assert (
+        certs_main(
+            ["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(tmp_path), "--ip", "127.0.0.1"]
+        )
+        == 0
+    )
     return tmp_path
 
 
@@ -64,8 +68,9 @@ async def test_webhook_serves_https_verified_against_the_generated_ca(cert_dir: 
     by_name = server_url.replace("127.0.0.1", "localhost")
     await _wait_ready(by_name, context)
     async with aiohttp.ClientSession() as session:
-        async with session.post(f"{by_name}/validate-foo", json=admission_review(foo_v1(replicas=11)),
-                                ssl=context) as response:
+        async with session.post(
+            f"{by_name}/validate-foo", json=admission_review(foo_v1(replicas=11)), ssl=context
+        ) as response:
             review = await response.json()
     assert review["response"]["status"]["reason"] == "Invalid"
 
@@ -77,8 +82,23 @@ async def test_a_client_that_does_not_trust_the_ca_is_refused(server_url: str) -
 
 
 async def test_new_certificates_are_served_without_a_restart(cert_dir: Path, server_url: str) -> None:
-    assert certs_main(["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(cert_dir),
-                       "--ip", "127.0.0.1", "--force"]) == 0
+    assert (
+        certs_main(
+            [
+                "generate",
+                "--service",
+                "foo-webhook",
+                "--namespace",
+                "ns",
+                "--out",
+                str(cert_dir),
+                "--ip",
+                "127.0.0.1",
+                "--force",
+            ]
+        )
+        == 0
+    )
     new_context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
     await asyncio.sleep(0.5)
     await _wait_ready(server_url, new_context)

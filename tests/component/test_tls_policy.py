@@ -61,8 +61,24 @@ async def webhook(tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
 
     async def start(policy: TLSPolicy = TLSPolicy(), key_type: str = "rsa") -> tuple[int, Path]:
         cert_dir = tmp_path / f"{key_type}-{len(stops)}"
-        assert certs_main(["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(cert_dir),
-                           "--ip", "127.0.0.1", "--key-type", key_type]) == 0
+        assert (
+            certs_main(
+                [
+                    "generate",
+                    "--service",
+                    "foo-webhook",
+                    "--namespace",
+                    "ns",
+                    "--out",
+                    str(cert_dir),
+                    "--ip",
+                    "127.0.0.1",
+                    "--key-type",
+                    key_type,
+                ]
+            )
+            == 0
+        )
         port = free_port()
         stop = asyncio.Event()
         options = ServerOptions(cert_dir=cert_dir, bind_address="127.0.0.1", port=port, tls_policy=policy)
@@ -104,14 +120,16 @@ ACCEPTED_BY_DEFAULT = [
 
 @pytest.mark.parametrize(("key_type", "suite"), REFUSED_BY_DEFAULT, ids=[s for _, s in REFUSED_BY_DEFAULT])
 async def test_a_tls12_client_offering_only_a_cbc_dhe_or_rsa_kex_suite_is_refused(
-        webhook: Callable[..., object], key_type: str, suite: str) -> None:
+    webhook: Callable[..., object], key_type: str, suite: str
+) -> None:
     port, ca = await webhook(key_type=key_type)  # type: ignore[misc]
     assert await _handshake(port, _client(ca, suite=suite)) is None
 
 
 @pytest.mark.parametrize(("key_type", "suite"), ACCEPTED_BY_DEFAULT, ids=[s for _, s in ACCEPTED_BY_DEFAULT])
 async def test_a_tls12_client_offering_ecdhe_with_an_aead_cipher_is_served(
-        webhook: Callable[..., object], key_type: str, suite: str) -> None:
+    webhook: Callable[..., object], key_type: str, suite: str
+) -> None:
     port, ca = await webhook(key_type=key_type)  # type: ignore[misc]
     assert await _handshake(port, _client(ca, suite=suite)) == ("TLSv1.2", suite)
 
@@ -136,5 +154,7 @@ async def test_cipher_suites_flag_narrows_tls12_to_the_named_suites(webhook: Cal
     port, ca = await webhook(policy)  # type: ignore[misc]
     assert await _handshake(port, _client(ca, suite="ECDHE-RSA-AES128-GCM-SHA256")) is None
     assert await _handshake(port, _client(ca, suite="ECDHE-RSA-AES256-GCM-SHA384")) == (
-        "TLSv1.2", "ECDHE-RSA-AES256-GCM-SHA384")
+        "TLSv1.2",
+        "ECDHE-RSA-AES256-GCM-SHA384",
+    )
     assert await _handshake(port, _client(ca, version=V13)) is not None, "TLS 1.3 suites are always on"

@@ -29,6 +29,7 @@ async def post(client: Client, path: str, body: Any) -> tuple[int, dict[str, Any
 
 # --- /mutate-foo ------------------------------------------------------------------------------
 
+
 async def test_mutate_fills_image_and_replicas_with_the_smallest_patch(client: Client) -> None:
     status, review = await post(client, "/mutate-foo", admission_review(foo_v1(replicas=None)))
     response = review["response"]
@@ -57,11 +58,14 @@ async def test_mutate_allows_delete_without_looking(client: Client) -> None:
 
 # The CRD schema holds the bounds too, and the apiserver checks it after mutating webhooks but
 # before validating ones: the mutating webhook refuses first, so users read our words.
-@pytest.mark.parametrize("body", [
-    admission_review(foo_v1(replicas=11)),
-    admission_review(foo_v1(deployment="b"), operation="UPDATE", old=foo_v1(deployment="a")),
-    admission_review(foo_v1(deployment=None, replicas=0), request_version="v1alpha1"),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        admission_review(foo_v1(replicas=11)),
+        admission_review(foo_v1(deployment="b"), operation="UPDATE", old=foo_v1(deployment="a")),
+        admission_review(foo_v1(deployment=None, replicas=0), request_version="v1alpha1"),
+    ],
+)
 async def test_mutate_refuses_what_validate_refuses_with_the_same_status(client: Client, body: Any) -> None:
     _, mutated = await post(client, "/mutate-foo", body)
     _, validated = await post(client, "/validate-foo", body)
@@ -76,12 +80,16 @@ async def test_mutate_refuses_an_out_of_bounds_scale_and_patches_none(client: Cl
     assert review["response"]["allowed"] is False and "patch" not in review["response"]
     assert review["response"]["status"]["details"]["causes"][0]["field"] == "spec.replicas"
     within = {**scale, "spec": {"replicas": 3}}
-    _, review = await post(client, "/mutate-foo", admission_review(within, operation="UPDATE", old=scale,
-                                                                     sub_resource="scale", kind="Scale"))
+    _, review = await post(
+        client,
+        "/mutate-foo",
+        admission_review(within, operation="UPDATE", old=scale, sub_resource="scale", kind="Scale"),
+    )
     assert review["response"] == {"uid": "uid-1", "allowed": True}
 
 
 # --- /validate-foo ----------------------------------------------------------------------------
+
 
 async def test_replicas_above_ten_is_denied_with_field_cause(client: Client) -> None:
     status, review = await post(client, "/validate-foo", admission_review(foo_v1(replicas=11)))
@@ -93,9 +101,16 @@ async def test_replicas_above_ten_is_denied_with_field_cause(client: Client) -> 
         "must be less than or equal to 10"
     )
     assert response["status"]["details"] == {
-        "name": "example", "group": "samplecontroller.k8s.io", "kind": "Foo",
-        "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: 11: must be less than or equal to 10",
-                    "field": "spec.replicas"}],
+        "name": "example",
+        "group": "samplecontroller.k8s.io",
+        "kind": "Foo",
+        "causes": [
+            {
+                "reason": "FieldValueInvalid",
+                "message": "Invalid value: 11: must be less than or equal to 10",
+                "field": "spec.replicas",
+            }
+        ],
     }
 
 
@@ -105,7 +120,9 @@ async def test_v1alpha1_request_gets_v1alpha1_field_paths_and_a_deprecation_warn
     _, review = await post(client, "/validate-foo", review_body)
     response = review["response"]
     assert [c["field"] for c in response["status"]["details"]["causes"]] == ["spec.deploymentName"]
-    assert response["warnings"] == ["samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo"]
+    assert response["warnings"] == [
+        "samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo"
+    ]
 
 
 async def test_renaming_the_deployment_on_update_is_denied(client: Client) -> None:
@@ -130,7 +147,10 @@ async def test_a_review_for_another_resource_is_denied_with_a_clear_message(clie
     body = admission_review({"kind": "Deployment"}, group="apps", resource="deployments", kind="Deployment")
     _, review = await post(client, "/validate-foo", body)
     assert review["response"]["allowed"] is False
-    assert "this webhook admits foos.samplecontroller.k8s.io, not deployments.apps" in review["response"]["status"]["message"]
+    assert (
+        "this webhook admits foos.samplecontroller.k8s.io, not deployments.apps"
+        in review["response"]["status"]["message"]
+    )
 
 
 async def test_an_object_that_is_not_a_foo_is_denied_not_crashed_on(client: Client) -> None:
@@ -140,14 +160,17 @@ async def test_an_object_that_is_not_a_foo_is_denied_not_crashed_on(client: Clie
 
 # --- malformed calls: 400/413/415 with a Status, never a 500 ----------------------------------
 
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
         ({"kind": "AdmissionReview"}, "expected kind AdmissionReview of apiVersion admission.k8s.io/v1"),
         ({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}, "expected kind"),
         ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, "has no request"),
-        ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}},
-         "request.uid is missing"),
+        (
+            {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}},
+            "request.uid is missing",
+        ),
         ([1, 2], "must be a JSON object"),
     ],
 )
@@ -182,6 +205,7 @@ async def test_unknown_path_and_wrong_method_are_statuses(client: Client) -> Non
 
 # --- /convert --------------------------------------------------------------------------------
 
+
 async def test_convert_keeps_order_and_count_and_sets_the_desired_version(client: Client) -> None:
     objects = [foo_v1alpha1(f"foo-{i}") for i in range(5)]
     status, answer = await post(client, "/convert", conversion_review(objects, V1))
@@ -195,7 +219,10 @@ async def test_convert_failure_names_the_object_and_is_not_a_500(client: Client)
     objects = [foo_v1(), {"apiVersion": V1, "kind": "Bar", "metadata": {"name": "odd", "namespace": "ns"}}]
     status, answer = await post(client, "/convert", conversion_review(objects, V1ALPHA1))
     assert status == 200
-    assert answer["response"]["result"] == {"status": "Failure", "message": "object 1 (ns/odd): kind must be Foo, got 'Bar'"}
+    assert answer["response"]["result"] == {
+        "status": "Failure",
+        "message": "object 1 (ns/odd): kind must be Foo, got 'Bar'",
+    }
 
 
 @pytest.mark.parametrize(
@@ -206,27 +233,37 @@ async def test_convert_failure_names_the_object_and_is_not_a_500(client: Client)
         ([1], V1, "object 0: must be a JSON object"),
     ],
 )
-async def test_convert_bad_requests_fail_with_a_message(client: Client, objects: Any, desired: str, message: str) -> None:
+async def test_convert_bad_requests_fail_with_a_message(
+    client: Client, objects: Any, desired: str, message: str
+) -> None:
     _, answer = await post(client, "/convert", conversion_review(objects, desired))
     assert answer["response"]["result"]["status"] == "Failure" and message in answer["response"]["result"]["message"]
 
 
 async def test_convert_without_uid_is_a_400(client: Client) -> None:
-    status, answer = await post(client, "/convert", {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-                                                     "request": {"objects": []}})
+    status, answer = await post(
+        client,
+        "/convert",
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "request": {"objects": []}},
+    )
     assert status == 400 and "uid" in answer["message"]
 
 
 # --- draining ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path, body", [
-    ("/mutate-foo", admission_review(foo_v1())),
-    ("/validate-foo", admission_review(foo_v1())),
-    ("/convert", conversion_review([foo_v1alpha1()], V1)),
-    ("/healthz", None),
-])
+
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/mutate-foo", admission_review(foo_v1())),
+        ("/validate-foo", admission_review(foo_v1())),
+        ("/convert", conversion_review([foo_v1alpha1()], V1)),
+        ("/healthz", None),
+    ],
+)
 async def test_a_draining_server_tells_the_client_to_close_in_the_answer_itself(
-        client: Client, path: str, body: Any) -> None:
+    client: Client, path: str, body: Any
+) -> None:
     # The headers must say it: a connection the client believes is kept alive, closed by us
     # afterwards, is one Go reuses for its next POST and loses ("server closed idle connection").
     client.app[READINESS].draining = True
@@ -241,6 +278,7 @@ async def test_a_serving_server_keeps_connections_alive(client: Client) -> None:
 
 
 # --- health and metrics ----------------------------------------------------------------------
+
 
 async def test_health_endpoints_answer(client: Client) -> None:
     assert (await client.get("/healthz")).status == 200

@@ -12,8 +12,14 @@ from hack.cluster import LocalControlPlane
 from hack.product import OWN_NAMESPACE, LocalProduct
 
 
-def foo_yaml(name: str, *, replicas: int | None = 2, deployment: str | None = "web", image: str | None = None,
-             version: str = "v1") -> str:
+def foo_yaml(
+    name: str,
+    *,
+    replicas: int | None = 2,
+    deployment: str | None = "web",
+    image: str | None = None,
+    version: str = "v1",
+) -> str:
     spec: dict[str, object] = {}
     if version == "v1":
         dep = {k: v for k, v in {"name": deployment, "image": image}.items() if v is not None}
@@ -23,8 +29,9 @@ def foo_yaml(name: str, *, replicas: int | None = 2, deployment: str | None = "w
         spec["deploymentName"] = deployment
     if replicas is not None:
         spec["replicas"] = replicas
-    return yaml.safe_dump({"apiVersion": f"samplecontroller.k8s.io/{version}", "kind": "Foo",
-                           "metadata": {"name": name}, "spec": spec})
+    return yaml.safe_dump(
+        {"apiVersion": f"samplecontroller.k8s.io/{version}", "kind": "Foo", "metadata": {"name": name}, "spec": spec}
+    )
 
 
 def get_foo(plane: LocalControlPlane, namespace: str, name: str, version: str = "v1") -> dict:  # type: ignore[type-arg]
@@ -34,20 +41,23 @@ def get_foo(plane: LocalControlPlane, namespace: str, name: str, version: str = 
 
 @pytest.mark.smoke
 def test_replicas_above_ten_is_rejected_with_the_webhooks_field_message(
-        foo_operator: LocalProduct, namespace: str) -> None:
+    foo_operator: LocalProduct, namespace: str
+) -> None:
     plane = foo_operator.plane
     result = plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("too-many", replicas=11), check=False)
     assert result.returncode != 0
     # kubectl renders a 422 with causes in its own form (one cause: one line).
     assert result.stderr.strip() == (
-        'The Foo "too-many" is invalid: spec.replicas: Invalid value: 11: must be less than or equal to 10')
+        'The Foo "too-many" is invalid: spec.replicas: Invalid value: 11: must be less than or equal to 10'
+    )
     assert plane.kubectl("get", "foo", "too-many", "-n", namespace, check=False).returncode != 0
 
 
 @pytest.mark.smoke
 def test_every_field_error_is_listed_at_once(foo_operator: LocalProduct, namespace: str) -> None:
-    result = foo_operator.plane.kubectl("apply", "-n", namespace, "-f", "-", check=False,
-                                        input=foo_yaml("broken", replicas=0, deployment=None))
+    result = foo_operator.plane.kubectl(
+        "apply", "-n", namespace, "-f", "-", check=False, input=foo_yaml("broken", replicas=0, deployment=None)
+    )
     assert "spec.deployment.name: Required value" in result.stderr
     assert "spec.replicas: Invalid value: 0: must be greater than or equal to 1" in result.stderr
 
@@ -60,13 +70,26 @@ def test_a_valid_foo_is_created_and_comes_back_defaulted(foo_operator: LocalProd
     assert foo["spec"] == {"deployment": {"name": "web", "image": "nginx:latest"}, "replicas": 1}
 
 
-def test_server_dry_run_and_diff_get_the_same_answer_as_a_real_write(foo_operator: LocalProduct, namespace: str) -> None:
+def test_server_dry_run_and_diff_get_the_same_answer_as_a_real_write(
+    foo_operator: LocalProduct, namespace: str
+) -> None:
     plane = foo_operator.plane
-    dry = plane.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", check=False,
-                        input=foo_yaml("dry", replicas=11))
+    dry = plane.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-", check=False, input=foo_yaml("dry", replicas=11)
+    )
     assert dry.returncode != 0 and "must be less than or equal to 10" in dry.stderr
-    ok = plane.kubectl("apply", "--server-side", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-",
-                       input=foo_yaml("dry", replicas=None))
+    ok = plane.kubectl(
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        "-f",
+        "-",
+        input=foo_yaml("dry", replicas=None),
+    )
     assert json.loads(ok.stdout)["spec"]["deployment"]["image"] == "nginx:latest"
     diff = plane.kubectl("diff", "-n", namespace, "-f", "-", check=False, input=foo_yaml("dry", replicas=11))
     assert diff.returncode > 1 and "must be less than or equal to 10" in diff.stderr
@@ -77,8 +100,17 @@ def test_server_dry_run_and_diff_get_the_same_answer_as_a_real_write(foo_operato
 def test_deployment_name_cannot_be_changed(foo_operator: LocalProduct, namespace: str) -> None:
     plane = foo_operator.plane
     plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("fixed", deployment="first"))
-    result = plane.kubectl("patch", "foo", "fixed", "-n", namespace, "--type=merge",
-                           "-p", '{"spec":{"deployment":{"name":"second"}}}', check=False)
+    result = plane.kubectl(
+        "patch",
+        "foo",
+        "fixed",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec":{"deployment":{"name":"second"}}}',
+        check=False,
+    )
     assert result.returncode != 0
     assert 'spec.deployment.name: Invalid value: "second": field is immutable' in result.stderr
 
@@ -95,9 +127,13 @@ def test_kubectl_scale_works_within_bounds_and_is_validated_beyond(foo_operator:
 
 
 def test_v1alpha1_use_shows_a_deprecation_warning(foo_operator: LocalProduct, namespace: str) -> None:
-    result = foo_operator.plane.kubectl("apply", "-n", namespace, "-f", "-",
-                                        input=foo_yaml("old-style", version="v1alpha1"))
-    assert "Warning: samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo" in result.stderr
+    result = foo_operator.plane.kubectl(
+        "apply", "-n", namespace, "-f", "-", input=foo_yaml("old-style", version="v1alpha1")
+    )
+    assert (
+        "Warning: samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo"
+        in result.stderr
+    )
 
 
 def test_kubectl_get_shows_the_printer_columns(foo_operator: LocalProduct, namespace: str) -> None:
@@ -121,26 +157,56 @@ def test_where_no_webhook_is_asked_the_crd_schema_still_holds_every_bound(foo_op
     plane = foo_operator.plane
     plane.kubectl("create", "namespace", OWN_NAMESPACE, check=False)
     try:
-        huge = plane.kubectl("apply", "-n", OWN_NAMESPACE, "-f", "-", check=False,
-                             input=foo_yaml("huge", replicas=100000, deployment="Not_A_Name"))
+        huge = plane.kubectl(
+            "apply",
+            "-n",
+            OWN_NAMESPACE,
+            "-f",
+            "-",
+            check=False,
+            input=foo_yaml("huge", replicas=100000, deployment="Not_A_Name"),
+        )
         assert huge.returncode != 0
-        assert "spec.replicas: Invalid value: 100000: spec.replicas in body should be less than or equal to 10" \
+        assert (
+            "spec.replicas: Invalid value: 100000: spec.replicas in body should be less than or equal to 10"
             in huge.stderr
-        assert "spec.deployment.name: Invalid value: \"Not_A_Name\": spec.deployment.name in body should match" \
+        )
+        assert (
+            'spec.deployment.name: Invalid value: "Not_A_Name": spec.deployment.name in body should match'
             in huge.stderr
-        legacy = plane.kubectl("apply", "-n", OWN_NAMESPACE, "-f", "-", check=False,
-                               input=foo_yaml("legacy-huge", replicas=100000, version="v1alpha1"))
+        )
+        legacy = plane.kubectl(
+            "apply",
+            "-n",
+            OWN_NAMESPACE,
+            "-f",
+            "-",
+            check=False,
+            input=foo_yaml("legacy-huge", replicas=100000, version="v1alpha1"),
+        )
         assert legacy.returncode != 0 and "should be less than or equal to 10" in legacy.stderr
 
         plane.kubectl("apply", "-n", OWN_NAMESPACE, "-f", "-", input=foo_yaml("schema-defaulted", replicas=None))
         assert get_foo(plane, OWN_NAMESPACE, "schema-defaulted")["spec"] == {
-            "deployment": {"name": "web", "image": "nginx:latest"}, "replicas": 1}
-        renamed = plane.kubectl("patch", "foo", "schema-defaulted", "-n", OWN_NAMESPACE, "--type=merge",
-                                "-p", '{"spec":{"deployment":{"name":"other"}}}', check=False)
+            "deployment": {"name": "web", "image": "nginx:latest"},
+            "replicas": 1,
+        }
+        renamed = plane.kubectl(
+            "patch",
+            "foo",
+            "schema-defaulted",
+            "-n",
+            OWN_NAMESPACE,
+            "--type=merge",
+            "-p",
+            '{"spec":{"deployment":{"name":"other"}}}',
+            check=False,
+        )
         assert renamed.returncode != 0
         # The CEL rule's refusal names the value's type on v1.27 and v1.34 ("string"), the value
         # itself on v1.37 ("other").
-        assert re.search(r'spec\.deployment\.name: Invalid value: "(string|other)": field is immutable', renamed.stderr), \
-            renamed.stderr
+        assert re.search(
+            r'spec\.deployment\.name: Invalid value: "(string|other)": field is immutable', renamed.stderr
+        ), renamed.stderr
     finally:
         plane.kubectl("delete", "namespace", OWN_NAMESPACE, "--wait=false", check=False)

@@ -56,32 +56,58 @@ class Insights:
 
 
 def _apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e", "-f", "-",
-                  input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+    plane.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=e2e",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+    )
 
 
 def _service_objects(ns_ip: str) -> list[dict[str, Any]]:
     """A Service without selector and its endpoints, written by hand: the address is ours to give."""
     port = {"name": "https", "port": PORT, "protocol": "TCP"}
     return [
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
-         "spec": {"ports": [{"name": "https", "port": 443, "targetPort": PORT, "protocol": "TCP"}]}},
-        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-         "metadata": {"name": f"{SERVICE}-netns", "namespace": SERVICE_NAMESPACE,
-                      "labels": {"kubernetes.io/service-name": SERVICE,
-                                 "endpointslice.kubernetes.io/managed-by": "e2e.foo-operator"}},
-         "addressType": "IPv4", "ports": [port],
-         "endpoints": [{"addresses": [ns_ip], "conditions": {"ready": True}}]},
-        {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
-         "subsets": [{"addresses": [{"ip": ns_ip}], "ports": [port]}]},
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
+            "spec": {"ports": [{"name": "https", "port": 443, "targetPort": PORT, "protocol": "TCP"}]},
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{SERVICE}-netns",
+                "namespace": SERVICE_NAMESPACE,
+                "labels": {
+                    "kubernetes.io/service-name": SERVICE,
+                    "endpointslice.kubernetes.io/managed-by": "e2e.foo-operator",
+                },
+            },
+            "addressType": "IPv4",
+            "ports": [port],
+            "endpoints": [{"addresses": [ns_ip], "conditions": {"ready": True}}],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
+            "subsets": [{"addresses": [{"ip": ns_ip}], "ports": [port]}],
+        },
     ]
 
 
 def _kubeconfig(plane: LocalControlPlane, token: str, path: Path) -> Path:
     config = {
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "plane", "cluster": {"server": plane.server,
-                                                   "certificate-authority": str(plane.ca_file)}}],
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "plane", "cluster": {"server": plane.server, "certificate-authority": str(plane.ca_file)}}
+        ],
         "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
         "contexts": [{"name": "plane", "context": {"cluster": "plane", "user": SERVICE_ACCOUNT}}],
         "current-context": "plane",
@@ -102,19 +128,42 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
     suffix = os.getpid() % 200 + 20
     with NetNamespace(f"foo-insights-{os.getpid()}", ns_ip=f"10.213.{suffix}.2", host_ip=f"10.213.{suffix}.1") as netns:
         ca = new_ca("foo-insights-e2e-ca")
-        serving = issue_serving(ca, common_name=SERVICE, dns_names=service_dns_names(SERVICE, SERVICE_NAMESPACE),
-                                ips=[netns.ns_ip])
+        serving = issue_serving(
+            ca, common_name=SERVICE, dns_names=service_dns_names(SERVICE, SERVICE_NAMESPACE), ips=[netns.ns_ip]
+        )
         write_serving_files(workdir / "certs", ca, serving, force=True)
         _apply(plane, *_service_objects(netns.ns_ip))
-        _apply(plane, *aggregated_api_manifests(namespace=SERVICE_NAMESPACE, service=SERVICE,
-                                                service_account=SERVICE_ACCOUNT, ca_bundle=ca.cert_pem))
+        _apply(
+            plane,
+            *aggregated_api_manifests(
+                namespace=SERVICE_NAMESPACE, service=SERVICE, service_account=SERVICE_ACCOUNT, ca_bundle=ca.cert_pem
+            ),
+        )
 
         netns.forward_host_port(plane.apiserver_port)
-        argv = [sys.executable, "-m", "insights", "--cert-dir", str(workdir / "certs"), "--bind-address", netns.ns_ip,
-                "--port", str(PORT), "--kubeconfig", str(kubeconfig),
-                "--requestheader-ca-file", str(workdir / "requestheader-ca.crt"), "--log-level", "debug"]
-        server = Component("insights", ["ip", "netns", "exec", netns.name, *argv],
-                            plane.logs_dir / "insights.log", env={**os.environ, "PYTHONPATH": str(REPO)})
+        argv = [
+            sys.executable,
+            "-m",
+            "insights",
+            "--cert-dir",
+            str(workdir / "certs"),
+            "--bind-address",
+            netns.ns_ip,
+            "--port",
+            str(PORT),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--requestheader-ca-file",
+            str(workdir / "requestheader-ca.crt"),
+            "--log-level",
+            "debug",
+        ]
+        server = Component(
+            "insights",
+            ["ip", "netns", "exec", netns.name, *argv],
+            plane.logs_dir / "insights.log",
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         started = time.monotonic()
         server.start()
         try:
@@ -122,8 +171,9 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
 
             def ready() -> bool:
                 try:
-                    with urllib.request.urlopen(f"https://{netns.ns_ip}:{PORT}/readyz", context=context,
-                                                timeout=2) as response:
+                    with urllib.request.urlopen(
+                        f"https://{netns.ns_ip}:{PORT}/readyz", context=context, timeout=2
+                    ) as response:
                         return bool(response.status == 200)
                 except OSError:
                     return False
@@ -153,9 +203,14 @@ def available(insights: Insights) -> Insights:
 
 
 def _foo(name: str, replicas: int = 2, labels: dict[str, str] | None = None) -> str:
-    return yaml.safe_dump({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-                           "metadata": {"name": name, "labels": labels or {}},
-                           "spec": {"deployment": {"name": f"{name}-nginx"}, "replicas": replicas}})
+    return yaml.safe_dump(
+        {
+            "apiVersion": "samplecontroller.k8s.io/v1",
+            "kind": "Foo",
+            "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"deployment": {"name": f"{name}-nginx"}, "replicas": replicas},
+        }
+    )
 
 
 def _run_like_the_controller(insights: Insights, namespace: str, name: str, replicas: int) -> None:
@@ -163,22 +218,52 @@ def _run_like_the_controller(insights: Insights, namespace: str, name: str, repl
     foo = json.loads(insights.kubectl("get", "foo", name, "-n", namespace, "-o", "json").stdout)
     labels = {"app": "nginx", "controller": name}
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": f"{name}-nginx", "namespace": namespace, "labels": labels,
-                     "ownerReferences": [{"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "name": name,
-                                          "uid": foo["metadata"]["uid"], "controller": True,
-                                          "blockOwnerDeletion": True}]},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                 "template": {"metadata": {"labels": labels},
-                              "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": f"{name}-nginx",
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "samplecontroller.k8s.io/v1",
+                    "kind": "Foo",
+                    "name": name,
+                    "uid": foo["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]},
+            },
+        },
     }
     _apply(insights.plane, deployment)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    status = {"status": {"observedGeneration": foo["metadata"]["generation"], "conditions": [
-        {"type": "Ready", "status": "True", "reason": "ReplicasAvailable", "message": "",
-         "lastTransitionTime": now, "observedGeneration": foo["metadata"]["generation"]}]}}
-    insights.kubectl("patch", "foo", name, "-n", namespace, "--subresource=status", "--type=merge",
-                     "-p", json.dumps(status))
+    status = {
+        "status": {
+            "observedGeneration": foo["metadata"]["generation"],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "ReplicasAvailable",
+                    "message": "",
+                    "lastTransitionTime": now,
+                    "observedGeneration": foo["metadata"]["generation"],
+                }
+            ],
+        }
+    }
+    insights.kubectl(
+        "patch", "foo", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
 
 
 def _health(insights: Insights, namespace: str, name: str) -> dict[str, Any]:
@@ -200,8 +285,10 @@ def test_apiservice_becomes_available_and_kubectl_lists_both_resources(available
 
 # kube-apiserver's own aggregated discovery (one document for every group, APIServices' too):
 # beta as v2beta1 and on by default from v1.27, GA as v2 from v1.30.
-AGGREGATED_DISCOVERY = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
-                        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList")
+AGGREGATED_DISCOVERY = (
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+)
 
 
 def _aggregated_discovery(plane: LocalControlPlane) -> dict[str, Any]:
@@ -219,9 +306,14 @@ def test_kube_apiservers_aggregated_discovery_lists_our_group_and_resources(avai
     def our_resources() -> set[str]:
         document = _aggregated_discovery(available.plane)
         assert document["kind"] == "APIGroupDiscoveryList", document["kind"]
-        return {r["resource"] for group in document["items"] if group["metadata"]["name"] == GROUP
-                for version in group["versions"] if version["version"] == "v1alpha1"
-                for r in version.get("resources") or []}
+        return {
+            r["resource"]
+            for group in document["items"]
+            if group["metadata"]["name"] == GROUP
+            for version in group["versions"]
+            if version["version"] == "v1alpha1"
+            for r in version.get("resources") or []
+        }
 
     wait_for(f"{GROUP} in kube-apiserver's aggregated discovery", lambda: bool(our_resources()), timeout=60)
     assert our_resources() == {"foohealths", "fooreviews"}
@@ -246,12 +338,26 @@ def test_kubectl_get_foohealths_shows_the_on_call_table(available: Insights, nam
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("web", replicas=2, labels={"tier": "front"}))
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("lonely", replicas=1))
     _run_like_the_controller(available, namespace, "web", 2)
-    wait_for("foohealth/web to be Healthy (kwok runs the Pods)",
-          lambda: _health(available, namespace, "web").get("status", {}).get("health") == "Healthy", timeout=90)
+    wait_for(
+        "foohealth/web to be Healthy (kwok runs the Pods)",
+        lambda: _health(available, namespace, "web").get("status", {}).get("health") == "Healthy",
+        timeout=90,
+    )
 
     table = available.kubectl("get", "foohealths", "-n", namespace).stdout.splitlines()
-    assert table[0].split() == ["NAME", "HEALTH", "READY", "UP-TO-DATE", "AVAILABLE", "ROLLOUT", "LAST", "SYNC",
-                                "LAST", "ERROR", "AGE"]
+    assert table[0].split() == [
+        "NAME",
+        "HEALTH",
+        "READY",
+        "UP-TO-DATE",
+        "AVAILABLE",
+        "ROLLOUT",
+        "LAST",
+        "SYNC",
+        "LAST",
+        "ERROR",
+        "AGE",
+    ]
     rows = {line.split()[0]: line.split() for line in table[1:]}
     assert rows["web"][1:6] == ["Healthy", "2/2", "2", "2", "Complete"]
     assert rows["lonely"][1:6] == ["Unknown", "0/1", "0", "0", "Pending"]
@@ -272,8 +378,12 @@ def test_watch_reports_changes_of_the_underlying_objects(available: Insights, na
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("watched", replicas=1))
     wait_for("foohealth/watched", lambda: bool(_health(available, namespace, "watched")))
     path = f"/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths?watch=1&timeoutSeconds=20"
-    watch = subprocess.Popen([str(available.plane.bin.kubectl), f"--kubeconfig={available.plane.kubeconfig}",
-                              "get", "--raw", path], stdout=subprocess.PIPE, text=True, env=available.plane.env())
+    watch = subprocess.Popen(
+        [str(available.plane.bin.kubectl), f"--kubeconfig={available.plane.kubeconfig}", "get", "--raw", path],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=available.plane.env(),
+    )
     try:
         assert watch.stdout is not None
         first = json.loads(watch.stdout.readline())
@@ -298,22 +408,31 @@ def test_watch_reports_changes_of_the_underlying_objects(available: Insights, na
 
 
 def _review(foo: dict[str, Any]) -> str:
-    return yaml.safe_dump({"apiVersion": f"{GROUP}/v1alpha1", "kind": "FooReview", "metadata": {"name": "check"},
-                           "spec": {"object": foo}})
+    return yaml.safe_dump(
+        {"apiVersion": f"{GROUP}/v1alpha1", "kind": "FooReview", "metadata": {"name": "check"}, "spec": {"object": foo}}
+    )
 
 
 @pytest.mark.smoke
 def test_kubectl_create_fooreview_returns_the_verdict(available: Insights, namespace: str) -> None:
-    good = {"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": "good"},
-            "spec": {"deploymentName": "good-nginx"}}
+    good = {
+        "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+        "kind": "Foo",
+        "metadata": {"name": "good"},
+        "spec": {"deploymentName": "good-nginx"},
+    }
     out = available.kubectl("create", "-n", namespace, "-f", "-", "-o", "yaml", input=_review(good))
     verdict = yaml.safe_load(out.stdout)["status"]
     assert verdict["allowed"] is True
     assert verdict["object"]["spec"] == {"deployment": {"name": "good-nginx", "image": "nginx:latest"}, "replicas": 1}
     assert "deprecated" in verdict["warnings"][0]
 
-    bad = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "bad"},
-           "spec": {"deployment": {"name": "Bad_Name"}, "replicas": 11}}
+    bad = {
+        "apiVersion": "samplecontroller.k8s.io/v1",
+        "kind": "Foo",
+        "metadata": {"name": "bad"},
+        "spec": {"deployment": {"name": "Bad_Name"}, "replicas": 11},
+    }
     out = available.kubectl("create", "-n", namespace, "-f", "-", "-o", "yaml", input=_review(bad))
     verdict = yaml.safe_load(out.stdout)["status"]
     assert (verdict["allowed"], verdict["reason"]) == (False, "Invalid")
@@ -329,18 +448,37 @@ def test_kubectl_create_fooreview_returns_the_verdict(available: Insights, names
 
 def test_calling_the_service_directly_without_the_front_proxy_certificate_is_unauthorized(available: Insights) -> None:
     (available.workdir / "ca.crt").write_bytes(available.ca_pem)
-    config = {"apiVersion": "v1", "kind": "Config",
-              "clusters": [{"name": "direct", "cluster": {
-                  "server": f"https://{available.netns.ns_ip}:{PORT}",
-                  "certificate-authority": str(available.workdir / "ca.crt")}}],
-              # A bearer token a kube-apiserver would accept means nothing here: only the aggregator's
-              # client certificate makes the X-Remote-* headers trusted.
-              "users": [{"name": "someone", "user": {"token": "not-a-front-proxy-certificate"}}],
-              "contexts": [{"name": "direct", "context": {"cluster": "direct", "user": "someone"}}],
-              "current-context": "direct"}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "direct",
+                "cluster": {
+                    "server": f"https://{available.netns.ns_ip}:{PORT}",
+                    "certificate-authority": str(available.workdir / "ca.crt"),
+                },
+            }
+        ],
+        # A bearer token a kube-apiserver would accept means nothing here: only the aggregator's
+        # client certificate makes the X-Remote-* headers trusted.
+        "users": [{"name": "someone", "user": {"token": "not-a-front-proxy-certificate"}}],
+        "contexts": [{"name": "direct", "context": {"cluster": "direct", "user": "someone"}}],
+        "current-context": "direct",
+    }
     (available.workdir / "direct.kubeconfig").write_text(yaml.safe_dump(config))
-    result = subprocess.run([str(available.plane.bin.kubectl), f"--kubeconfig={available.workdir / 'direct.kubeconfig'}",
-                             "get", "--raw", f"/apis/{GROUP}/v1alpha1"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            str(available.plane.bin.kubectl),
+            f"--kubeconfig={available.workdir / 'direct.kubeconfig'}",
+            "get",
+            "--raw",
+            f"/apis/{GROUP}/v1alpha1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
     assert result.stderr.strip() == "error: You must be logged in to the server (Unauthorized)"
 
@@ -353,35 +491,62 @@ def test_rbac_on_the_new_resources_reaches_users_through_view_and_edit(available
     assert denied.returncode != 0
     assert denied.stderr.strip() == (
         f'Error from server (Forbidden): foohealths.{GROUP} is forbidden: User "bob" cannot list resource '
-        f'"foohealths" in API group "{GROUP}" in the namespace "{namespace}"')
+        f'"foohealths" in API group "{GROUP}" in the namespace "{namespace}"'
+    )
     # `view` gains foohealths through the aggregate-to-view ClusterRole.
     available.kubectl("create", "rolebinding", "bob-view", "--clusterrole=view", "--user=bob", "-n", namespace)
-    wait_for("bob to be allowed (the view role aggregates foohealths)",
-          lambda: available.kubectl("get", "foohealths", "-n", namespace, "--as=bob", check=False).returncode == 0,
-          timeout=60)
+    wait_for(
+        "bob to be allowed (the view role aggregates foohealths)",
+        lambda: available.kubectl("get", "foohealths", "-n", namespace, "--as=bob", check=False).returncode == 0,
+        timeout=60,
+    )
     out = available.kubectl("get", "foohealths", "-n", namespace, "--as=bob").stdout
     assert "guarded" in out
     # --validate=false: kubectl's client-side validation of a create-only kind wants to list CRDs,
     # which bob may not (kubernetes/kubernetes#116245); the server answers the same either way.
-    review = available.kubectl("create", "-n", namespace, "-f", "-", "--as=bob", "--validate=false", check=False,
-                               input=_review({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-                                              "metadata": {"name": "x"}, "spec": {}}))
+    review = available.kubectl(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        "--as=bob",
+        "--validate=false",
+        check=False,
+        input=_review(
+            {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}
+        ),
+    )
     assert review.stderr.strip() == (  # view does not include fooreviews; edit does
         f'Error from server (Forbidden): error when creating "STDIN": fooreviews.{GROUP} is forbidden: '
-        f'User "bob" cannot create resource "fooreviews" in API group "{GROUP}" in the namespace "{namespace}"')
+        f'User "bob" cannot create resource "fooreviews" in API group "{GROUP}" in the namespace "{namespace}"'
+    )
     available.kubectl("create", "rolebinding", "bob-edit", "--clusterrole=edit", "--user=bob", "-n", namespace)
 
     def reviewed() -> bool:
-        result = available.kubectl("create", "-n", namespace, "-f", "-", "--as=bob", "--validate=false", "-o", "json",
-                                   check=False, input=_review({"apiVersion": "samplecontroller.k8s.io/v1",
-                                                               "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}))
+        result = available.kubectl(
+            "create",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+            "--as=bob",
+            "--validate=false",
+            "-o",
+            "json",
+            check=False,
+            input=_review(
+                {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}
+            ),
+        )
         return result.returncode == 0 and json.loads(result.stdout)["status"]["allowed"] is False
 
     wait_for("bob to be allowed to create fooreviews through edit", reviewed, timeout=60)
 
 
-def test_our_own_subject_access_review_guards_requests_that_skip_the_apiserver(available: Insights,
-                                                                               namespace: str) -> None:
+def test_our_own_subject_access_review_guards_requests_that_skip_the_apiserver(
+    available: Insights, namespace: str
+) -> None:
     """kube-apiserver authorizes before it proxies; we ask again, for anyone holding the front-proxy certificate."""
     pki = available.plane.pki
     assert pki is not None
@@ -392,7 +557,8 @@ def test_our_own_subject_access_review_guards_requests_that_skip_the_apiserver(a
     def call(user: str) -> tuple[int, dict[str, Any]]:
         request = urllib.request.Request(
             f"https://{available.netns.ns_ip}:{PORT}/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths",
-            headers={"X-Remote-User": user, "X-Remote-Group": "system:authenticated"})
+            headers={"X-Remote-User": user, "X-Remote-Group": "system:authenticated"},
+        )
         try:
             with urllib.request.urlopen(request, context=context, timeout=10) as response:
                 return response.status, json.loads(response.read())
@@ -401,11 +567,16 @@ def test_our_own_subject_access_review_guards_requests_that_skip_the_apiserver(a
 
     status, body = call("carol")
     assert (status, body["reason"]) == (403, "Forbidden")
-    assert body["message"] == (f'foohealths.{GROUP} is forbidden: User "carol" cannot list resource "foohealths" '
-                               f'in API group "{GROUP}" in the namespace "{namespace}"')
+    assert body["message"] == (
+        f'foohealths.{GROUP} is forbidden: User "carol" cannot list resource "foohealths" '
+        f'in API group "{GROUP}" in the namespace "{namespace}"'
+    )
     available.kubectl("create", "rolebinding", "carol-view", "--clusterrole=view", "--user=carol", "-n", namespace)
-    wait_for("carol's SubjectAccessReview to allow (after the 10 s denial cache)", lambda: call("carol")[0] == 200,
-          timeout=60)
+    wait_for(
+        "carol's SubjectAccessReview to allow (after the 10 s denial cache)",
+        lambda: call("carol")[0] == 200,
+        timeout=60,
+    )
     assert call("carol")[1]["kind"] == "FooHealthList"
 
 
@@ -426,8 +597,7 @@ def _list_through_the_apiserver(plane: LocalControlPlane, namespace: str, select
     assert plane.pki is not None
     context = ssl.create_default_context(cafile=str(plane.ca_file))
     context.load_cert_chain(plane.pki.cert_file("admin"), plane.pki.key_file("admin"))
-    url = (f"{plane.server}/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths"
-           f"?labelSelector={quote_plus(selector)}")
+    url = f"{plane.server}/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths?labelSelector={quote_plus(selector)}"
     began = time.monotonic()
     try:
         with urllib.request.urlopen(url, context=context, timeout=30) as response:
@@ -436,8 +606,9 @@ def _list_through_the_apiserver(plane: LocalControlPlane, namespace: str, select
         return err.code, err.read().decode(errors="replace"), time.monotonic() - began
 
 
-def test_hostile_selectors_are_refused_at_once_while_foo_writes_keep_succeeding(available: Insights,
-                                                                                namespace: str) -> None:
+def test_hostile_selectors_are_refused_at_once_while_foo_writes_keep_succeeding(
+    available: Insights, namespace: str
+) -> None:
     answers: dict[str, tuple[int, str, float]] = {}
 
     def hostile() -> None:
@@ -451,51 +622,69 @@ def test_hostile_selectors_are_refused_at_once_while_foo_writes_keep_succeeding(
     deadline = time.monotonic() + 120
     while (attacker.is_alive() or writes < 10) and time.monotonic() < deadline:
         # Through the admission webhooks (dry-run still calls them), as every Foo write in the cluster.
-        result = available.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-", check=False,
-                                   input=_foo(f"write-{writes}"))
+        result = available.kubectl(
+            "create", "--dry-run=server", "-n", namespace, "-f", "-", check=False, input=_foo(f"write-{writes}")
+        )
         writes += 1
         if result.returncode != 0:
             failures.append(result.stderr.strip())
     attacker.join(timeout=60)
-    print(f"{writes} Foo writes while hostile selectors were sent; answers: "
-          + ", ".join(f"{name}: {code} in {seconds:.2f}s" for name, (code, _, seconds) in answers.items()))
+    print(
+        f"{writes} Foo writes while hostile selectors were sent; answers: "
+        + ", ".join(f"{name}: {code} in {seconds:.2f}s" for name, (code, _, seconds) in answers.items())
+    )
     assert not attacker.is_alive() and failures == []
     for name in ("a + 2,000 tabs + b", "k in ( + 2,000 blanks + x", "a + 6,000 blanks"):
         code, body, _ = answers[name]
         status = json.loads(body)
         assert (code, status["kind"], status["reason"]) == (400, "Status", "BadRequest"), name
     assert json.loads(answers["a + 2,000 tabs + b"][1])["message"] == (
-        "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt")
+        "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
+    )
     assert json.loads(answers["a + 6,000 blanks"][1])["message"] == (
-        "labelSelector is 6001 characters long; at most 4096 are accepted")
+        "labelSelector is 6001 characters long; at most 4096 are accepted"
+    )
     # kube-apiserver forwards a 1 MiB query (its header limit is 1 MiB plus slack); insights' HTTP
     # parser refuses a request line over 8 KiB before any handler runs: a plain-text 400, not a Status.
     code, body, _ = answers["1 MiB"]
     assert code == 400 and "Got more than 8190 bytes" in body
 
 
-def test_a_user_allowed_one_name_lists_only_that_one_whatever_the_field_selector(available: Insights,
-                                                                                namespace: str) -> None:
+def test_a_user_allowed_one_name_lists_only_that_one_whatever_the_field_selector(
+    available: Insights, namespace: str
+) -> None:
     """RBAC resourceNames on a list: kube-apiserver and insights must read `metadata.name` from the
     same parse, or a selector one reads differently from the other lists objects the user may not see."""
     for name in ("allowed", "secret"):
         available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo(name))
-    wait_for("both foohealths", lambda: bool(_health(available, namespace, "allowed"))
-          and bool(_health(available, namespace, "secret")))
-    available.kubectl("create", "role", "one-health", "-n", namespace, "--verb=list",
-                      f"--resource=foohealths.{GROUP}", "--resource-name=allowed")
+    wait_for(
+        "both foohealths",
+        lambda: bool(_health(available, namespace, "allowed")) and bool(_health(available, namespace, "secret")),
+    )
+    available.kubectl(
+        "create",
+        "role",
+        "one-health",
+        "-n",
+        namespace,
+        "--verb=list",
+        f"--resource=foohealths.{GROUP}",
+        "--resource-name=allowed",
+    )
     available.kubectl("create", "rolebinding", "dana-one-health", "-n", namespace, "--role=one-health", "--user=dana")
 
     def listed(field_selector: str) -> tuple[int, list[str], str]:
-        path = (f"/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths"
-                f"?fieldSelector={quote_plus(field_selector)}")
+        path = f"/apis/{GROUP}/v1alpha1/namespaces/{namespace}/foohealths?fieldSelector={quote_plus(field_selector)}"
         result = available.kubectl("get", "--raw", path, "--as=dana", check=False)
         if result.returncode != 0:
             return result.returncode, [], result.stderr.strip()
         return 0, [i["metadata"]["name"] for i in json.loads(result.stdout)["items"]], ""
 
-    wait_for("dana's list of the one name to be allowed (RBAC, then our 10 s denial cache)",
-          lambda: listed("metadata.name=allowed")[0] == 0, timeout=60)
+    wait_for(
+        "dana's list of the one name to be allowed (RBAC, then our 10 s denial cache)",
+        lambda: listed("metadata.name=allowed")[0] == 0,
+        timeout=60,
+    )
     assert listed("metadata.name=allowed")[1] == ["allowed"]
     code, _, error = listed("")
     assert code != 0 and "Forbidden" in error

@@ -30,11 +30,28 @@ WRITERS = 4
 def rotating_webhook(foo_operator: LocalProduct, namespace: str, tmp_path: Path) -> Iterator[LocalProduct]:
     """The session's webhook replaced, on the same URL, by one in rotator mode; restored after."""
     foo_operator.stop_webhook()
-    foo_operator.start_webhook(cert_dir=tmp_path / "rotated", extra_args=[
-        "--cert-rotation", "--kubeconfig", str(foo_operator.plane.kubeconfig), "--namespace", namespace,
-        "--extra-ip", "127.0.0.1", "--apiservice", "", "--crd", CRD_NAME,
-        "--rotation-interval", "0.5", "--rotation-overlap", "3", "--renew-fraction", "1.0",
-    ])
+    foo_operator.start_webhook(
+        cert_dir=tmp_path / "rotated",
+        extra_args=[
+            "--cert-rotation",
+            "--kubeconfig",
+            str(foo_operator.plane.kubeconfig),
+            "--namespace",
+            namespace,
+            "--extra-ip",
+            "127.0.0.1",
+            "--apiservice",
+            "",
+            "--crd",
+            CRD_NAME,
+            "--rotation-interval",
+            "0.5",
+            "--rotation-overlap",
+            "3",
+            "--renew-fraction",
+            "1.0",
+        ],
+    )
     try:
         yield foo_operator
     finally:
@@ -47,16 +64,28 @@ async def _drive_load(kubeconfig: str, namespace: str, seconds: float) -> Counte
     outcomes: Counter[str] = Counter()
     deadline = time.monotonic() + seconds
     async with await connect(kubeconfig) as client:
+
         async def writer(worker: int) -> None:
             sent = 0
             while time.monotonic() < deadline:
                 sent += 1
                 legacy = sent % 2 == 0  # every other write is v1alpha1: conversion on the path too
                 name = f"load-{worker}-{sent}"
-                body = ({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo", "metadata": {"name": name},
-                         "spec": {"deploymentName": name, "replicas": 1}} if legacy else
-                        {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": name},
-                         "spec": {"deployment": {"name": name}, "replicas": 1}})
+                body = (
+                    {
+                        "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+                        "kind": "Foo",
+                        "metadata": {"name": name},
+                        "spec": {"deploymentName": name, "replicas": 1},
+                    }
+                    if legacy
+                    else {
+                        "apiVersion": "samplecontroller.k8s.io/v1",
+                        "kind": "Foo",
+                        "metadata": {"name": name},
+                        "spec": {"deployment": {"name": name}, "replicas": 1},
+                    }
+                )
                 try:
                     await client.create(FOOS_V1ALPHA1 if legacy else FOOS_V1, body, namespace=namespace, dry_run=True)
                     outcomes["ok"] += 1

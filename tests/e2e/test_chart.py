@@ -27,8 +27,14 @@ CHART = REPO_ROOT / "charts" / "foo-operator"
 def render(*args: str, release: str = "dry-run") -> list[dict[str, Any]]:
     from hack.binaries import find_binaries
 
-    out = subprocess.run([str(find_binaries().helm), "template", release, str(CHART), *args],
-                         capture_output=True, text=True, timeout=60, check=True, env={**os.environ, "KUBECONFIG": ""})
+    out = subprocess.run(
+        [str(find_binaries().helm), "template", release, str(CHART), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "KUBECONFIG": ""},
+    )
     return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
 
 
@@ -39,16 +45,23 @@ def server_dry_run(plane: LocalControlPlane, docs: list[dict[str, Any]]) -> str:
     merging the chart's `service` into it would make an object neither would write.
     """
     listing = {"apiVersion": "v1", "kind": "List", "items": docs}
-    existing = json.loads(plane.kubectl("get", "--ignore-not-found", "-o", "json", "-f", "-",
-                                        input=json.dumps(listing)).stdout or '{"items": []}')
+    existing = json.loads(
+        plane.kubectl("get", "--ignore-not-found", "-o", "json", "-f", "-", input=json.dumps(listing)).stdout
+        or '{"items": []}'
+    )
     present = {(o["kind"], o["metadata"]["name"]) for o in existing.get("items", [])}
     new = [d for d in docs if (d["kind"], d["metadata"]["name"]) not in present]
     old = [d for d in docs if (d["kind"], d["metadata"]["name"]) in present]
     stderr = ""
     for verb, items in (("create", new), ("replace", old)):
         if items:
-            result = plane.kubectl(verb, "--dry-run=server", "-f", "-",
-                                   input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+            result = plane.kubectl(
+                verb,
+                "--dry-run=server",
+                "-f",
+                "-",
+                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+            )
             stderr += result.stderr
     return stderr
 
@@ -58,20 +71,31 @@ def restricted_namespace(control_plane: LocalControlPlane) -> Iterator[str]:
     """A namespace enforcing the `restricted` Pod Security Standard: hardened pods or nothing."""
     name = f"foo-chart-dry-run-{os.getpid() % 10000}"
     control_plane.kubectl("create", "namespace", name)
-    control_plane.kubectl("label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted",
-                          "pod-security.kubernetes.io/warn=restricted")
+    control_plane.kubectl(
+        "label",
+        "namespace",
+        name,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/warn=restricted",
+    )
     yield name
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-@pytest.mark.parametrize("mode", [pytest.param("generated", marks=pytest.mark.smoke), "certManager", "existingSecret",
-                                  "rotator"])
+@pytest.mark.parametrize(
+    "mode", [pytest.param("generated", marks=pytest.mark.smoke), "certManager", "existingSecret", "rotator"]
+)
 def test_rendered_chart_passes_server_side_dry_run_in_every_tls_mode(
-        control_plane: LocalControlPlane, restricted_namespace: str, mode: str) -> None:
+    control_plane: LocalControlPlane, restricted_namespace: str, mode: str
+) -> None:
     args = ["--namespace", restricted_namespace, "--set", f"tls.mode={mode}"]
     if mode == "existingSecret":
-        args += ["--set", "tls.existingSecret.name=my-tls", "--set-file",
-                 f"tls.existingSecret.caBundle={control_plane.ca_file}"]
+        args += [
+            "--set",
+            "tls.existingSecret.name=my-tls",
+            "--set-file",
+            f"tls.existingSecret.caBundle={control_plane.ca_file}",
+        ]
     docs = render(*args)
     # cert-manager's kinds need cert-manager's CRDs, which this plane does not have.
     checked = [d for d in docs if not d["apiVersion"].startswith("cert-manager.io/")]

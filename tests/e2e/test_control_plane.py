@@ -49,14 +49,15 @@ def test_nginx_deployment_becomes_available_on_the_kwok_node(control_plane: Loca
     control_plane.kubectl("create", "namespace", namespace)
     try:
         control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=NGINX_DEPLOYMENT)
-        control_plane.kubectl("wait", "-n", namespace, "deployment/nginx",
-                              "--for=condition=Available", "--timeout=60s", timeout=90)
+        control_plane.kubectl(
+            "wait", "-n", namespace, "deployment/nginx", "--for=condition=Available", "--timeout=60s", timeout=90
+        )
 
-        deployment = json.loads(control_plane.kubectl(
-            "get", "-n", namespace, "deployment/nginx", "-o", "json").stdout)
+        deployment = json.loads(control_plane.kubectl("get", "-n", namespace, "deployment/nginx", "-o", "json").stdout)
         assert deployment["status"]["availableReplicas"] == 2
-        pods = json.loads(control_plane.kubectl(
-            "get", "-n", namespace, "pods", "-l", "app=nginx", "-o", "json").stdout)["items"]
+        pods = json.loads(
+            control_plane.kubectl("get", "-n", namespace, "pods", "-l", "app=nginx", "-o", "json").stdout
+        )["items"]
         assert len(pods) == 2
         for pod in pods:
             assert pod["spec"]["nodeName"] in control_plane.node_names

@@ -104,13 +104,18 @@ class Controller:
     def reconciles(self) -> float:
         """controller_runtime_reconcile_total of the Foo controller, whatever the result."""
         _, text = self._get(self.metrics_port, "/metrics")
-        return sum(float(line.rpartition(" ")[2]) for line in text.splitlines()
-                   if line.startswith('controller_runtime_reconcile_total{controller="foo",'))
+        return sum(
+            float(line.rpartition(" ")[2])
+            for line in text.splitlines()
+            if line.startswith('controller_runtime_reconcile_total{controller="foo",')
+        )
 
     def idle(self) -> bool:
         """Nothing queued and no reconcile running: what the controller was told, it has done."""
-        return (self.metric("workqueue_depth", name="foo") == 0
-                and self.metric("controller_runtime_active_workers", controller="foo") == 0)
+        return (
+            self.metric("workqueue_depth", name="foo") == 0
+            and self.metric("controller_runtime_active_workers", controller="foo") == 0
+        )
 
     def check_alive(self) -> None:
         assert self.proc is not None
@@ -181,7 +186,9 @@ def deployment_of(plane: LocalControlPlane, namespace: str, name: str) -> dict[s
 
 
 @pytest.mark.smoke
-def test_a_new_foo_gets_sample_controllers_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_a_new_foo_gets_sample_controllers_deployment(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     apply(control_plane, foo_v1("example", namespace=namespace, replicas=2, image="nginx:1.27"))
     the_foo = get(control_plane, "foo", "example", "-n", namespace)
     assert the_foo is not None
@@ -207,14 +214,17 @@ def test_a_new_foo_gets_sample_controllers_deployment(control_plane: LocalContro
 
     events = wait_for(
         "the Synced event",
-        lambda: get(control_plane, "events", "-n", namespace,
-                    "--field-selector", "involvedObject.name=example,reason=Synced")["items"],  # type: ignore[index]
+        lambda: get(
+            control_plane, "events", "-n", namespace, "--field-selector", "involvedObject.name=example,reason=Synced"
+        )["items"],  # type: ignore[index]
     )
     assert events[0]["message"] == "Foo synced successfully" and events[0]["type"] == "Normal"
 
 
 @pytest.mark.smoke
-def test_scaling_the_foo_scales_the_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_scaling_the_foo_scales_the_deployment(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     apply(control_plane, foo_v1("scaled", namespace=namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "scaled-nginx"))
 
@@ -226,7 +236,9 @@ def test_scaling_the_foo_scales_the_deployment(control_plane: LocalControlPlane,
     )
 
 
-def test_a_hand_edited_deployment_is_reverted(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_a_hand_edited_deployment_is_reverted(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     apply(control_plane, foo_v1("edited", namespace=namespace, replicas=2))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "edited-nginx"))
 
@@ -246,7 +258,9 @@ def test_a_hand_edited_deployment_is_reverted(control_plane: LocalControlPlane, 
 
 
 @pytest.mark.smoke
-def test_foo_status_follows_the_real_rollout(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_foo_status_follows_the_real_rollout(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     apply(control_plane, foo_v1("rolled", namespace=namespace, replicas=3))
 
     def ready_foo() -> dict[str, Any] | None:
@@ -270,28 +284,40 @@ def test_foo_status_follows_the_real_rollout(control_plane: LocalControlPlane, n
     control_plane.kubectl("scale", "foo/rolled", "--replicas=1", "-n", namespace)
     wait_for(
         "availableReplicas 1",
-        lambda: (get(control_plane, "foo", "rolled", "-n", namespace) or {}).get("status", {}).get("availableReplicas") == 1,
+        lambda: (
+            (get(control_plane, "foo", "rolled", "-n", namespace) or {}).get("status", {}).get("availableReplicas") == 1
+        ),
         timeout=90,
     )
 
 
 def _rolled_out_and_reported(plane: LocalControlPlane, namespace: str, name: str) -> bool:
     """The Deployment has finished rolling out and the Foo's status says so: nothing left to change."""
-    current, deployment = get(plane, "foo", name, "-n", namespace) or {}, deployment_of(plane, namespace, f"{name}-nginx")
+    current, deployment = (
+        get(plane, "foo", name, "-n", namespace) or {},
+        deployment_of(plane, namespace, f"{name}-nginx"),
+    )
     if deployment is None:
         return False
-    rolled_out = (deployment.get("status", {}).get("observedGeneration") == deployment["metadata"]["generation"]
-                  and condition(deployment, "Progressing").get("reason") == "NewReplicaSetAvailable")
-    reported = (current.get("status", {}).get("observedGeneration") == current["metadata"].get("generation")
-                and condition(current, "Ready").get("status") == "True"
-                and condition(current, "Progressing").get("reason") == "NewReplicaSetAvailable")
+    rolled_out = (
+        deployment.get("status", {}).get("observedGeneration") == deployment["metadata"]["generation"]
+        and condition(deployment, "Progressing").get("reason") == "NewReplicaSetAvailable"
+    )
+    reported = (
+        current.get("status", {}).get("observedGeneration") == current["metadata"].get("generation")
+        and condition(current, "Ready").get("status") == "True"
+        and condition(current, "Progressing").get("reason") == "NewReplicaSetAvailable"
+    )
     return rolled_out and reported
 
 
 def test_a_quiet_foo_costs_no_writes(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
     apply(control_plane, foo_v1("quiet", namespace=namespace, replicas=1))
-    wait_for("the rollout, reported in the Foo's status",
-             lambda: _rolled_out_and_reported(control_plane, namespace, "quiet"), timeout=90)
+    wait_for(
+        "the rollout, reported in the Foo's status",
+        lambda: _rolled_out_and_reported(control_plane, namespace, "quiet"),
+        timeout=90,
+    )
     wait_for("the controller to be idle", controller.idle)
     deployment_before = (deployment_of(control_plane, namespace, "quiet-nginx") or {})["metadata"]["resourceVersion"]
     reconciles = controller.reconciles()
@@ -303,10 +329,14 @@ def test_a_quiet_foo_costs_no_writes(control_plane: LocalControlPlane, namespace
     wait_for("the controller to be idle again", controller.idle)
 
     assert (get(control_plane, "foo", "quiet", "-n", namespace) or {})["metadata"]["resourceVersion"] == labelled
-    assert (deployment_of(control_plane, namespace, "quiet-nginx") or {})["metadata"]["resourceVersion"] == deployment_before
+    assert (deployment_of(control_plane, namespace, "quiet-nginx") or {})["metadata"][
+        "resourceVersion"
+    ] == deployment_before
 
 
-def test_a_foreign_deployment_is_left_alone_and_reported(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_a_foreign_deployment_is_left_alone_and_reported(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     control_plane.kubectl("create", "deployment", "taken", "--image=httpd", "--replicas=2", "-n", namespace)
     before = deployment_of(control_plane, namespace, "taken")
     assert before is not None
@@ -315,8 +345,14 @@ def test_a_foreign_deployment_is_left_alone_and_reported(control_plane: LocalCon
 
     events = wait_for(
         "the ErrResourceExists event",
-        lambda: get(control_plane, "events", "-n", namespace,
-                    "--field-selector", "involvedObject.name=intruder,reason=ErrResourceExists")["items"],  # type: ignore[index]
+        lambda: get(
+            control_plane,
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            "involvedObject.name=intruder,reason=ErrResourceExists",
+        )["items"],  # type: ignore[index]
     )
     assert events[0]["type"] == "Warning"
     assert events[0]["message"] == 'Resource "taken" already exists and is not managed by Foo'
@@ -342,17 +378,24 @@ def test_a_foreign_deployment_is_left_alone_and_reported(control_plane: LocalCon
 
 
 @pytest.mark.smoke
-def test_deleting_the_foo_garbage_collects_its_deployment(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_deleting_the_foo_garbage_collects_its_deployment(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     apply(control_plane, foo_v1("doomed", namespace=namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "doomed-nginx"))
 
     control_plane.kubectl("delete", "foo", "doomed", "-n", namespace)
 
-    wait_for("the Deployment to be garbage-collected", lambda: deployment_of(control_plane, namespace, "doomed-nginx") is None)
+    wait_for(
+        "the Deployment to be garbage-collected",
+        lambda: deployment_of(control_plane, namespace, "doomed-nginx") is None,
+    )
     controller.check_alive()
 
 
-def test_foreground_deletion_is_not_fought(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_foreground_deletion_is_not_fought(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     apply(control_plane, foo_v1("careful", namespace=namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "careful-nginx"))
 
@@ -391,7 +434,9 @@ def test_one_of_two_controllers_leads_and_the_other_takes_over(
     # The leader dies without a word: the standby waits out the lease, on its own clock.
     leader.kill()
     killed = time.monotonic()
-    wait_for("the standby to take over", lambda: lease_holder(control_plane, namespace) == standby_id(standby), timeout=40)
+    wait_for(
+        "the standby to take over", lambda: lease_holder(control_plane, namespace) == standby_id(standby), timeout=40
+    )
     took = time.monotonic() - killed
     # 15 s lease; the standby's retry period (2 s, jittered up to 2.2x) bounds the slack.
     assert took <= 15 + 2 * 2.2 + 1, f"takeover took {took:.1f}s"
@@ -415,7 +460,9 @@ def standby_id(ctl: Controller) -> str:
     return ctl.args[ctl.args.index("--identity") + 1]
 
 
-def test_sigterm_finishes_in_flight_work_and_exits_zero(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_sigterm_finishes_in_flight_work_and_exits_zero(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     apply(control_plane, *(foo_v1(f"busy-{i}", namespace=namespace, replicas=1) for i in range(10)))
     assert controller.terminate() == 0
     log = controller.log_tail(200)
@@ -423,7 +470,9 @@ def test_sigterm_finishes_in_flight_work_and_exits_zero(control_plane: LocalCont
     assert "Traceback" not in log
 
 
-def test_converges_after_kube_apiserver_restarts(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
+def test_converges_after_kube_apiserver_restarts(
+    control_plane: LocalControlPlane, namespace: str, controller: Controller
+) -> None:
     apply(control_plane, foo_v1("survivor", namespace=namespace, replicas=1))
     wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "survivor-nginx"))
 
@@ -456,12 +505,17 @@ def bulk_deployment(name: str, namespace: str) -> dict[str, Any]:
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]},
+            },
         },
     }
 
 
-def test_convergence_time_for_100_foos(control_plane: LocalControlPlane, namespace: str, controllers: list[Controller]) -> None:
+def test_convergence_time_for_100_foos(
+    control_plane: LocalControlPlane, namespace: str, controllers: list[Controller]
+) -> None:
     """Measured, and bounded only generously: the numbers are for the report, not a verdict."""
     count = 100
     # The yardstick: the apiserver creating 100 Deployments straight from kubectl.
@@ -483,7 +537,9 @@ def test_convergence_time_for_100_foos(control_plane: LocalControlPlane, namespa
     ready_at = time.monotonic() - began
 
     deployments = f"/apis/apps/v1/namespaces/{namespace}/deployments"
-    wait_for(f"{count} Deployments", lambda: count_items(control_plane, deployments) >= count, timeout=120, interval=0.05)
+    wait_for(
+        f"{count} Deployments", lambda: count_items(control_plane, deployments) >= count, timeout=120, interval=0.05
+    )
     created = time.monotonic() - began
 
     def is_ready(item: dict[str, Any]) -> bool:

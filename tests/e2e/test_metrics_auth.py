@@ -40,13 +40,23 @@ def accounts(control_plane: LocalControlPlane, namespace: str) -> Iterator[dict[
     manifests = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "scraper", "namespace": namespace}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "nosy", "namespace": namespace}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": role},
-         "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": role},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-         "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}]},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}],
+        },
     ]
-    control_plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests}))
+    control_plane.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
+    )
     scraper = f"system:serviceaccount:{namespace}:scraper"
 
     def rbac_allows_the_scraper() -> bool:
@@ -55,32 +65,68 @@ def accounts(control_plane: LocalControlPlane, namespace: str) -> Iterator[dict[
 
     # Asked before RBAC's cache has the binding, a 403 would be cached for 10 s.
     wait_until("RBAC to allow the scraper", rbac_allows_the_scraper, timeout=30)
-    tokens = {name: control_plane.kubectl("create", "token", name, "-n", namespace).stdout.strip()
-              for name in ("scraper", "nosy")}
+    tokens = {
+        name: control_plane.kubectl("create", "token", name, "-n", namespace).stdout.strip()
+        for name in ("scraper", "nosy")
+    }
     yield tokens
     control_plane.kubectl("delete", "clusterrolebinding,clusterrole", role, "--ignore-not-found", check=False)
 
 
 def _process(kind: str, plane: LocalControlPlane, namespace: str, cert_dir: Path, metrics_port: int) -> list[str]:
     if kind == "webhook":
-        return [sys.executable, "-m", "webhook", "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1",
-                "--port", str(free_port()), "--kubeconfig", str(plane.kubeconfig), "--metrics-secure",
-                "--metrics-bind-address", f"127.0.0.1:{metrics_port}"]
+        return [
+            sys.executable,
+            "-m",
+            "webhook",
+            "--cert-dir",
+            str(cert_dir),
+            "--bind-address",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "--metrics-secure",
+            "--metrics-bind-address",
+            f"127.0.0.1:{metrics_port}",
+        ]
     # Only its own (empty) namespace, no leader election: it touches nothing another test owns.
-    return [sys.executable, "-m", "controller", "--kubeconfig", str(plane.kubeconfig), "--namespace", namespace,
-            "--metrics-secure", "--metrics-cert-dir", str(cert_dir), "--metrics-bind-address",
-            f"127.0.0.1:{metrics_port}", "--health-probe-bind-address", f"127.0.0.1:{free_port()}"]
+    return [
+        sys.executable,
+        "-m",
+        "controller",
+        "--kubeconfig",
+        str(plane.kubeconfig),
+        "--namespace",
+        namespace,
+        "--metrics-secure",
+        "--metrics-cert-dir",
+        str(cert_dir),
+        "--metrics-bind-address",
+        f"127.0.0.1:{metrics_port}",
+        "--health-probe-bind-address",
+        f"127.0.0.1:{free_port()}",
+    ]
 
 
 @pytest.mark.parametrize("kind", ["webhook", "controller"])
-def test_rbac_decides_who_reads_metrics(control_plane: LocalControlPlane, namespace: str,
-                                                accounts: dict[str, str], tmp_path: Path, kind: str) -> None:
+def test_rbac_decides_who_reads_metrics(
+    control_plane: LocalControlPlane, namespace: str, accounts: dict[str, str], tmp_path: Path, kind: str
+) -> None:
     cert_dir = tmp_path / "certs"
-    assert certs_main(["generate", "--service", "metrics", "--namespace", namespace, "--out", str(cert_dir),
-                       "--ip", "127.0.0.1"]) == 0
+    assert (
+        certs_main(
+            ["generate", "--service", "metrics", "--namespace", namespace, "--out", str(cert_dir), "--ip", "127.0.0.1"]
+        )
+        == 0
+    )
     port = free_port()
-    process = Component(f"{kind}-secure-metrics", _process(kind, control_plane, namespace, cert_dir, port),
-                        control_plane.logs_dir / f"{kind}-secure-metrics-{namespace}.log")
+    process = Component(
+        f"{kind}-secure-metrics",
+        _process(kind, control_plane, namespace, cert_dir, port),
+        control_plane.logs_dir / f"{kind}-secure-metrics-{namespace}.log",
+    )
     process.start()
     try:
         url = f"https://127.0.0.1:{port}/metrics"

@@ -40,11 +40,11 @@ from cryptography.x509.oid import NameOID
 
 from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME, crd_manifest
-from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
-from tests.e2e.waiting import wait_for
 from hack.cluster import LocalControlPlane
 from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, NodeBridge, RealNode, chart_values, dns_query
 from hack.pki import KUBERNETES_SERVICE_IP
+from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
+from tests.e2e.waiting import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"
@@ -77,8 +77,20 @@ class Cluster:
 
     def install(self, *extra: str) -> str:
         began = time.monotonic()
-        out = self.plane.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
-                              "-f", str(self.values), "--wait", "--timeout=180s", *extra, timeout=240).stdout
+        out = self.plane.helm(
+            "install",
+            RELEASE,
+            str(CHART),
+            "-n",
+            NAMESPACE,
+            "--create-namespace",
+            "-f",
+            str(self.values),
+            "--wait",
+            "--timeout=180s",
+            *extra,
+            timeout=240,
+        ).stdout
         print(f"helm install --wait: {time.monotonic() - began:.1f}s")
         return out
 
@@ -94,11 +106,23 @@ class Cluster:
         """A scraper's token: a ServiceAccount bound to the chart's metrics-reader ClusterRole."""
         if not self.scraper_token:
             self.plane.kubectl("create", "serviceaccount", "scraper", "-n", FOOS)
-            self.plane.kubectl("create", "clusterrolebinding", f"{RELEASE}-test-scraper",
-                               f"--clusterrole={RELEASE}-metrics-reader", f"--serviceaccount={FOOS}:scraper")
+            self.plane.kubectl(
+                "create",
+                "clusterrolebinding",
+                f"{RELEASE}-test-scraper",
+                f"--clusterrole={RELEASE}-metrics-reader",
+                f"--serviceaccount={FOOS}:scraper",
+            )
             scraper = f"system:serviceaccount:{FOOS}:scraper"
-            wait_for("RBAC to let the scraper get /metrics", lambda: self.plane.kubectl(
-                "auth", "can-i", "get", "/metrics", f"--as={scraper}", check=False).stdout.strip() == "yes")
+            wait_for(
+                "RBAC to let the scraper get /metrics",
+                lambda: (
+                    self.plane.kubectl(
+                        "auth", "can-i", "get", "/metrics", f"--as={scraper}", check=False
+                    ).stdout.strip()
+                    == "yes"
+                ),
+            )
             self.scraper_token = self.plane.kubectl("create", "token", "scraper", "-n", FOOS).stdout.strip()
         return self.scraper_token
 
@@ -110,8 +134,10 @@ class Cluster:
         context.check_hostname = False  # the certificate names the Service, not the pod IP
         total = 0.0
         for pod in self.pods("webhook"):
-            request = urllib.request.Request(f"https://{pod['status']['podIP']}:8080/metrics",
-                                             headers={"Authorization": f"Bearer {self.metrics_token()}"})
+            request = urllib.request.Request(
+                f"https://{pod['status']['podIP']}:8080/metrics",
+                headers={"Authorization": f"Bearer {self.metrics_token()}"},
+            )
             with urllib.request.urlopen(request, context=context, timeout=5) as response:
                 text = response.read().decode()
             for line in text.splitlines():
@@ -131,8 +157,11 @@ def _stand_in_for_sample_controllers_crd(plane: LocalControlPlane) -> None:
 def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("real-node")
     began = time.monotonic()
-    with NodeBridge() as bridge, LocalControlPlane(workdir, address=bridge.address) as plane, \
-            RealNode(plane, bridge) as node:
+    with (
+        NodeBridge() as bridge,
+        LocalControlPlane(workdir, address=bridge.address) as plane,
+        RealNode(plane, bridge) as node,
+    ):
         print(f"plane, real node and cluster DNS up in {time.monotonic() - began:.1f}s")
         node.load_image(node_image["archive"])
         values = workdir / "values.yaml"
@@ -142,8 +171,9 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
         cluster = Cluster(plane, node, node_image["ref"], values)
         try:
             _stand_in_for_sample_controllers_crd(plane)
-            refused = plane.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
-                                 "-f", str(values), check=False)
+            refused = plane.helm(
+                "install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace", "-f", str(values), check=False
+            )
             assert refused.returncode != 0, "helm installed over a CRD it does not own without --take-ownership"
             cluster.refusal = refused.stderr
             cluster.notes = cluster.install("--take-ownership")
@@ -179,8 +209,9 @@ def foo_yaml(name: str, *, replicas: int | None = None) -> str:
     spec: dict[str, Any] = {"deployment": {"name": f"{name}-web"}}
     if replicas is not None:
         spec["replicas"] = replicas
-    return yaml.safe_dump({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo",
-                           "metadata": {"name": name}, "spec": spec})
+    return yaml.safe_dump(
+        {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": name}, "spec": spec}
+    )
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -193,7 +224,9 @@ def test_install_over_a_crd_helm_does_not_own_needs_take_ownership(release: Clus
     assert "invalid ownership metadata" in release.refusal
     annotations = release.get("crd", CRD_NAME)["metadata"]["annotations"]
     assert (annotations["meta.helm.sh/release-name"], annotations["meta.helm.sh/release-namespace"]) == (
-        RELEASE, NAMESPACE)
+        RELEASE,
+        NAMESPACE,
+    )
     assert annotations["helm.sh/resource-policy"] == "keep"
 
 
@@ -236,19 +269,40 @@ def test_cluster_dns_resolves_service_names_from_a_pod_and_nothing_outside_the_c
     `kubernetes.default` and `<svc>.<ns>.svc` resolve as in a real cluster; other names do not,
     and CoreDNS refuses them rather than asking anyone off this machine."""
     webhook_ip = release.get("service", SERVICE, "-n", NAMESPACE)["spec"]["clusterIP"]
-    names = ["kubernetes.default", f"{SERVICE}.{NAMESPACE}.svc", f"{SERVICE}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}",
-             "no-such-service.default.svc", "example.com"]
+    names = [
+        "kubernetes.default",
+        f"{SERVICE}.{NAMESPACE}.svc",
+        f"{SERVICE}.{NAMESPACE}.svc.{CLUSTER_DOMAIN}",
+        "no-such-service.default.svc",
+        "example.com",
+    ]
     node = release.node
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "resolve", "namespace": FOOS},
-           "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
-                    "nodeSelector": {"kubernetes.io/hostname": node.name},
-                    "tolerations": [{"key": node.taint["key"], "operator": "Exists"}],
-                    "containers": [{"name": "resolve", "image": release.image, "imagePullPolicy": "Never",
-                                    "command": ["python3", "-c", f"NAMES = {names!r}\n{_RESOLVE}"]}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "resolve", "namespace": FOOS},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "nodeSelector": {"kubernetes.io/hostname": node.name},
+            "tolerations": [{"key": node.taint["key"], "operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "resolve",
+                    "image": release.image,
+                    "imagePullPolicy": "Never",
+                    "command": ["python3", "-c", f"NAMES = {names!r}\n{_RESOLVE}"],
+                }
+            ],
+        },
+    }
     release.plane.kubectl("delete", "pod", "resolve", "-n", FOOS, "--ignore-not-found", "--wait=true")
     release.plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
-    wait_for("the resolving pod to finish", lambda: release.get("pod", "resolve", "-n", FOOS)["status"].get(
-        "phase") in ("Succeeded", "Failed"), timeout=60)
+    wait_for(
+        "the resolving pod to finish",
+        lambda: release.get("pod", "resolve", "-n", FOOS)["status"].get("phase") in ("Succeeded", "Failed"),
+        timeout=60,
+    )
     lines = release.plane.kubectl("logs", "-n", FOOS, "resolve").stdout.splitlines()
     answers = dict(line.split(" ", 1) for line in lines)
     assert answers == {
@@ -266,7 +320,9 @@ def test_cluster_dns_resolves_service_names_from_a_pod_and_nothing_outside_the_c
     # Straight at CoreDNS: a name outside the cluster is REFUSED (5), one inside answers.
     assert dns_query(node.bridge.address, node.dns_port, "example.com")[0] == 5
     assert dns_query(node.bridge.address, node.dns_port, f"kubernetes.default.svc.{CLUSTER_DOMAIN}") == (
-        0, [KUBERNETES_SERVICE_IP])
+        0,
+        [KUBERNETES_SERVICE_IP],
+    )
 
 
 def test_helm_test_passes_with_the_products_own_image_through_the_service_name(release: Cluster) -> None:
@@ -283,11 +339,11 @@ def test_helm_test_passes_with_the_products_own_image_through_the_service_name(r
 def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
     # The mutating webhook refuses it (it runs before the CRD schema would), so no validate call.
     before = release.webhook_requests("/mutate-foo")
-    result = release.plane.kubectl("apply", "-n", FOOS, "-f", "-", check=False,
-                                   input=foo_yaml("too-many", replicas=11))
+    result = release.plane.kubectl("apply", "-n", FOOS, "-f", "-", check=False, input=foo_yaml("too-many", replicas=11))
     assert result.returncode != 0
     assert result.stderr.strip() == (
-        'The Foo "too-many" is invalid: spec.replicas: Invalid value: 11: must be less than or equal to 10')
+        'The Foo "too-many" is invalid: spec.replicas: Invalid value: 11: must be less than or equal to 10'
+    )
     # The metrics say the apiserver called the chart's Service; the pod's own log says it denied.
     assert release.webhook_requests("/mutate-foo") > before, "the apiserver did not call the chart's Service"
     (webhook,) = release.pods("webhook")
@@ -320,7 +376,11 @@ def test_a_valid_foo_is_defaulted_converted_and_reconciled_by_the_controller_pod
 def test_conversion_goes_through_the_crds_service_reference(release: Cluster) -> None:
     crd = release.get("crd", CRD_NAME)
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] == {
-        "namespace": NAMESPACE, "name": SERVICE, "path": "/convert", "port": 443}
+        "namespace": NAMESPACE,
+        "name": SERVICE,
+        "path": "/convert",
+        "port": 443,
+    }
     release.plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("old-style", replicas=3))
     before = release.webhook_requests("/convert")
     foo = release.get("foos.v1alpha1.samplecontroller.k8s.io", "old-style", "-n", FOOS)
@@ -329,8 +389,7 @@ def test_conversion_goes_through_the_crds_service_reference(release: Cluster) ->
     assert release.webhook_requests("/convert") > before
 
 
-def test_the_aggregated_api_becomes_available_and_serves_foohealths_from_the_insights_pod(
-        release: Cluster) -> None:
+def test_the_aggregated_api_becomes_available_and_serves_foohealths_from_the_insights_pod(release: Cluster) -> None:
     release.plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("healthy"))
 
     def available() -> bool:
@@ -341,8 +400,13 @@ def test_the_aggregated_api_becomes_available_and_serves_foohealths_from_the_ins
     out = release.plane.kubectl("get", "--raw", "/apis/insights.samplecontroller.k8s.io/v1alpha1").stdout
     assert {r["name"] for r in json.loads(out)["resources"]} >= {"foohealths", "fooreviews"}
     # Served with the chart's RBAC only: SubjectAccessReviews (auth-delegator) and the caches.
-    wait_for("a FooHealth for the Foo just made", lambda: "foohealth.insights.samplecontroller.k8s.io/healthy" in
-             release.plane.kubectl("get", "foohealths", "-n", FOOS, "-o", "name").stdout.split())
+    wait_for(
+        "a FooHealth for the Foo just made",
+        lambda: (
+            "foohealth.insights.samplecontroller.k8s.io/healthy"
+            in release.plane.kubectl("get", "foohealths", "-n", FOOS, "-o", "name").stdout.split()
+        ),
+    )
 
 
 def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
@@ -364,8 +428,12 @@ def _steady_writes(plane: LocalControlPlane) -> Iterator[tuple[Counter[int], lis
         n = 0
         while not stop.is_set():
             n += 1
-            foo = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": f"load-{n}"},
-                   "spec": {"deployment": {"name": f"load-{n}"}}}
+            foo = {
+                "apiVersion": "samplecontroller.k8s.io/v1",
+                "kind": "Foo",
+                "metadata": {"name": f"load-{n}"},
+                "spec": {"deployment": {"name": f"load-{n}"}},
+            }
             try:
                 status, body = plane.request("POST", path, foo)
             except OSError as err:
@@ -384,7 +452,8 @@ def _steady_writes(plane: LocalControlPlane) -> Iterator[tuple[Counter[int], lis
 
 
 def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_without_a_failed_write(
-        release: Cluster) -> None:
+    release: Cluster,
+) -> None:
     """Readiness, the Service's endpoints and the old pod's drain, all real: a steady stream of
     dry-run Foo creates through kube-apiserver sees no error while the webhook pod is replaced;
     the generated Secret and every caBundle are the same after the upgrade."""
@@ -394,9 +463,19 @@ def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_wit
     bundles_before = ca_bundles(release)
     with _steady_writes(plane) as (outcomes, failures):
         time.sleep(2)
-        plane.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values",
-                   "--set-string", f"webhook.podAnnotations.rolled={time.time_ns()}", "--wait", "--timeout=180s",
-                   timeout=240)
+        plane.helm(
+            "upgrade",
+            RELEASE,
+            str(CHART),
+            "-n",
+            NAMESPACE,
+            "--reuse-values",
+            "--set-string",
+            f"webhook.podAnnotations.rolled={time.time_ns()}",
+            "--wait",
+            "--timeout=180s",
+            timeout=240,
+        )
 
         def replaced() -> bool:
             pods = release.pods("webhook")
@@ -429,16 +508,33 @@ def _serving_issuer(ip: str, port: int) -> str:
 
 def _set_ca_bundles(plane: LocalControlPlane, bundle: str) -> None:
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        plane.kubectl("patch", kind, RELEASE, "--type=json", "-p", json.dumps(
-            [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": bundle}]))
-    plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(
-        [{"op": "replace", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": bundle}]))
-    plane.kubectl("patch", "apiservice", APISERVICE, "--type=json", "-p", json.dumps(
-        [{"op": "replace", "path": "/spec/caBundle", "value": bundle}]))
+        plane.kubectl(
+            "patch",
+            kind,
+            RELEASE,
+            "--type=json",
+            "-p",
+            json.dumps([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": bundle}]),
+        )
+    plane.kubectl(
+        "patch",
+        "crd",
+        CRD_NAME,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "replace", "path": "/spec/conversion/webhook/clientConfig/caBundle", "value": bundle}]),
+    )
+    plane.kubectl(
+        "patch",
+        "apiservice",
+        APISERVICE,
+        "--type=json",
+        "-p",
+        json.dumps([{"op": "replace", "path": "/spec/caBundle", "value": bundle}]),
+    )
 
 
-def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or_failed_write(
-        release: Cluster) -> None:
+def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or_failed_write(release: Cluster) -> None:
     """A new CA and serving certificate written into the Secret (the caBundles trusting old and new
     first): the kubelet updates the pod's Secret volume, the webhook reloads it from disk, and no
     Foo write fails on the way; the pod is not restarted. Then the caBundles trust the new CA
@@ -454,11 +550,20 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
     with _steady_writes(plane) as (outcomes, failures):
         time.sleep(1)
         data = {"ca.crt": ca.cert_pem, "tls.crt": serving.cert_pem, "tls.key": serving.key_pem}
-        plane.kubectl("patch", "secret", TLS_SECRET, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(
-            {"data": {k: base64.b64encode(v).decode() for k, v in data.items()}}))
+        plane.kubectl(
+            "patch",
+            "secret",
+            TLS_SECRET,
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            json.dumps({"data": {k: base64.b64encode(v).decode() for k, v in data.items()}}),
+        )
         began = time.monotonic()
-        wait_for("the pod to serve the new certificate", lambda: _serving_issuer(ip, 9443) == "rotated-by-e2e",
-                 timeout=120)
+        wait_for(
+            "the pod to serve the new certificate", lambda: _serving_issuer(ip, 9443) == "rotated-by-e2e", timeout=120
+        )
         print(f"the pod served the rotated certificate {time.monotonic() - began:.1f}s after the Secret changed")
         time.sleep(2)
     print(f"writes during the rotation: {dict(outcomes)}")
@@ -470,8 +575,11 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
     # The insights pod serves the same Secret: let it have the new certificate before the
     # APIService trusts the new CA alone.
     (insights,) = release.pods("insights")
-    wait_for("the insights pod to serve the new certificate",
-             lambda: _serving_issuer(insights["status"]["podIP"], 8443) == "rotated-by-e2e", timeout=120)
+    wait_for(
+        "the insights pod to serve the new certificate",
+        lambda: _serving_issuer(insights["status"]["podIP"], 8443) == "rotated-by-e2e",
+        timeout=120,
+    )
     _set_ca_bundles(plane, base64.b64encode(ca.cert_pem).decode())
 
 
@@ -480,34 +588,56 @@ def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Clus
     fills the chart's empty Secret and patches its caBundles; `helm upgrade` leaves both alone."""
     plane, name, namespace = release.plane, "rot-foo-operator", f"{NAMESPACE}-rotator"
     placement = chart_values(release.node, release.image)
-    values = {**{k: placement[k] for k in ("image",)},
-              "webhook": {**placement["webhook"], "failurePolicy": "Ignore", "timeoutSeconds": 1},
-              # No CRD or APIService of its own: nothing of the first release's is touched.
-              "tls": {"mode": "rotator"}, "crd": {"install": False}, "insights": {"enabled": False},
-              "controller": {"enabled": False}, "tests": {"enabled": False}}
+    values = {
+        **{k: placement[k] for k in ("image",)},
+        "webhook": {**placement["webhook"], "failurePolicy": "Ignore", "timeoutSeconds": 1},
+        # No CRD or APIService of its own: nothing of the first release's is touched.
+        "tls": {"mode": "rotator"},
+        "crd": {"install": False},
+        "insights": {"enabled": False},
+        "controller": {"enabled": False},
+        "tests": {"enabled": False},
+    }
     values_file = release.values.with_name("rotator-values.yaml")
     values_file.write_text(yaml.safe_dump(values))
-    plane.helm("install", name, str(CHART), "--namespace", namespace, "--create-namespace", "-f", str(values_file),
-               "--wait", "--timeout=120s", timeout=180)
+    plane.helm(
+        "install",
+        name,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--create-namespace",
+        "-f",
+        str(values_file),
+        "--wait",
+        "--timeout=120s",
+        timeout=180,
+    )
     try:
         secret = f"{name}-webhook-tls"
 
         def written() -> dict[str, str] | None:
             data: dict[str, str] | None = release.get("secret", secret, "-n", namespace).get("data")
-            bundles = {release.get(kind, name)["webhooks"][0]["clientConfig"].get("caBundle")
-                       for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")}
+            bundles = {
+                release.get(kind, name)["webhooks"][0]["clientConfig"].get("caBundle")
+                for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+            }
             return data if data and bundles == {data["ca.crt"]} else None
 
         data = wait_for("the rotator in the webhook pod to fill the Secret and the caBundles", written, timeout=60)
-        plane.helm("upgrade", name, str(CHART), "--namespace", namespace, "--reuse-values",
-                   "--set", "webhook.logLevel=debug")
+        plane.helm(
+            "upgrade", name, str(CHART), "--namespace", namespace, "--reuse-values", "--set", "webhook.logLevel=debug"
+        )
         assert release.get("secret", secret, "-n", namespace)["data"] == data
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
             assert release.get(kind, name)["webhooks"][0]["clientConfig"]["caBundle"] == data["ca.crt"], kind
     finally:
         plane.helm("uninstall", name, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
-        wait_for("the rotator release's pods to be gone", lambda: not release.get("pods", "-n", namespace)["items"],
-                 timeout=60)
+        wait_for(
+            "the rotator release's pods to be gone",
+            lambda: not release.get("pods", "-n", namespace)["items"],
+            timeout=60,
+        )
         plane.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
 
 

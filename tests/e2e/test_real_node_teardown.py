@@ -25,12 +25,20 @@ class SimulatedTestFailure(Exception):
 
 def _pod(node: RealNode) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "sleeper"},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node.name},
             "tolerations": [{"key": node.taint["key"], "operator": "Exists"}],
-            "containers": [{"name": "pause", "image": PAUSE_IMAGE, "imagePullPolicy": "Never",
-                            "resources": {"limits": {"memory": "16Mi"}}}],
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": PAUSE_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "resources": {"limits": {"memory": "16Mi"}},
+                }
+            ],
         },
     }
 
@@ -38,8 +46,11 @@ def _pod(node: RealNode) -> dict[str, Any]:
 def test_teardown_after_a_failed_test_restores_the_machine(node_image: dict[str, Any], tmp_path: Path) -> None:
     before = machine_state()
     with pytest.raises(SimulatedTestFailure):
-        with NodeBridge() as bridge, LocalControlPlane(tmp_path, address=bridge.address) as plane, \
-                RealNode(plane, bridge) as node:
+        with (
+            NodeBridge() as bridge,
+            LocalControlPlane(tmp_path, address=bridge.address) as plane,
+            RealNode(plane, bridge) as node,
+        ):
             plane.kubectl("apply", "-f", "-", input=json.dumps(_pod(node)))
             deadline = time.monotonic() + 60
             while plane.kubectl("get", "pod", "sleeper", "-o", "jsonpath={.status.phase}").stdout != "Running":

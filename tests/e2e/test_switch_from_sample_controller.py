@@ -45,7 +45,9 @@ COLLECTED = "foo-19"  # deleted at the end: its Deployment must be garbage-colle
 FOO_OPERATOR = Path(sys.executable).parent / "foo-operator"
 DONE_LINE = re.compile(
     r"^done: (?P<total>\d+) Foos? in (?P<seconds>[\d.]+)s: (?P<rewritten>\d+) rewritten, (?P<current>\d+) already "
-    r"stored at v1, (?P<gone>\d+) deleted meanwhile, (?P<failed>\d+) failed$", re.M)
+    r"stored at v1, (?P<gone>\d+) deleted meanwhile, (?P<failed>\d+) failed$",
+    re.M,
+)
 
 
 # ---- helpers ----------------------------------------------------------------------------------------
@@ -67,8 +69,10 @@ def crd(plane: LocalControlPlane) -> Object:
 def etcd_foos(plane: LocalControlPlane) -> dict[str, tuple[str, int]]:
     """What etcd really holds: name -> (apiVersion of the stored bytes, mod revision)."""
     prefix = f"/registry/samplecontroller.k8s.io/foos/{NAMESPACE}/".encode()
-    body = {"key": base64.b64encode(prefix).decode(),
-            "range_end": base64.b64encode(prefix[:-1] + bytes([prefix[-1] + 1])).decode()}
+    body = {
+        "key": base64.b64encode(prefix).decode(),
+        "range_end": base64.b64encode(prefix[:-1] + bytes([prefix[-1] + 1])).decode(),
+    }
     request = urllib.request.Request(f"http://127.0.0.1:{plane.etcd_port}/v3/kv/range", data=json.dumps(body).encode())
     with urllib.request.urlopen(request, timeout=10) as response:
         answer = json.load(response)
@@ -80,9 +84,12 @@ def etcd_foos(plane: LocalControlPlane) -> dict[str, tuple[str, int]]:
 
 
 def legacy_foo(i: int) -> Object:
-    return {"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
-            "metadata": {"name": f"foo-{i:02d}", "namespace": NAMESPACE},
-            "spec": {"deploymentName": f"foo-{i:02d}-nginx", "replicas": 1 + i % 3}}
+    return {
+        "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+        "kind": "Foo",
+        "metadata": {"name": f"foo-{i:02d}", "namespace": NAMESPACE},
+        "spec": {"deploymentName": f"foo-{i:02d}-nginx", "replicas": 1 + i % 3},
+    }
 
 
 @dataclass
@@ -99,8 +106,10 @@ def workloads(plane: LocalControlPlane) -> Workloads:
     deployments = items(plane, "deployments")
     return Workloads(
         deployments={d["metadata"]["name"]: (d["metadata"]["uid"], d["metadata"]["generation"]) for d in deployments},
-        replica_sets={r["metadata"]["name"]: (r["metadata"]["uid"], r["metadata"]["labels"]["pod-template-hash"])
-                      for r in items(plane, "replicasets")},
+        replica_sets={
+            r["metadata"]["name"]: (r["metadata"]["uid"], r["metadata"]["labels"]["pod-template-hash"])
+            for r in items(plane, "replicasets")
+        },
         pods={p["metadata"]["name"]: p["metadata"]["uid"] for p in items(plane, "pods")},
         owner_api_versions={ref["apiVersion"] for d in deployments for ref in d["metadata"]["ownerReferences"]},
     )
@@ -128,15 +137,23 @@ def synced_by_us(plane: LocalControlPlane) -> bool:
     for foo in foos(plane, "v1").values():
         status = foo.get("status") or {}
         ready = [c for c in status.get("conditions") or () if c["type"] == "Ready"]
-        if status.get("observedGeneration") != foo["metadata"]["generation"] or not ready or ready[0]["status"] != "True":
+        if (
+            status.get("observedGeneration") != foo["metadata"]["generation"]
+            or not ready
+            or ready[0]["status"] != "True"
+        ):
             return False
     return True
 
 
 def migrate_storage(plane: LocalControlPlane, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     began = time.monotonic()
-    result = subprocess.run([str(FOO_OPERATOR), "migrate-storage", "--kubeconfig", str(plane.kubeconfig), *args],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(FOO_OPERATOR), "migrate-storage", "--kubeconfig", str(plane.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     took = time.monotonic() - began
     print(f"$ foo-operator migrate-storage (exit {result.returncode}, {took:.1f}s)\n{result.stdout}{result.stderr}")
     return result, took
@@ -151,8 +168,12 @@ def sample_controller(plane: LocalControlPlane, log_name: str) -> Component:
     log = plane.logs_dir / log_name
     process = Component("sample-controller", [binaries.sample_controller, f"-kubeconfig={plane.kubeconfig}"], log)
     process.start()
-    wait_until("sample-controller's workers", lambda: "Started workers" in log.read_text(errors="replace"),
-               timeout=60, watch=[process])
+    wait_until(
+        "sample-controller's workers",
+        lambda: "Started workers" in log.read_text(errors="replace"),
+        timeout=60,
+        watch=[process],
+    )
     return process
 
 
@@ -172,12 +193,15 @@ class Legacy:
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
     if not FOO_OPERATOR.exists():
-        pytest.fail(f"{FOO_OPERATOR} is missing: reinstall the package (`make venv`, or pip install -e .)", pytrace=False)
+        pytest.fail(
+            f"{FOO_OPERATOR} is missing: reinstall the package (`make venv`, or pip install -e .)", pytrace=False
+        )
     if find_binaries().missing("sample_controller", "sample_controller_crd"):
         build = subprocess.run(["bash", str(BUILD_SCRIPT), "sample-controller"], capture_output=True, text=True)
         if build.returncode != 0:
-            pytest.fail(f"hack/build.sh sample-controller failed:\n{build.stdout[-3000:]}{build.stderr[-3000:]}",
-                        pytrace=False)
+            pytest.fail(
+                f"hack/build.sh sample-controller failed:\n{build.stdout[-3000:]}{build.stderr[-3000:]}", pytrace=False
+            )
     began = time.monotonic()
     with LocalControlPlane(tmp_path_factory.mktemp("switch-plane"), nodes=1) as p:
         print(f"this module's control plane ready in {time.monotonic() - began:.1f}s")
@@ -194,8 +218,9 @@ def legacy(plane: LocalControlPlane) -> Legacy:
     try:
         document = {"apiVersion": "v1", "kind": "List", "items": [legacy_foo(i) for i in range(FOOS)]}
         plane.kubectl("apply", "-f", "-", input=json.dumps(document))
-        wait_for("sample-controller to roll out every Foo's Deployment", lambda: available(plane, "v1alpha1"),
-                 timeout=180)
+        wait_for(
+            "sample-controller to roll out every Foo's Deployment", lambda: available(plane, "v1alpha1"), timeout=180
+        )
     finally:
         controller.stop()
     print(f"sample-controller converged {FOOS} Foos in {time.monotonic() - began:.1f}s")
@@ -232,7 +257,9 @@ def test_installing_foo_operator_upgrades_sample_controllers_crd_to_ours(product
     ours = product.manifests()[0]
     assert live["spec"] == ours["spec"]  # nothing of sample-controller's CRD left behind
     assert [(v["name"], v["served"], v["storage"]) for v in live["spec"]["versions"]] == [
-        ("v1", True, True), ("v1alpha1", True, False)]
+        ("v1", True, True),
+        ("v1alpha1", True, False),
+    ]
     assert live["spec"]["conversion"]["strategy"] == "Webhook"
     assert live["status"]["storedVersions"] == ["v1alpha1", "v1"]
     spec_owners = {m["manager"] for m in live["metadata"]["managedFields"] if "f:spec" in m.get("fieldsV1", {})}
@@ -253,7 +280,9 @@ def assert_both_versions_agree(legacy: Legacy) -> None:
         assert old[name]["metadata"]["uid"] == new[name]["metadata"]["uid"]
 
 
-def test_sample_controllers_deployments_are_adopted_without_touching_a_pod(legacy: Legacy, product: LocalProduct) -> None:
+def test_sample_controllers_deployments_are_adopted_without_touching_a_pod(
+    legacy: Legacy, product: LocalProduct
+) -> None:
     after = workloads(legacy.plane)
     assert after.deployments == legacy.before.deployments  # same uid, same generation: never written
     assert after.replica_sets == legacy.before.replica_sets  # same pod-template-hash, no new ReplicaSet
@@ -266,7 +295,10 @@ def test_adopted_foos_report_our_status(legacy: Legacy, product: LocalProduct) -
         status = foo["status"]
         replicas = legacy.specs[name]["replicas"]
         assert (status["observedGeneration"], status["readyReplicas"], status["availableReplicas"]) == (
-            foo["metadata"]["generation"], replicas, replicas), name
+            foo["metadata"]["generation"],
+            replicas,
+            replicas,
+        ), name
 
 
 def test_scaling_a_foo_moves_its_deployment_and_status(legacy: Legacy, product: LocalProduct) -> None:
@@ -275,11 +307,15 @@ def test_scaling_a_foo_moves_its_deployment_and_status(legacy: Legacy, product: 
 
     def scaled() -> bool:
         foo = foos(plane, "v1")[SCALED]
-        deployment = json.loads(plane.kubectl("get", "deployment", f"{SCALED}-nginx", "-n", NAMESPACE,
-                                              "-o", "json").stdout)
-        return bool(deployment["spec"]["replicas"] == 3 and deployment["status"].get("availableReplicas") == 3
-                    and foo["status"].get("availableReplicas") == 3
-                    and foo["status"].get("observedGeneration") == foo["metadata"]["generation"])
+        deployment = json.loads(
+            plane.kubectl("get", "deployment", f"{SCALED}-nginx", "-n", NAMESPACE, "-o", "json").stdout
+        )
+        return bool(
+            deployment["spec"]["replicas"] == 3
+            and deployment["status"].get("availableReplicas") == 3
+            and foo["status"].get("availableReplicas") == 3
+            and foo["status"].get("observedGeneration") == foo["metadata"]["generation"]
+        )
 
     wait_for(f"{SCALED}'s Deployment and status at 3 replicas", scaled)
     legacy.specs[SCALED] = {**legacy.specs[SCALED], "replicas": 3}
@@ -368,7 +404,9 @@ def test_a_second_migration_writes_nothing(legacy: Legacy, product: LocalProduct
 # ---- 4. the way back -----------------------------------------------------------------------------------------
 
 
-def test_sample_controller_still_works_against_our_crd_after_the_migration(legacy: Legacy, product: LocalProduct) -> None:
+def test_sample_controller_still_works_against_our_crd_after_the_migration(
+    legacy: Legacy, product: LocalProduct
+) -> None:
     plane = legacy.plane
     assert product.controller is not None
     product.controller.stop()  # one controller at a time
@@ -376,15 +414,25 @@ def test_sample_controller_still_works_against_our_crd_after_the_migration(legac
     rs_before = {n: v for n, v in workloads(plane).replica_sets.items() if n.startswith(f"{name}-nginx-")}
     controller = sample_controller(plane, "sample-controller-after.log")
     try:
-        plane.kubectl("patch", "foos.v1alpha1.samplecontroller.k8s.io", name, "-n", NAMESPACE, "--type=merge",
-                      "-p", json.dumps({"spec": {"replicas": 3}}))
+        plane.kubectl(
+            "patch",
+            "foos.v1alpha1.samplecontroller.k8s.io",
+            name,
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"replicas": 3}}),
+        )
 
         def moved() -> bool:
             foo = foos(plane, "v1alpha1")[name]
-            deployment = json.loads(plane.kubectl("get", "deployment", f"{name}-nginx", "-n", NAMESPACE,
-                                                  "-o", "json").stdout)
-            return bool(deployment["status"].get("availableReplicas") == 3
-                        and foo["status"].get("availableReplicas") == 3)
+            deployment = json.loads(
+                plane.kubectl("get", "deployment", f"{name}-nginx", "-n", NAMESPACE, "-o", "json").stdout
+            )
+            return bool(
+                deployment["status"].get("availableReplicas") == 3 and foo["status"].get("availableReplicas") == 3
+            )
 
         wait_for("sample-controller to scale foo-01 through our CRD", moved)
     finally:
@@ -394,19 +442,24 @@ def test_sample_controller_still_works_against_our_crd_after_the_migration(legac
     assert crd(plane)["status"]["storedVersions"] == ["v1"]
 
 
-def test_deleting_a_foo_still_collects_the_deployment_sample_controller_made(legacy: Legacy,
-                                                                              product: LocalProduct) -> None:
+def test_deleting_a_foo_still_collects_the_deployment_sample_controller_made(
+    legacy: Legacy, product: LocalProduct
+) -> None:
     plane = legacy.plane
     plane.kubectl("delete", "foo", COLLECTED, "-n", NAMESPACE)
-    wait_for(f"the garbage collector to delete {COLLECTED}'s Deployment",
-             lambda: f"{COLLECTED}-nginx" not in workloads(plane).deployments)
+    wait_for(
+        f"the garbage collector to delete {COLLECTED}'s Deployment",
+        lambda: f"{COLLECTED}-nginx" not in workloads(plane).deployments,
+    )
 
 
 def test_the_whole_way_back_to_sample_controllers_own_crd(legacy: Legacy, product: LocalProduct) -> None:
     """Storage back to v1alpha1, one migration, then sample-controller's CRD replaces ours."""
     plane = legacy.plane
-    flip = [{"op": "replace", "path": "/spec/versions/0/storage", "value": False},
-            {"op": "replace", "path": "/spec/versions/1/storage", "value": True}]
+    flip = [
+        {"op": "replace", "path": "/spec/versions/0/storage", "value": False},
+        {"op": "replace", "path": "/spec/versions/1/storage", "value": True},
+    ]
     plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(flip))
     refused = plane.kubectl("replace", "-f", str(find_binaries().sample_controller_crd), check=False)
     assert refused.returncode != 0
@@ -429,15 +482,26 @@ def test_the_whole_way_back_to_sample_controllers_own_crd(legacy: Legacy, produc
     controller = sample_controller(plane, "sample-controller-back.log")
     try:
         # Fully qualified: kubectl's discovery cache still maps `foo` to v1, which is gone now.
-        plane.kubectl("patch", "foos.v1alpha1.samplecontroller.k8s.io", name, "-n", NAMESPACE, "--type=merge",
-                      "-p", json.dumps({"spec": {"replicas": 2}}))
-        wait_for("sample-controller, on its own CRD again, to scale foo-02",
-                 lambda: foos(plane, "v1alpha1")[name]["status"].get("availableReplicas") == 2)
+        plane.kubectl(
+            "patch",
+            "foos.v1alpha1.samplecontroller.k8s.io",
+            name,
+            "-n",
+            NAMESPACE,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"replicas": 2}}),
+        )
+        wait_for(
+            "sample-controller, on its own CRD again, to scale foo-02",
+            lambda: foos(plane, "v1alpha1")[name]["status"].get("availableReplicas") == 2,
+        )
     finally:
         controller.stop()
     back = foos(plane, "v1alpha1")
     assert {n: f["spec"]["deploymentName"] for n, f in back.items()} == {
-        n: s["deploymentName"] for n, s in legacy.specs.items() if n != COLLECTED}
+        n: s["deploymentName"] for n, s in legacy.specs.items() if n != COLLECTED
+    }
     assert workloads(plane).deployments[f"{name}-nginx"][0] == legacy.before.deployments[f"{name}-nginx"][0]
 
 
@@ -459,8 +523,11 @@ def test_helm_take_ownership_turns_sample_controllers_crd_into_the_charts(tmp_pa
         assert refused.returncode != 0 and "cannot be imported into the current release" in refused.stderr
         bare.helm(*install, "--take-ownership")
         live = json.loads(bare.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
-        rendered = yaml.safe_load(bare.helm("template", "foo-operator", str(chart), "-n", "foo-system",
-                                            "--show-only", "templates/crd.yaml").stdout)
+        rendered = yaml.safe_load(
+            bare.helm(
+                "template", "foo-operator", str(chart), "-n", "foo-system", "--show-only", "templates/crd.yaml"
+            ).stdout
+        )
         for obj in (live, rendered):  # the generated CA differs on every render
             obj["spec"]["conversion"]["webhook"]["clientConfig"].pop("caBundle")
         assert live["spec"] == rendered["spec"]

@@ -117,14 +117,22 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlan
 
 
 def _slice(endpoints: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": SLICE, "namespace": SERVICE_NAMESPACE,
-                         "labels": {"kubernetes.io/service-name": SERVICE,
-                                    "endpointslice.kubernetes.io/managed-by": "e2e.foo-operator"}},
-            "addressType": "IPv4",
-            # The name must match the Service port's; the port is where the endpoint listens.
-            "ports": [{"name": "https", "port": PORT, "protocol": "TCP"}],
-            "endpoints": endpoints}
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": SLICE,
+            "namespace": SERVICE_NAMESPACE,
+            "labels": {
+                "kubernetes.io/service-name": SERVICE,
+                "endpointslice.kubernetes.io/managed-by": "e2e.foo-operator",
+            },
+        },
+        "addressType": "IPv4",
+        # The name must match the Service port's; the port is where the endpoint listens.
+        "ports": [{"name": "https", "port": PORT, "protocol": "TCP"}],
+        "endpoints": endpoints,
+    }
 
 
 def _endpoint(ip: str, ready: bool) -> dict[str, Any]:
@@ -132,17 +140,40 @@ def _endpoint(ip: str, ready: bool) -> dict[str, Any]:
 
 
 def _apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e", "-f", "-",
-                  input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
+    plane.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=e2e",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+    )
 
 
 def _start_replica(name: str, netns: NetNamespace, cert_dir: Path, log_file: Path) -> Replica:
     log = open(log_file, "ab")  # noqa: SIM115 - the process owns it
-    proc = netns.popen([sys.executable, "-m", "webhook", "--cert-dir", cert_dir, "--bind-address", netns.ns_ip,
-                        "--port", str(PORT), "--drain-seconds", str(DRAIN_SECONDS),
-                        "--metrics-bind-address", f"{netns.ns_ip}:{METRICS_PORT}"],
-                       stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                       env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    proc = netns.popen(
+        [
+            sys.executable,
+            "-m",
+            "webhook",
+            "--cert-dir",
+            cert_dir,
+            "--bind-address",
+            netns.ns_ip,
+            "--port",
+            str(PORT),
+            "--drain-seconds",
+            str(DRAIN_SECONDS),
+            "--metrics-bind-address",
+            f"{netns.ns_ip}:{METRICS_PORT}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     log.close()
     return Replica(name=name, netns=netns, proc=proc, log_file=log_file)
 
@@ -156,8 +187,10 @@ def _ready_sync(replica: Replica, context: ssl.SSLContext) -> bool:
     if replica.proc.poll() is not None:
         raise AssertionError(f"replica {replica.name} exited {replica.proc.returncode}; see {replica.log_file}")
     try:
-        with socket.create_connection((replica.ip, PORT), timeout=2) as raw, \
-                context.wrap_socket(raw, server_hostname=SERVICE_HOST) as tls:
+        with (
+            socket.create_connection((replica.ip, PORT), timeout=2) as raw,
+            context.wrap_socket(raw, server_hostname=SERVICE_HOST) as tls,
+        ):
             tls.sendall(f"GET /readyz HTTP/1.1\r\nHost: {SERVICE_HOST}\r\nConnection: close\r\n\r\n".encode())
             return tls.recv(64).startswith(b"HTTP/1.1 200 ")
     except OSError:
@@ -177,8 +210,10 @@ def failover(plane: LocalControlPlane, tmp_path: Path) -> Iterator[Failover]:
 
     plane.kubectl("create", "namespace", SERVICE_NAMESPACE)
     plane.kubectl("create", "namespace", FOOS_NAMESPACE)
-    with NetNamespace(f"foofo-a-{os.getpid()}", ns_ip=ip(1), host_ip=ip(2)) as netns_a, \
-            NetNamespace(f"foofo-b-{os.getpid()}", ns_ip=ip(3), host_ip=ip(4)) as netns_b:
+    with (
+        NetNamespace(f"foofo-a-{os.getpid()}", ns_ip=ip(1), host_ip=ip(2)) as netns_a,
+        NetNamespace(f"foofo-b-{os.getpid()}", ns_ip=ip(3), host_ip=ip(4)) as netns_b,
+    ):
         a = _start_replica("A", netns_a, cert_dir, plane.logs_dir / "webhook-a.log")
         b = _start_replica("B", netns_b, cert_dir, plane.logs_dir / "webhook-b.log")
         context = _probe_context(ca.cert_pem)
@@ -188,16 +223,24 @@ def failover(plane: LocalControlPlane, tmp_path: Path) -> Iterator[Failover]:
                 assert time.monotonic() < deadline, f"replica {replica.name} never became ready"
                 time.sleep(0.05)
 
-        _apply(plane,
-               {"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
-                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": PORT, "protocol": "TCP"}]}},
-               _slice([_endpoint(a.ip, True), _endpoint(b.ip, True)]))
-        _apply(plane,
-               crd_manifest(conversion_client_config=service_client_config(
-                   SERVICE_NAMESPACE, SERVICE, "/convert", ca.cert_pem)),
-               mutating_configuration(service_client_config(SERVICE_NAMESPACE, SERVICE, "/mutate-foo", ca.cert_pem)),
-               validating_configuration(service_client_config(SERVICE_NAMESPACE, SERVICE, "/validate-foo",
-                                                              ca.cert_pem)))
+        _apply(
+            plane,
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
+                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": PORT, "protocol": "TCP"}]},
+            },
+            _slice([_endpoint(a.ip, True), _endpoint(b.ip, True)]),
+        )
+        _apply(
+            plane,
+            crd_manifest(
+                conversion_client_config=service_client_config(SERVICE_NAMESPACE, SERVICE, "/convert", ca.cert_pem)
+            ),
+            mutating_configuration(service_client_config(SERVICE_NAMESPACE, SERVICE, "/mutate-foo", ca.cert_pem)),
+            validating_configuration(service_client_config(SERVICE_NAMESPACE, SERVICE, "/validate-foo", ca.cert_pem)),
+        )
         plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
         try:
             yield Failover(plane=plane, ca_pem=ca.cert_pem, a=a, b=b)
@@ -216,10 +259,18 @@ def failover(plane: LocalControlPlane, tmp_path: Path) -> Iterator[Failover]:
 def _foo(worker: int, n: int, legacy: bool) -> tuple[Resource, dict[str, Any]]:
     name = f"fo-{worker}-{n}"
     if legacy:
-        return FOOS_V1ALPHA1, {"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
-                               "metadata": {"name": name}, "spec": {"deploymentName": name, "replicas": 1}}
-    return FOOS_V1, {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": name},
-                     "spec": {"deployment": {"name": name}, "replicas": 1}}
+        return FOOS_V1ALPHA1, {
+            "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+            "kind": "Foo",
+            "metadata": {"name": name},
+            "spec": {"deploymentName": name, "replicas": 1},
+        }
+    return FOOS_V1, {
+        "apiVersion": "samplecontroller.k8s.io/v1",
+        "kind": "Foo",
+        "metadata": {"name": name},
+        "spec": {"deployment": {"name": name}, "replicas": 1},
+    }
 
 
 def _webhook_requests(metrics_text: str) -> dict[str, float]:
@@ -262,9 +313,12 @@ class EndpointsController:
 
     async def _get(self, session: aiohttp.ClientSession, replica: Replica, path: str) -> tuple[int, str] | None:
         try:
-            async with session.get(f"https://{replica.ip}:{PORT}{path}", ssl=self.context,
-                                   server_hostname=SERVICE_HOST,
-                                   timeout=aiohttp.ClientTimeout(total=1.0)) as response:
+            async with session.get(
+                f"https://{replica.ip}:{PORT}{path}",
+                ssl=self.context,
+                server_hostname=SERVICE_HOST,
+                timeout=aiohttp.ClientTimeout(total=1.0),
+            ) as response:
                 return response.status, await response.text()
         except (TimeoutError, aiohttp.ClientError, OSError):
             return None
@@ -272,8 +326,9 @@ class EndpointsController:
     async def metrics(self, session: aiohttp.ClientSession, replica: Replica) -> dict[str, float] | None:
         # /metrics has a plain-HTTP listener of its own, never the admission port.
         try:
-            async with session.get(f"http://{replica.ip}:{METRICS_PORT}/metrics",
-                                   timeout=aiohttp.ClientTimeout(total=1.0)) as response:
+            async with session.get(
+                f"http://{replica.ip}:{METRICS_PORT}/metrics", timeout=aiohttp.ClientTimeout(total=1.0)
+            ) as response:
                 answer = response.status, await response.text()
         except (TimeoutError, aiohttp.ClientError, OSError):
             return None
@@ -286,8 +341,18 @@ class EndpointsController:
     async def count_connections(replica: Replica) -> None:
         """Established connections to the replica's port (kube-apiserver's pools, our probes aside)."""
         proc = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", replica.netns.name, "ss", "-Htn", "state", "established", f"( sport = :{PORT} )",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+            "ip",
+            "netns",
+            "exec",
+            replica.netns.name,
+            "ss",
+            "-Htn",
+            "state",
+            "established",
+            f"( sport = :{PORT} )",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         out, _ = await proc.communicate()
         replica.connections.append((time.monotonic(), len(out.splitlines())))
 
@@ -321,8 +386,9 @@ class EndpointsController:
                     if replica.state == "ready":
                         replica.state = "unready"
                         replica.unready_at = now
-                        await self.write_slice(f"{replica.name} answered {answer[0] if answer else 'nothing'}: "
-                                               "not ready")
+                        await self.write_slice(
+                            f"{replica.name} answered {answer[0] if answer else 'nothing'}: not ready"
+                        )
                     if answer is not None:
                         await self.metrics(session, replica)  # the drainer's count, as late as we can read it
                         await self.count_connections(replica)
@@ -394,18 +460,30 @@ def test_sigterm_one_replica_under_load_fails_no_request(failover: Failover) -> 
     sent = sum(run.outcomes.values())
     a_total, b_total = sum(a.last_requests.values()), sum(run.b_at_end.values())
     b_after_exit = b_total - sum(run.b_at_a_exit.values())
-    print(f"\nfailover under load: {sent} dry-run creates sent by {WRITERS} writers in {LOAD_SECONDS:.0f}s "
-          f"(warm-up {run.warmup_seconds:.1f}s): {run.outcomes['ok']} ok, {run.outcomes['failed']} failed")
-    print(f"  A: SIGTERM at {run.at(run.sigterm_at)}, /readyz 503 at {run.at(a.saw_503_at)}, no answer at "
-          f"{run.at(a.no_answer_at)}, exited {a_exit_code} at {run.at(a_exited_at)} "
-          f"({a_exited_at - run.sigterm_at:.2f}s after SIGTERM, drain {DRAIN_SECONDS:g}s)")
-    print(f"  webhook requests served — A: {a_total:.0f} {a.last_requests} (last read during its drain), "
-          f"{a_total - sum(run.a_at_sigterm.values()):.0f} of them after SIGTERM")
-    print(f"  webhook requests served — B: {b_total:.0f} {run.b_at_end}; at A's SIGTERM "
-          f"{sum(run.b_at_sigterm.values()):.0f}, at A's exit {sum(run.b_at_a_exit.values()):.0f}, "
-          f"after A's exit {b_after_exit:.0f}")
-    print("  A's established connections: " + ", ".join(f"{run.at(t)} {n}" for t, n in a.connections[:3]) +
-          " … " + ", ".join(f"{run.at(t)} {n}" for t, n in a.connections[-3:]))
+    print(
+        f"\nfailover under load: {sent} dry-run creates sent by {WRITERS} writers in {LOAD_SECONDS:.0f}s "
+        f"(warm-up {run.warmup_seconds:.1f}s): {run.outcomes['ok']} ok, {run.outcomes['failed']} failed"
+    )
+    print(
+        f"  A: SIGTERM at {run.at(run.sigterm_at)}, /readyz 503 at {run.at(a.saw_503_at)}, no answer at "
+        f"{run.at(a.no_answer_at)}, exited {a_exit_code} at {run.at(a_exited_at)} "
+        f"({a_exited_at - run.sigterm_at:.2f}s after SIGTERM, drain {DRAIN_SECONDS:g}s)"
+    )
+    print(
+        f"  webhook requests served — A: {a_total:.0f} {a.last_requests} (last read during its drain), "
+        f"{a_total - sum(run.a_at_sigterm.values()):.0f} of them after SIGTERM"
+    )
+    print(
+        f"  webhook requests served — B: {b_total:.0f} {run.b_at_end}; at A's SIGTERM "
+        f"{sum(run.b_at_sigterm.values()):.0f}, at A's exit {sum(run.b_at_a_exit.values()):.0f}, "
+        f"after A's exit {b_after_exit:.0f}"
+    )
+    print(
+        "  A's established connections: "
+        + ", ".join(f"{run.at(t)} {n}" for t, n in a.connections[:3])
+        + " … "
+        + ", ".join(f"{run.at(t)} {n}" for t, n in a.connections[-3:])
+    )
     print("  EndpointSlice writes: " + "; ".join(f"{run.at(t)} {why}" for t, why in run.slice_writes))
     for moment, message in run.failures[:20]:
         print(f"  failure at {moment:.2f}s ({moment - (run.sigterm_at - run.started):+.2f}s from SIGTERM): {message}")

@@ -9,8 +9,9 @@ from hack.cluster import LocalControlPlane
 
 # The kinds the chart makes, by scope; every one carries the release's instance label.
 NAMESPACED_KINDS = "deployments,services,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets"
-CLUSTER_KINDS = ("clusterroles,clusterrolebindings,mutatingwebhookconfigurations,validatingwebhookconfigurations,"
-                 "apiservices")
+CLUSTER_KINDS = (
+    "clusterroles,clusterrolebindings,mutatingwebhookconfigurations,validatingwebhookconfigurations,apiservices"
+)
 
 
 def assert_only_the_kept_crd_is_left(plane: LocalControlPlane, release: str, namespace: str) -> None:

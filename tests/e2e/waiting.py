@@ -12,8 +12,14 @@ from hack.procs import Component
 T = TypeVar("T")
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0, interval: float = 0.25, *,
-             server: Component | None = None) -> T:
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout: float = 90.0,
+    interval: float = 0.25,
+    *,
+    server: Component | None = None,
+) -> T:
     """Poll ``probe`` until it answers something truthy and return that; fail naming ``what``.
 
     A kubectl that fails (e.g. NotFound while the object is being created) counts as "not yet";

@@ -18,7 +18,13 @@ def test_generate_writes_ca_cert_and_private_key_readable_only_by_owner(tmp_path
     assert stat.S_IMODE((tmp_path / "tls.key").stat().st_mode) == 0o600
     cert = x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes())
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert san.get_values_for_type(x509.DNSName) == ["foo", "foo.ops", "foo.ops.svc", "foo.ops.svc.cluster.local", "localhost"]
+    assert san.get_values_for_type(x509.DNSName) == [
+        "foo",
+        "foo.ops",
+        "foo.ops.svc",
+        "foo.ops.svc.cluster.local",
+        "localhost",
+    ]
     assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["10.0.0.1"]
 
 
@@ -32,11 +38,15 @@ def test_generate_refuses_to_overwrite_without_force(tmp_path: Path, capsys: pyt
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--ip", "999.1.1.1"], "is not an IP address"), (["--days", "0"], "--days must be from 1"),
-     (["--service", "Bad_Name"], "is not a DNS-1123 label")],
+    [
+        (["--ip", "999.1.1.1"], "is not an IP address"),
+        (["--days", "0"], "--days must be from 1"),
+        (["--service", "Bad_Name"], "is not a DNS-1123 label"),
+    ],
 )
-def test_bad_arguments_get_one_clear_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                      extra: list[str], message: str) -> None:
+def test_bad_arguments_get_one_clear_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["generate", "--service", "foo", "--namespace", "ops", "--out", str(tmp_path), *extra])
     assert exit_info.value.code == 2

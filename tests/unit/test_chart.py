@@ -43,8 +43,12 @@ def helm() -> Path:
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="helm-home-") as home:
-        env = {**os.environ, "HELM_CACHE_HOME": f"{home}/cache", "HELM_CONFIG_HOME": f"{home}/config",
-               "HELM_DATA_HOME": f"{home}/data"}
+        env = {
+            **os.environ,
+            "HELM_CACHE_HOME": f"{home}/cache",
+            "HELM_CONFIG_HOME": f"{home}/config",
+            "HELM_DATA_HOME": f"{home}/data",
+        }
         env.pop("KUBECONFIG", None)  # `helm template` must not reach any cluster
         return subprocess.run([str(helm()), *args], capture_output=True, text=True, env=env, timeout=60)
 
@@ -64,8 +68,9 @@ def helm_with_values(command: str, values: Values | None, *args: str) -> subproc
 
 @functools.cache
 def _render(values_json: str, release: str, namespace: str) -> str:
-    result = helm_with_values("template", json.loads(values_json) or None, release, str(CHART),
-                              "--namespace", namespace)
+    result = helm_with_values(
+        "template", json.loads(values_json) or None, release, str(CHART), "--namespace", namespace
+    )
     if result.returncode != 0:
         raise AssertionError(f"helm template failed:\n{result.stderr}")
     return result.stdout
@@ -110,9 +115,13 @@ def container(deployment: dict[str, Any]) -> dict[str, Any]:
 def ca_bundle_holders(objects: Objects) -> dict[str, dict[str, Any]]:
     """The four clientConfigs (or spec) a caBundle belongs in, by the kind that holds it."""
     return {
-        "CustomResourceDefinition": find(objects, "CustomResourceDefinition")["spec"]["conversion"]["webhook"]["clientConfig"],
+        "CustomResourceDefinition": find(objects, "CustomResourceDefinition")["spec"]["conversion"]["webhook"][
+            "clientConfig"
+        ],
         "MutatingWebhookConfiguration": find(objects, "MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"],
-        "ValidatingWebhookConfiguration": find(objects, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"],
+        "ValidatingWebhookConfiguration": find(objects, "ValidatingWebhookConfiguration")["webhooks"][0][
+            "clientConfig"
+        ],
         "APIService": find(objects, "APIService")["spec"],
     }
 
@@ -131,19 +140,24 @@ def test_helm_lint_strict_is_clean_in_every_tls_mode(mode: str) -> None:
     assert "[INFO]" not in result.stdout, result.stdout
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"webhook": {"replicas": 0}}, "at '/webhook/replicas': minimum: got 0, want 1"),
-    ({"webhook": {"replicas": "two"}}, "at '/webhook/replicas': got string, want integer"),
-    ({"controller": {"replicas": 1.5}}, "at '/controller/replicas'"),
-    ({"tls": {"mode": "selfmade"}},
-     "at '/tls/mode': value must be one of 'generated', 'certManager', 'existingSecret', 'rotator'"),
-    ({"webhook": {"replics": 3}}, "at '/webhook': additional properties 'replics' not allowed"),
-    ({"webhook": {"timeoutSeconds": 31}}, "at '/webhook/timeoutSeconds': maximum: got 31, want 30"),
-    ({"webhook": {"failurePolicy": "fail"}}, "at '/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'"),
-    ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
-    ({"defaultImage": ""}, "at '/defaultImage': minLength: got 0, want 1"),
-    ({"controller": {"watchNamespace": "Team_A"}}, "at '/controller/watchNamespace'"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"webhook": {"replicas": 0}}, "at '/webhook/replicas': minimum: got 0, want 1"),
+        ({"webhook": {"replicas": "two"}}, "at '/webhook/replicas': got string, want integer"),
+        ({"controller": {"replicas": 1.5}}, "at '/controller/replicas'"),
+        (
+            {"tls": {"mode": "selfmade"}},
+            "at '/tls/mode': value must be one of 'generated', 'certManager', 'existingSecret', 'rotator'",
+        ),
+        ({"webhook": {"replics": 3}}, "at '/webhook': additional properties 'replics' not allowed"),
+        ({"webhook": {"timeoutSeconds": 31}}, "at '/webhook/timeoutSeconds': maximum: got 31, want 30"),
+        ({"webhook": {"failurePolicy": "fail"}}, "at '/webhook/failurePolicy': value must be one of 'Fail', 'Ignore'"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
+        ({"defaultImage": ""}, "at '/defaultImage': minLength: got 0, want 1"),
+        ({"controller": {"watchNamespace": "Team_A"}}, "at '/controller/watchNamespace'"),
+    ],
+)
 def test_bad_values_fail_the_install_naming_the_value(values: dict[str, Any], message: str) -> None:
     error = render_error(values)
     assert "values don't meet the specifications of the schema" in error

@@ -25,8 +25,10 @@ def test_generator_check_mode_passes_on_the_committed_chart() -> None:
 def test_rendered_crd_is_crd_manifest_converting_through_the_chart_service() -> None:
     crd = find(render(), "CustomResourceDefinition", CRD_NAME)
     ca_bundle = crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
-    expected = crd_manifest(conversion_client_config=service_client_config(
-        NAMESPACE, SERVICE, "/convert", b"", port=443) | {"caBundle": ca_bundle})
+    expected = crd_manifest(
+        conversion_client_config=service_client_config(NAMESPACE, SERVICE, "/convert", b"", port=443)
+        | {"caBundle": ca_bundle}
+    )
     assert crd["spec"] == expected["spec"]
 
 
@@ -60,11 +62,17 @@ def test_the_schema_of_both_versions_holds_the_bounds_when_no_webhook_is_asked()
     for version, name_path in (("v1", ("deployment", "name")), ("v1alpha1", ("deploymentName",))):
         spec = _spec_schema(crd, version)
         assert {k: spec["replicas"][k] for k in ("minimum", "maximum", "default")} == {
-            "minimum": 1, "maximum": 10, "default": 1}, version
+            "minimum": 1,
+            "maximum": 10,
+            "default": 1,
+        }, version
         name = spec[name_path[0]]
         for part in name_path[1:]:
             name = name["properties"][part]
-        assert name["maxLength"] == 253 and name["pattern"] == r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+        assert (
+            name["maxLength"] == 253
+            and name["pattern"] == r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+        )
         assert name["x-kubernetes-validations"] == IMMUTABLE, version
 
 

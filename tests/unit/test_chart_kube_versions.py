@@ -63,5 +63,7 @@ def test_helm_renders_for_a_cluster_inside_the_range(kube_version: str) -> None:
 def test_helm_refuses_a_cluster_outside_the_range(kube_version: str) -> None:
     result = run_helm("template", "foo-operator", str(CHART), "--kube-version", kube_version)
     assert result.returncode != 0
-    assert f"chart requires kubeVersion: >=1.27.0-0 <1.38.0-0 which is incompatible with Kubernetes v{kube_version}" \
+    assert (
+        f"chart requires kubeVersion: >=1.27.0-0 <1.38.0-0 which is incompatible with Kubernetes v{kube_version}"
         in result.stderr
+    )

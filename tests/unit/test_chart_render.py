@@ -53,44 +53,52 @@ def _pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # ----------------------------------------------------------------------------- the objects
 def test_default_install_has_every_object_of_the_operator() -> None:
-    assert kinds(render()) == sorted([
-        ("APIService", APISERVICE),
-        ("ClusterRole", CONTROLLER),
-        ("ClusterRole", "foo-operator-metrics-reader"),
-        ("ClusterRole", "foo-operator:insights-reader"),
-        ("ClusterRole", "foo-operator:insights:edit"),
-        ("ClusterRole", "foo-operator:insights:view"),
-        ("ClusterRoleBinding", CONTROLLER),
-        ("ClusterRoleBinding", "foo-operator:insights-reader"),
-        ("ClusterRoleBinding", "foo-operator:metrics-auth-delegator"),
-        ("ClusterRoleBinding", "foo-operator:system:auth-delegator"),
-        ("CustomResourceDefinition", "foos.samplecontroller.k8s.io"),
-        ("Deployment", CONTROLLER),
-        ("Deployment", INSIGHTS),
-        ("Deployment", WEBHOOK),
-        ("MutatingWebhookConfiguration", CONFIGURATION_NAME),
-        ("Pod", "foo-operator-test-readyz"),
-        ("PodDisruptionBudget", INSIGHTS),
-        ("PodDisruptionBudget", WEBHOOK),
-        ("Role", f"{CONTROLLER}-leader-election"),
-        ("RoleBinding", f"{CONTROLLER}-leader-election"),
-        ("RoleBinding", "foo-operator:extension-apiserver-authentication-reader"),
-        ("Secret", TLS_SECRET),
-        ("Service", INSIGHTS),
-        ("Service", f"{CONTROLLER}-metrics"),
-        ("Service", f"{INSIGHTS}-metrics"),
-        ("Service", SERVICE),
-        ("Service", f"{WEBHOOK}-metrics"),
-        ("ServiceAccount", CONTROLLER),
-        ("ServiceAccount", INSIGHTS),
-        ("ServiceAccount", WEBHOOK),
-        ("ValidatingWebhookConfiguration", CONFIGURATION_NAME),
-    ])
+    assert kinds(render()) == sorted(
+        [
+            ("APIService", APISERVICE),
+            ("ClusterRole", CONTROLLER),
+            ("ClusterRole", "foo-operator-metrics-reader"),
+            ("ClusterRole", "foo-operator:insights-reader"),
+            ("ClusterRole", "foo-operator:insights:edit"),
+            ("ClusterRole", "foo-operator:insights:view"),
+            ("ClusterRoleBinding", CONTROLLER),
+            ("ClusterRoleBinding", "foo-operator:insights-reader"),
+            ("ClusterRoleBinding", "foo-operator:metrics-auth-delegator"),
+            ("ClusterRoleBinding", "foo-operator:system:auth-delegator"),
+            ("CustomResourceDefinition", "foos.samplecontroller.k8s.io"),
+            ("Deployment", CONTROLLER),
+            ("Deployment", INSIGHTS),
+            ("Deployment", WEBHOOK),
+            ("MutatingWebhookConfiguration", CONFIGURATION_NAME),
+            ("Pod", "foo-operator-test-readyz"),
+            ("PodDisruptionBudget", INSIGHTS),
+            ("PodDisruptionBudget", WEBHOOK),
+            ("Role", f"{CONTROLLER}-leader-election"),
+            ("RoleBinding", f"{CONTROLLER}-leader-election"),
+            ("RoleBinding", "foo-operator:extension-apiserver-authentication-reader"),
+            ("Secret", TLS_SECRET),
+            ("Service", INSIGHTS),
+            ("Service", f"{CONTROLLER}-metrics"),
+            ("Service", f"{INSIGHTS}-metrics"),
+            ("Service", SERVICE),
+            ("Service", f"{WEBHOOK}-metrics"),
+            ("ServiceAccount", CONTROLLER),
+            ("ServiceAccount", INSIGHTS),
+            ("ServiceAccount", WEBHOOK),
+            ("ValidatingWebhookConfiguration", CONFIGURATION_NAME),
+        ]
+    )
 
 
 def test_namespaced_objects_land_in_the_release_namespace() -> None:
-    cluster_scoped = {"APIService", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-                      "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    cluster_scoped = {
+        "APIService",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    }
     for obj in render():
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"], obj["metadata"]["name"]
@@ -99,12 +107,16 @@ def test_namespaced_objects_land_in_the_release_namespace() -> None:
 
 
 # ----------------------------------------------------------------------------- admission
-@pytest.mark.parametrize(("kind", "builder", "path"), [
-    ("MutatingWebhookConfiguration", mutating_configuration, "/mutate-foo"),
-    ("ValidatingWebhookConfiguration", validating_configuration, "/validate-foo"),
-])
-def test_admission_configuration_is_the_local_planes_pointing_at_the_service(kind: str, builder: Any,
-                                                                             path: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "builder", "path"),
+    [
+        ("MutatingWebhookConfiguration", mutating_configuration, "/mutate-foo"),
+        ("ValidatingWebhookConfiguration", validating_configuration, "/validate-foo"),
+    ],
+)
+def test_admission_configuration_is_the_local_planes_pointing_at_the_service(
+    kind: str, builder: Any, path: str
+) -> None:
     rendered = find(render(), kind, CONFIGURATION_NAME)
     ca_pem = base64.b64decode(rendered["webhooks"][0]["clientConfig"]["caBundle"])
     expected = builder(service_client_config(NAMESPACE, SERVICE, path, ca_pem), exclude_namespace=NAMESPACE)
@@ -118,17 +130,29 @@ def test_validating_webhook_covers_scale_and_both_use_the_agreed_policies() -> N
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         webhook = find(objects, kind)["webhooks"][0]
         assert webhook["rules"][0] | {"resources": None} == {
-            "apiGroups": ["samplecontroller.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-            "resources": None, "scope": "Namespaced"}
-        assert (webhook["matchPolicy"], webhook["sideEffects"], webhook["failurePolicy"], webhook["timeoutSeconds"],
-                webhook["admissionReviewVersions"]) == ("Equivalent", "None", "Fail", 5, ["v1"])
+            "apiGroups": ["samplecontroller.k8s.io"],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": None,
+            "scope": "Namespaced",
+        }
+        assert (
+            webhook["matchPolicy"],
+            webhook["sideEffects"],
+            webhook["failurePolicy"],
+            webhook["timeoutSeconds"],
+            webhook["admissionReviewVersions"],
+        ) == ("Equivalent", "None", "Fail", 5, ["v1"])
 
 
 def test_more_namespaces_can_skip_admission_but_never_the_release_namespace_itself() -> None:
     objects = render({"webhook": {"excludeNamespaces": ["kube-system", NAMESPACE]}})
     selector = find(objects, "ValidatingWebhookConfiguration")["webhooks"][0]["namespaceSelector"]
-    assert selector == {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                                              "values": [NAMESPACE, "kube-system"]}]}
+    assert selector == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [NAMESPACE, "kube-system"]}
+        ]
+    }
 
 
 # ----------------------------------------------------------------------------- service and pods
@@ -145,13 +169,19 @@ def test_service_port_443_reaches_the_webhook_container_port_9443() -> None:
 
 
 def test_webhook_flags_are_ones_python_m_webhook_accepts() -> None:
-    deployment = find(render({"defaultImage": "registry.example/nginx:1.27", "webhook": {"drainSeconds": 7}}),
-                      "Deployment", WEBHOOK)
+    deployment = find(
+        render({"defaultImage": "registry.example/nginx:1.27", "webhook": {"drainSeconds": 7}}), "Deployment", WEBHOOK
+    )
     webhook = container(deployment)
     assert webhook["command"] == ["foo-operator-webhook"]
     args = parse_webhook_flags(webhook["args"])
     assert (str(args.cert_dir), args.port, args.default_image, args.drain_seconds, args.log_format) == (
-        "/etc/foo-operator/tls", 9443, "registry.example/nginx:1.27", 7.0, "json")
+        "/etc/foo-operator/tls",
+        9443,
+        "registry.example/nginx:1.27",
+        7.0,
+        "json",
+    )
     mounts = {m["mountPath"]: m["name"] for m in webhook["volumeMounts"]}
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     assert volumes[mounts["/etc/foo-operator/tls"]]["secret"]["secretName"] == TLS_SECRET
@@ -163,8 +193,11 @@ def test_insights_runs_in_its_own_deployment_with_flags_python_m_insights_accept
     insights = container(deployment)
     assert insights["command"] == ["foo-operator-insights"]
     args = parse_insights_flags(insights["args"])
-    assert (str(args.cert_dir), args.port, args.default_image) == ("/etc/foo-operator/tls", 8443,
-                                                                    "registry.example/nginx:1.27")
+    assert (str(args.cert_dir), args.port, args.default_image) == (
+        "/etc/foo-operator/tls",
+        8443,
+        "registry.example/nginx:1.27",
+    )
     assert str(args.requestheader_ca_file).startswith("/tmp/"), "the only writable place in the container"
     assert args.kubeconfig is None, "in a pod: the in-cluster config"
     pod = deployment["spec"]["template"]["spec"]
@@ -211,8 +244,10 @@ def test_webhook_runs_two_replicas_spread_over_nodes_with_a_disruption_budget() 
     pdb = find(objects, "PodDisruptionBudget", WEBHOOK)
     assert pdb["spec"] == {"maxUnavailable": 1, "selector": deployment["spec"]["selector"]}
     hard = find(render({"webhook": {"podAntiAffinity": "hard"}}), "Deployment", WEBHOOK)
-    assert "requiredDuringSchedulingIgnoredDuringExecution" in hard["spec"]["template"]["spec"]["affinity"][
-        "podAntiAffinity"]
+    assert (
+        "requiredDuringSchedulingIgnoredDuringExecution"
+        in hard["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    )
 
 
 def test_probes_are_readyz_and_healthz_over_https_on_the_webhook() -> None:
@@ -230,7 +265,10 @@ def test_every_pod_is_hardened_and_every_container_has_resources() -> None:
         for c in pod["containers"]:
             sc = c["securityContext"]
             assert (sc["readOnlyRootFilesystem"], sc["allowPrivilegeEscalation"], sc["capabilities"]) == (
-                True, False, {"drop": ["ALL"]})
+                True,
+                False,
+                {"drop": ["ALL"]},
+            )
             assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
 
 
@@ -257,9 +295,16 @@ def test_helm_test_pod_checks_readyz_through_the_service_name_with_the_ca() -> N
 
 def test_helm_test_pod_runs_the_charts_own_image_where_the_values_place_it() -> None:
     toleration = {"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}
-    pod = find(render({"image": {"repository": "registry.example/foo", "tag": "1.2.3", "pullPolicy": "Never"},
-                       "imagePullSecrets": [{"name": "pull"}],
-                       "tests": {"nodeSelector": {"pool": "ops"}, "tolerations": [toleration]}}), "Pod")
+    pod = find(
+        render(
+            {
+                "image": {"repository": "registry.example/foo", "tag": "1.2.3", "pullPolicy": "Never"},
+                "imagePullSecrets": [{"name": "pull"}],
+                "tests": {"nodeSelector": {"pool": "ops"}, "tolerations": [toleration]},
+            }
+        ),
+        "Pod",
+    )
     spec = pod["spec"]
     assert spec["containers"][0]["image"] == "registry.example/foo:1.2.3"
     assert spec["containers"][0]["imagePullPolicy"] == "Never"
@@ -289,15 +334,15 @@ def test_generated_certificate_is_signed_by_that_ca_for_every_service_name() -> 
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sorted(san.get_values_for_type(x509.DNSName)) == sorted(
-        service_dns_names(SERVICE, NAMESPACE) + service_dns_names(INSIGHTS, NAMESPACE))
+        service_dns_names(SERVICE, NAMESPACE) + service_dns_names(INSIGHTS, NAMESPACE)
+    )
     assert key.public_key().public_numbers() == cert.public_key().public_numbers()  # type: ignore[union-attr]
 
 
 def test_generated_names_follow_the_cluster_domain() -> None:
     data = find(render({"clusterDomain": "corp.internal"}), "Secret", TLS_SECRET)["data"]
     cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
-    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
-        x509.DNSName)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
     assert f"{SERVICE}.{NAMESPACE}.svc.corp.internal" in names
 
 
@@ -315,7 +360,8 @@ def test_cert_manager_mode_builds_a_ca_chain_and_every_ca_bundle_is_the_ca() -> 
     certificate = find(objects, "Certificate", WEBHOOK)["spec"]
     assert certificate["secretName"] == TLS_SECRET
     assert sorted(certificate["dnsNames"]) == sorted(
-        service_dns_names(SERVICE, NAMESPACE) + service_dns_names(INSIGHTS, NAMESPACE))
+        service_dns_names(SERVICE, NAMESPACE) + service_dns_names(INSIGHTS, NAMESPACE)
+    )
     assert certificate["issuerRef"] == {"name": f"{WEBHOOK}-ca", "kind": "Issuer", "group": "cert-manager.io"}
     assert "isCA" not in certificate
     for kind, holder in ca_bundle_holders(objects).items():
@@ -326,8 +372,9 @@ def test_cert_manager_mode_builds_a_ca_chain_and_every_ca_bundle_is_the_ca() -> 
 
 
 def test_cert_manager_ca_lifetime_is_a_value() -> None:
-    objects = render({"tls": {"mode": "certManager", "certManager": {"caDuration": "43800h",
-                                                                     "caRenewBefore": "4380h"}}})
+    objects = render(
+        {"tls": {"mode": "certManager", "certManager": {"caDuration": "43800h", "caRenewBefore": "4380h"}}}
+    )
     ca = find(objects, "Certificate", f"{WEBHOOK}-ca")["spec"]
     assert (ca["duration"], ca["renewBefore"]) == ("43800h", "4380h")
 
@@ -375,8 +422,14 @@ def test_rotator_flags_name_the_secret_and_the_four_ca_bundle_holders_the_chart_
     assert args.apiservice == find(objects, "APIService")["metadata"]["name"]
     assert args.rotation_overlap > args.rotation_interval
     assert set(service_dns_names(INSIGHTS, NAMESPACE)) <= set(args.extra_dns), "one certificate serves both"
-    without = render({"tls": {"mode": "rotator"}, "crd": {"install": False}, "insights": {"enabled": False},
-                      "clusterDomain": "corp.internal"})
+    without = render(
+        {
+            "tls": {"mode": "rotator"},
+            "crd": {"install": False},
+            "insights": {"enabled": False},
+            "clusterDomain": "corp.internal",
+        }
+    )
     args = parse_webhook_flags(container(find(without, "Deployment", WEBHOOK))["args"])
     assert (args.crd, args.apiservice) == ("", ""), "'' tells the rotator to skip what is not installed"
     assert f"{SERVICE}.{NAMESPACE}.svc.corp.internal" in args.extra_dns
@@ -394,22 +447,30 @@ def test_controller_may_touch_foos_their_status_deployments_events_and_its_lease
         {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos/status"], "verbs": ["get", "update", "patch"]},
         {"apiGroups": ["samplecontroller.k8s.io"], "resources": ["foos/finalizers"], "verbs": ["update"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"],
-         "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch"],
+        },
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
     assert _rules(objects, "Role", f"{CONTROLLER}-leader-election") == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [CONTROLLER],
-         "verbs": ["get", "update"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [CONTROLLER],
+            "verbs": ["get", "update"],
+        },
     ]
 
 
 def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_service_account() -> None:
     objects = render()
     ca_bundle = base64.b64decode(find(objects, "APIService")["spec"]["caBundle"])
-    expected = aggregated_api_manifests(namespace=NAMESPACE, service=INSIGHTS, service_account=INSIGHTS,
-                                        ca_bundle=ca_bundle, name="foo-operator")
+    expected = aggregated_api_manifests(
+        namespace=NAMESPACE, service=INSIGHTS, service_account=INSIGHTS, ca_bundle=ca_bundle, name="foo-operator"
+    )
     for want in expected:
         got = find(objects, want["kind"], want["metadata"]["name"])
         assert want["metadata"].get("labels", {}).items() <= got["metadata"]["labels"].items()
@@ -422,8 +483,13 @@ def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_servi
 def test_outside_rotator_mode_nothing_may_write_secrets_webhooks_crds_or_apiservices(mode: str) -> None:
     for obj in render(mode_values(mode)):
         for rule in obj.get("rules", []):
-            assert not {"secrets", "mutatingwebhookconfigurations", "validatingwebhookconfigurations",
-                        "customresourcedefinitions", "apiservices"} & set(rule.get("resources", [])), (mode, obj)
+            assert not {
+                "secrets",
+                "mutatingwebhookconfigurations",
+                "validatingwebhookconfigurations",
+                "customresourcedefinitions",
+                "apiservices",
+            } & set(rule.get("resources", [])), (mode, obj)
 
 
 def test_rotator_may_update_exactly_the_four_ca_bundle_holders_its_secret_and_lease_by_name() -> None:
@@ -431,7 +497,8 @@ def test_rotator_may_update_exactly_the_four_ca_bundle_holders_its_secret_and_le
     names = {o["kind"]: o["metadata"]["name"] for o in objects}
     by_resource = {}
     for rule in _rules(objects, "ClusterRole", f"{WEBHOOK}-cert-rotator") + _rules(
-            objects, "Role", f"{WEBHOOK}-cert-rotator"):
+        objects, "Role", f"{WEBHOOK}-cert-rotator"
+    ):
         if rule["verbs"] == ["create"]:  # a Lease to create cannot be named in advance
             assert rule["resources"] == ["leases"]
             continue
@@ -452,8 +519,9 @@ def test_rotator_may_update_exactly_the_four_ca_bundle_holders_its_secret_and_le
 @pytest.mark.parametrize("insights", [True, False])
 def test_outside_rotator_mode_with_plain_metrics_the_webhook_gets_no_api_access_at_all(insights: bool) -> None:
     objects = render({"insights": {"enabled": insights}, "metrics": {"secure": False}})
-    webhook_bindings = [o for o in objects if o["kind"].endswith("Binding")
-                        and any(s["name"] == WEBHOOK for s in o["subjects"])]
+    webhook_bindings = [
+        o for o in objects if o["kind"].endswith("Binding") and any(s["name"] == WEBHOOK for s in o["subjects"])
+    ]
     assert webhook_bindings == []
     assert find(objects, "ServiceAccount", WEBHOOK)["automountServiceAccountToken"] is False
     assert find(objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
@@ -506,10 +574,14 @@ def test_secure_metrics_bind_auth_delegator_and_offer_a_metrics_reader_role() ->
     assert sorted(s["name"] for s in binding["subjects"]) == [CONTROLLER, WEBHOOK], "insights has its own"
     assert find(objects, "ClusterRoleBinding", "foo-operator:system:auth-delegator")["subjects"][0]["name"] == INSIGHTS
     assert find(objects, "ClusterRole", "foo-operator-metrics-reader")["rules"] == [
-        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
     # Only auth-delegator: outside rotator mode the webhook may review tokens and access, nothing else.
-    webhook_roles = {o["roleRef"]["name"] for o in objects if o["kind"].endswith("Binding")
-                     and any(s["name"] == WEBHOOK for s in o["subjects"])}
+    webhook_roles = {
+        o["roleRef"]["name"]
+        for o in objects
+        if o["kind"].endswith("Binding") and any(s["name"] == WEBHOOK for s in o["subjects"])
+    }
     assert webhook_roles == {"system:auth-delegator"}
 
 
@@ -540,12 +612,15 @@ def test_tls_values_become_both_listeners_flags_and_parse_as_a_policy() -> None:
     assert (default.tls_min_version, default.tls_cipher_suites) == ("VersionTLS12", "")
 
 
-@pytest.mark.parametrize(("values", "path"), [
-    ({"tls": {"cipherSuites": ["TLS_RSA_WITH_AES_128_CBC_SHA"]}}, "/tls/cipherSuites/0"),
-    ({"tls": {"minVersion": "VersionTLS11"}}, "/tls/minVersion"),
-    ({"metrics": {"port": 0}}, "/metrics/port"),
-    ({"networkPolicy": {"metricsFrom": [{}]}}, "/networkPolicy/metricsFrom/0"),
-])
+@pytest.mark.parametrize(
+    ("values", "path"),
+    [
+        ({"tls": {"cipherSuites": ["TLS_RSA_WITH_AES_128_CBC_SHA"]}}, "/tls/cipherSuites/0"),
+        ({"tls": {"minVersion": "VersionTLS11"}}, "/tls/minVersion"),
+        ({"metrics": {"port": 0}}, "/metrics/port"),
+        ({"networkPolicy": {"metricsFrom": [{}]}}, "/networkPolicy/metricsFrom/0"),
+    ],
+)
 def test_insecure_tls_or_bad_metrics_values_fail_the_install(values: dict[str, Any], path: str) -> None:
     assert f"at '{path}'" in render_error(values)
 
@@ -560,8 +635,12 @@ def test_no_network_policy_unless_asked() -> None:
 
 
 def test_network_policy_opens_the_serving_ports_to_all_and_metrics_to_the_chosen_peers() -> None:
-    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
-              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
+    peers = [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
     objects = render({"networkPolicy": {"enabled": True, "metricsFrom": peers}})
     policies = _policies(objects)
     assert sorted(policies) == sorted(COMPONENTS)
@@ -579,8 +658,10 @@ def test_network_policy_opens_the_serving_ports_to_all_and_metrics_to_the_chosen
 
 
 def test_network_policy_without_metrics_peers_keeps_the_metrics_port_closed() -> None:
-    for values in ({"networkPolicy": {"enabled": True, "metricsFrom": []}},
-                   {"networkPolicy": {"enabled": True}, "metrics": {"enabled": False}}):
+    for values in (
+        {"networkPolicy": {"enabled": True, "metricsFrom": []}},
+        {"networkPolicy": {"enabled": True}, "metrics": {"enabled": False}},
+    ):
         for spec in _policies(render(values)).values():
             assert len(spec["ingress"]) == 1 and "from" not in spec["ingress"][0]
 
@@ -588,7 +669,8 @@ def test_network_policy_without_metrics_peers_keeps_the_metrics_port_closed() ->
 def test_default_metrics_peers_are_the_monitoring_namespace() -> None:
     spec = _policies(render({"networkPolicy": {"enabled": True}}))[WEBHOOK]
     assert spec["ingress"][1]["from"] == [
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
 
 
 def test_webhook_body_budget_follows_its_memory_limit_through_the_downward_api(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -596,7 +678,10 @@ def test_webhook_body_budget_follows_its_memory_limit_through_the_downward_api(m
     webhook = container(deployment)
     env = {e["name"]: e for e in webhook["env"]}
     assert env["MEMORY_LIMIT_MIB"]["valueFrom"]["resourceFieldRef"] == {
-        "containerName": webhook["name"], "resource": "limits.memory", "divisor": "1Mi"}
+        "containerName": webhook["name"],
+        "resource": "limits.memory",
+        "divisor": "1Mi",
+    }
     assert webhook["resources"]["limits"]["memory"] == "512Mi"
     assert not [a for a in webhook["args"] if a.startswith(("--memory-limit-mib", "--max-in-flight-mib"))]
     # What the kubelet puts there for that limit is what the flag's default reads.

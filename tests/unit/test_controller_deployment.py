@@ -15,11 +15,25 @@ from tests.objects import foo_v1
 UID = "6b8e5b0c-1f0e-4c38-9d61-0f6a5f5a0001"
 
 
-def example_foo(name: str = "example-foo", *, deployment: str | None = "example-foo", image: str | None = None,
-                replicas: int | None = 1, namespace: str = "default") -> dict[str, Any]:
+def example_foo(
+    name: str = "example-foo",
+    *,
+    deployment: str | None = "example-foo",
+    image: str | None = None,
+    replicas: int | None = 1,
+    namespace: str = "default",
+) -> dict[str, Any]:
     """The Foo of sample-controller's example, as the informer caches it."""
-    return foo_v1(name, namespace=namespace, deployment=deployment, image=image, replicas=replicas, uid=UID,
-                  generation=1, resource_version="7")
+    return foo_v1(
+        name,
+        namespace=namespace,
+        deployment=deployment,
+        image=image,
+        replicas=replicas,
+        uid=UID,
+        generation=1,
+        resource_version="7",
+    )
 
 
 # What sample-controller's newDeployment(foo) serialises to for the same Foo, spelled out
@@ -70,7 +84,9 @@ def test_desired_deployment_pod_template_has_one_container_and_nothing_else() ->
 
 def test_desired_deployment_uses_a_chart_configured_default_image() -> None:
     built = desired_deployment(example_foo(), default_image="registry.local/nginx:stable")
-    assert built["spec"]["template"]["spec"]["containers"] == [{"name": "nginx", "image": "registry.local/nginx:stable"}]
+    assert built["spec"]["template"]["spec"]["containers"] == [
+        {"name": "nginx", "image": "registry.local/nginx:stable"}
+    ]
 
 
 def test_desired_deployment_does_not_share_label_dicts_between_selector_and_template() -> None:
@@ -78,7 +94,9 @@ def test_desired_deployment_does_not_share_label_dicts_between_selector_and_temp
     assert built["spec"]["selector"]["matchLabels"] is not built["spec"]["template"]["metadata"]["labels"]
 
 
-def deployment_owned_by(uid: str | None, *, api_version: str = "samplecontroller.k8s.io/v1", controller: bool = True) -> dict[str, Any]:
+def deployment_owned_by(
+    uid: str | None, *, api_version: str = "samplecontroller.k8s.io/v1", controller: bool = True
+) -> dict[str, Any]:
     built = copy.deepcopy(SAMPLE_CONTROLLER_DEPLOYMENT)
     if uid is None:
         del built["metadata"]["ownerReferences"]
@@ -157,7 +175,10 @@ def test_a_deployment_without_replicas_counts_as_one() -> None:
 
 def test_deployment_events_map_to_the_owning_foo_whatever_version_its_ref_names() -> None:
     assert owning_foo_key(deployment_owned_by(UID)) == "default/example-foo"
-    assert owning_foo_key(deployment_owned_by(UID, api_version="samplecontroller.k8s.io/v1alpha1")) == "default/example-foo"
+    assert (
+        owning_foo_key(deployment_owned_by(UID, api_version="samplecontroller.k8s.io/v1alpha1"))
+        == "default/example-foo"
+    )
     assert owning_foo_key(deployment_owned_by(None)) is None
     foreign = deployment_owned_by(UID, api_version="example.com/v1")
     assert owning_foo_key(foreign) is None
@@ -166,7 +187,6 @@ def test_deployment_events_map_to_the_owning_foo_whatever_version_its_ref_names(
 def test_foos_are_indexed_by_the_deployment_they_name() -> None:
     assert deployment_index(example_foo(deployment="web")) == ["default/web"]
     assert deployment_index(example_foo(deployment=None)) == []
-
 
 
 def test_the_deployment_we_build_is_controlled_by_its_foo() -> None:

@@ -43,9 +43,14 @@ def test_every_documented_flag_is_accepted() -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--workers", "0"], ["--log-format", "yaml"], ["--leader-elect-renew-deadline", "20"],
-     ["--metrics-bind-address", "70000"], ["--metrics-bind-address", "localhost"],
-     ["--health-probe-bind-address", ":99999"]],
+    [
+        ["--workers", "0"],
+        ["--log-format", "yaml"],
+        ["--leader-elect-renew-deadline", "20"],
+        ["--metrics-bind-address", "70000"],
+        ["--metrics-bind-address", "localhost"],
+        ["--health-probe-bind-address", ":99999"],
+    ],
 )
 def test_nonsense_flags_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
@@ -86,9 +91,16 @@ async def test_readyz_follows_the_caches_and_metrics_use_controller_runtime_name
             async with http.get(f"http://127.0.0.1:{metrics}/metrics") as response:
                 text = await response.text()
         assert 'controller_runtime_reconcile_total{controller="foo",result="success"} 1.0' in text
-        for name in ("workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds",
-                     "workqueue_work_duration_seconds", "workqueue_retries_total", "leader_election_master_status",
-                     "controller_runtime_reconcile_errors_total", "controller_runtime_reconcile_time_seconds"):
+        for name in (
+            "workqueue_depth",
+            "workqueue_adds_total",
+            "workqueue_queue_duration_seconds",
+            "workqueue_work_duration_seconds",
+            "workqueue_retries_total",
+            "leader_election_master_status",
+            "controller_runtime_reconcile_errors_total",
+            "controller_runtime_reconcile_time_seconds",
+        ):
             assert f"# TYPE {name.removesuffix('_total')}" in text, name
     finally:
         await server.stop()

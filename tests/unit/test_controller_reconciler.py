@@ -23,11 +23,21 @@ DEPLOYMENT_UID = "uid-deployment"
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def cached_foo(replicas: int = 2, image: str = "nginx:latest", generation: int = 1,
-               status: dict[str, Any] | None = None) -> dict[str, Any]:
+def cached_foo(
+    replicas: int = 2, image: str = "nginx:latest", generation: int = 1, status: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The Foo ns/f in the informer's cache."""
-    return foo_v1("f", namespace="ns", deployment="web", image=image, replicas=replicas, uid=UID,
-                  generation=generation, resource_version="1", status=status)
+    return foo_v1(
+        "f",
+        namespace="ns",
+        deployment="web",
+        image=image,
+        replicas=replicas,
+        uid=UID,
+        generation=generation,
+        resource_version="1",
+        status=status,
+    )
 
 
 class FakeApi:
@@ -52,8 +62,16 @@ class FakeApi:
         self.writes.append(("create", resource.plural, body))
         return self._answer("create", resource.plural, body)
 
-    async def patch(self, resource: Resource, name: str, patch: Any, *, namespace: str | None = None,
-                    subresource: str | None = None, **_: Any) -> dict[str, Any]:
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
         verb = "patch-status" if subresource == "status" else "patch"
         self.writes.append((verb, resource.plural, patch))
         current = copy.deepcopy(self.objects[resource.plural])
@@ -72,7 +90,9 @@ class Events:
         self.recorded.append((type_, reason, message))
 
 
-def world(the_foo: dict[str, Any] | None, deployment: dict[str, Any] | None = None) -> tuple[FooReconciler, FakeApi, Events]:
+def world(
+    the_foo: dict[str, Any] | None, deployment: dict[str, Any] | None = None
+) -> tuple[FooReconciler, FakeApi, Events]:
     foos, deployments = Store(), Store()
     if the_foo is not None:
         foos.put("ns/f", the_foo)
@@ -86,19 +106,38 @@ def world(the_foo: dict[str, Any] | None, deployment: dict[str, Any] | None = No
     return reconciler, api, events
 
 
-def live_deployment(replicas: int = 2, image: str = "nginx:latest", owner_uid: str | None = UID,
-                    available: int = 2, owner_version: str = "v1") -> dict[str, Any]:
+def live_deployment(
+    replicas: int = 2,
+    image: str = "nginx:latest",
+    owner_uid: str | None = UID,
+    available: int = 2,
+    owner_version: str = "v1",
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "web", "namespace": "ns", "uid": DEPLOYMENT_UID, "resourceVersion": "50"}
     if owner_uid:
-        meta["ownerReferences"] = [{"apiVersion": f"samplecontroller.k8s.io/{owner_version}", "kind": "Foo",
-                                    "name": "f", "uid": owner_uid, "controller": True, "blockOwnerDeletion": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": f"samplecontroller.k8s.io/{owner_version}",
+                "kind": "Foo",
+                "name": "f",
+                "uid": owner_uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": meta,
         "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "nginx", "image": image}]}}},
-        "status": {"replicas": replicas, "readyReplicas": available, "availableReplicas": available,
-                   "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": ""}]},
+        "status": {
+            "replicas": replicas,
+            "readyReplicas": available,
+            "availableReplicas": available,
+            "conditions": [
+                {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable", "message": ""}
+            ],
+        },
     }
 
 
@@ -158,13 +197,19 @@ async def test_a_converged_foo_costs_zero_writes_and_zero_events() -> None:
     ("deployment", "patch"),
     [
         (live_deployment(replicas=5), {"metadata": {"uid": DEPLOYMENT_UID}, "spec": {"replicas": 2}}),
-        (live_deployment(image="nginx:1.0"),
-         {"metadata": {"uid": DEPLOYMENT_UID},
-          "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}}}),
+        (
+            live_deployment(image="nginx:1.0"),
+            {
+                "metadata": {"uid": DEPLOYMENT_UID},
+                "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}},
+            },
+        ),
     ],
     ids=["replicas", "image"],
 )
-async def test_drift_is_reverted_with_a_patch_of_only_that_field_on_the_deployment_judged(deployment: dict[str, Any], patch: dict[str, Any]) -> None:
+async def test_drift_is_reverted_with_a_patch_of_only_that_field_on_the_deployment_judged(
+    deployment: dict[str, Any], patch: dict[str, Any]
+) -> None:
     reconciler, api, events = world(cached_foo(status=synced_status()), deployment)
     assert isinstance(await reconciler.reconcile("ns/f"), Done)
     assert api.writes[0] == ("patch", "deployments", patch)
@@ -193,14 +238,20 @@ async def test_a_deployment_owned_by_a_previous_foo_of_the_same_name_is_foreign(
     assert all(w[0] == "patch-status" for w in api.writes)
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ({"replicas": 100000}, "spec.replicas: Invalid value: 100000: must be less than or equal to 10"),
-    ({"replicas": 0}, "spec.replicas: Invalid value: 0: must be greater than or equal to 1"),
-    ({"deployment": {"name": "Web_1", "image": "nginx:latest"}},
-     'spec.deployment.name: Invalid value: "Web_1": a lowercase RFC 1123 subdomain'),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"replicas": 100000}, "spec.replicas: Invalid value: 100000: must be less than or equal to 10"),
+        ({"replicas": 0}, "spec.replicas: Invalid value: 0: must be greater than or equal to 1"),
+        (
+            {"deployment": {"name": "Web_1", "image": "nginx:latest"}},
+            'spec.deployment.name: Invalid value: "Web_1": a lowercase RFC 1123 subdomain',
+        ),
+    ],
+)
 async def test_a_foo_the_schema_would_refuse_gets_no_deployment_write_and_says_why(
-        spec: dict[str, Any], message: str) -> None:
+    spec: dict[str, Any], message: str
+) -> None:
     # As if stored where no webhook looked (an excluded namespace, before the CRD had bounds).
     the_foo = cached_foo()
     the_foo["spec"].update(spec)
@@ -217,7 +268,9 @@ async def test_a_foo_without_deployment_name_fails_for_good() -> None:
     the_foo = cached_foo()
     the_foo["spec"]["deployment"] = {}
     reconciler, _, _ = world(the_foo)
-    assert await reconciler.reconcile("ns/f") == PermanentFailure("InvalidSpec", "spec.deployment.name must be specified")
+    assert await reconciler.reconcile("ns/f") == PermanentFailure(
+        "InvalidSpec", "spec.deployment.name must be specified"
+    )
 
 
 @pytest.mark.parametrize(
@@ -275,7 +328,9 @@ async def test_worker_forgets_a_done_key() -> None:
     queue.add_rate_limited("ns/f")
     await controller.process(queue, "ns/f")
     assert queue.num_requeues("ns/f") == 0
-    assert registry.get_sample_value("controller_runtime_reconcile_total", {"controller": "foo", "result": "success"}) == 1
+    assert (
+        registry.get_sample_value("controller_runtime_reconcile_total", {"controller": "foo", "result": "success"}) == 1
+    )
 
 
 async def test_worker_backs_off_a_retry() -> None:
@@ -291,7 +346,12 @@ async def test_worker_requeues_after_the_asked_delay_without_counting_a_failure(
     controller, queue, _, registry = controller_with(RetryAfter(30, "throttled"))
     await controller.process(queue, "ns/f")
     assert queue.num_requeues("ns/f") == 0 and queue.delayed == 1
-    assert registry.get_sample_value("controller_runtime_reconcile_total", {"controller": "foo", "result": "requeue_after"}) == 1
+    assert (
+        registry.get_sample_value(
+            "controller_runtime_reconcile_total", {"controller": "foo", "result": "requeue_after"}
+        )
+        == 1
+    )
     queue.shutdown()
 
 

@@ -17,8 +17,9 @@ def counted_foo(replicas: int = 3, generation: int = 2, status: dict[str, Any] |
     return foo_v1("f", deployment="web", replicas=replicas, uid="u", generation=generation, status=status)
 
 
-def rollout(replicas: int = 3, ready: int = 3, available: int = 3,
-            progressing: tuple[str, str] | None = None) -> dict[str, Any]:
+def rollout(
+    replicas: int = 3, ready: int = 3, available: int = 3, progressing: tuple[str, str] | None = None
+) -> dict[str, Any]:
     """The Deployment web of ``counted_foo`` at one moment of its rollout."""
     status: dict[str, Any] = {"replicas": replicas, "readyReplicas": ready, "availableReplicas": available}
     if progressing is not None:
@@ -88,7 +89,10 @@ def test_a_foreign_deployment_shows_as_err_resource_exists_with_zero_counts() ->
     problem = Problem("ErrResourceExists", 'Resource "web" already exists and is not managed by Foo')
     status = desired_status(counted_foo(), None, now=T0, problem=problem)
     assert (status["replicas"], status["readyReplicas"], status["availableReplicas"]) == (0, 0, 0)
-    assert conditions(status) == {"Ready": ("False", "ErrResourceExists"), "Progressing": ("False", "ErrResourceExists")}
+    assert conditions(status) == {
+        "Ready": ("False", "ErrResourceExists"),
+        "Progressing": ("False", "ErrResourceExists"),
+    }
     assert status["conditions"][0]["message"] == 'Resource "web" already exists and is not managed by Foo'
 
 

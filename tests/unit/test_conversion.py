@@ -39,9 +39,21 @@ def test_a_v1alpha1_writer_changing_replicas_keeps_the_stashed_image() -> None:
 
 
 def test_v1_status_survives_through_v1alpha1_while_available_replicas_stays_visible() -> None:
-    status = {"observedGeneration": 4, "replicas": 3, "readyReplicas": 2, "availableReplicas": 2,
-              "conditions": [{"type": "Ready", "status": "False", "reason": "Scaling",
-                              "lastTransitionTime": "2026-01-01T00:00:00Z", "message": ""}]}
+    status = {
+        "observedGeneration": 4,
+        "replicas": 3,
+        "readyReplicas": 2,
+        "availableReplicas": 2,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "Scaling",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                "message": "",
+            }
+        ],
+    }
     down = convert(foo_v1(status=status), V1ALPHA1)
     assert down["status"] == {"availableReplicas": 2}
     assert convert(down, V1)["status"] == status
@@ -82,14 +94,19 @@ def test_metadata_other_than_the_annotation_is_untouched() -> None:
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-.", min_size=1, max_size=30)
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=10))
-annotations = st.dictionaries(st.text(min_size=1, max_size=10).filter(lambda k: k != CONVERSION_ANNOTATION),
-                              st.text(max_size=10), min_size=1, max_size=3)
+annotations = st.dictionaries(
+    st.text(min_size=1, max_size=10).filter(lambda k: k != CONVERSION_ANNOTATION),
+    st.text(max_size=10),
+    min_size=1,
+    max_size=3,
+)
 
 
 @st.composite
 def v1_foos(draw: st.DrawFn) -> dict[str, Any]:
-    deployment = draw(st.fixed_dictionaries({}, optional={"name": names, "image": st.text(max_size=20),
-                                                          "extra": json_leaf}))
+    deployment = draw(
+        st.fixed_dictionaries({}, optional={"name": names, "image": st.text(max_size=20), "extra": json_leaf})
+    )
     spec = draw(st.fixed_dictionaries({}, optional={"replicas": st.integers(-2, 20), "unknown": json_leaf}))
     if draw(st.booleans()):
         spec["deployment"] = deployment
@@ -97,10 +114,17 @@ def v1_foos(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         foo["metadata"]["annotations"] = draw(annotations)
     if draw(st.booleans()):
-        foo["status"] = draw(st.fixed_dictionaries({}, optional={
-            "observedGeneration": st.integers(0, 9), "replicas": st.integers(0, 9),
-            "readyReplicas": st.integers(0, 9), "availableReplicas": st.integers(0, 9),
-        }))
+        foo["status"] = draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "observedGeneration": st.integers(0, 9),
+                    "replicas": st.integers(0, 9),
+                    "readyReplicas": st.integers(0, 9),
+                    "availableReplicas": st.integers(0, 9),
+                },
+            )
+        )
     return foo
 
 
@@ -110,7 +134,9 @@ def test_v1_to_v1alpha1_to_v1_is_the_identity(foo: dict[str, Any]) -> None:
 
 
 @given(
-    name=names, deployment=st.one_of(st.none(), names), replicas=st.one_of(st.none(), st.integers(0, 20)),
+    name=names,
+    deployment=st.one_of(st.none(), names),
+    replicas=st.one_of(st.none(), st.integers(0, 20)),
     available=st.one_of(st.none(), st.integers(0, 9)),
 )
 def test_v1alpha1_to_v1_to_v1alpha1_is_the_identity(

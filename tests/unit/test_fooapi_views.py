@@ -12,8 +12,7 @@ from tests.objects import foo_v1
 
 
 def test_a_foo_view_reads_name_spec_and_status() -> None:
-    raw = foo_v1("web", deployment="web-nginx", image="nginx:1.27", replicas=3,
-                 status={"observedGeneration": 4})
+    raw = foo_v1("web", deployment="web-nginx", image="nginx:1.27", replicas=3, status={"observedGeneration": 4})
     raw["metadata"].update(uid="u-1", generation=5)
     foo = FooView(raw)
     assert (foo.name, foo.namespace, foo.uid, foo.generation) == ("web", "default", "u-1", 5)
@@ -25,8 +24,14 @@ def test_replicas_left_out_read_as_the_schemas_default() -> None:
     assert FooView(foo_v1(replicas=None)).replicas == DEFAULT_REPLICAS
 
 
-@pytest.mark.parametrize("junk", [{}, {"metadata": "x", "spec": [1], "status": 3},
-                                  {"spec": {"replicas": True, "deployment": {"name": 7, "image": ""}}}])
+@pytest.mark.parametrize(
+    "junk",
+    [
+        {},
+        {"metadata": "x", "spec": [1], "status": 3},
+        {"spec": {"replicas": True, "deployment": {"name": 7, "image": ""}}},
+    ],
+)
 def test_a_malformed_object_reads_as_absent_fields_never_an_exception(junk: dict[str, Any]) -> None:
     foo = FooView(junk)
     assert (foo.name, foo.uid, foo.generation, foo.deployment_name, foo.image) == ("", None, None, None, None)
@@ -41,11 +46,14 @@ def test_the_deployment_index_and_the_pod_index_name_keys_in_the_foos_namespace(
     assert pod_foo_index(pod) == ["shop/web"]
 
 
-@pytest.mark.parametrize(("ref", "ours"), [
-    ({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo"}, True),
-    ({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo"}, True),  # sample-controller's own
-    ({"apiVersion": "example.com/v1", "kind": "Foo"}, False),
-    ({"apiVersion": "apps/v1", "kind": "ReplicaSet"}, False),
-])
+@pytest.mark.parametrize(
+    ("ref", "ours"),
+    [
+        ({"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo"}, True),
+        ({"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo"}, True),  # sample-controller's own
+        ({"apiVersion": "example.com/v1", "kind": "Foo"}, False),
+        ({"apiVersion": "apps/v1", "kind": "ReplicaSet"}, False),
+    ],
+)
 def test_an_owner_reference_names_a_foo_by_group_and_kind(ref: dict[str, Any], ours: bool) -> None:
     assert is_foo_reference(ref) is ours

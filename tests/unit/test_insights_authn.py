@@ -41,10 +41,16 @@ def _client_cert(not_before: datetime.timedelta, not_after: datetime.timedelta) 
     """The aggregator's certificate, valid from now + not_before to now + not_after."""
     now = datetime.datetime.now(datetime.UTC)
     valid = issue_client(FRONT_PROXY_CA, common_name="front-proxy-client").certificate
-    builder = (x509.CertificateBuilder().subject_name(valid.subject).issuer_name(FRONT_PROXY_CA.certificate.subject)
-               .public_key(valid.public_key()).serial_number(x509.random_serial_number())
-               .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-               .not_valid_before(now + not_before).not_valid_after(now + not_after))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(valid.subject)
+        .issuer_name(FRONT_PROXY_CA.certificate.subject)
+        .public_key(valid.public_key())
+        .serial_number(x509.random_serial_number())
+        .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .not_valid_before(now + not_before)
+        .not_valid_after(now + not_after)
+    )
     return builder.sign(FRONT_PROXY_CA.private_key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
 
 
@@ -52,23 +58,41 @@ def _expired_client_cert() -> bytes:
     return _client_cert(datetime.timedelta(days=-10), datetime.timedelta(days=-1))
 
 
-@pytest.mark.parametrize("why, config, peer, sent, reason_part", [
-    ("no configuration read yet", None, AGGREGATOR, ALICE, "no requestheader configuration"),
-    ("no client certificate", CONFIG, None, ALICE, "no client certificate"),
-    ("certificate from another CA", CONFIG, der(issue_client(OTHER_CA, common_name="front-proxy-client")), ALICE,
-     "not signed by the requestheader CA"),
-    ("CN not in requestheader-allowed-names", CONFIG, der(issue_client(FRONT_PROXY_CA, common_name="mallory")), ALICE,
-     "not in requestheader-allowed-names"),
-    ("a serving certificate is not for client auth", CONFIG,
-     der(issue_serving(FRONT_PROXY_CA, common_name="front-proxy-client", dns_names=["x"])), ALICE,
-     "not for client authentication"),
-    ("expired certificate", CONFIG, _expired_client_cert(), ALICE, "expired"),
-    ("no X-Remote-User", CONFIG, AGGREGATOR, headers(("X-Remote-Group", "system:masters")), "no username"),
-    ("empty X-Remote-User", CONFIG, AGGREGATOR, headers(("X-Remote-User", "")), "no username"),
-    ("garbage instead of a certificate", CONFIG, b"\x00not der", ALICE, "does not parse"),
-])
-def test_unauthenticated(why: str, config: RequestHeaderConfig | None, peer: bytes | None,
-                         sent: CIMultiDictProxy[str], reason_part: str) -> None:
+@pytest.mark.parametrize(
+    "why, config, peer, sent, reason_part",
+    [
+        ("no configuration read yet", None, AGGREGATOR, ALICE, "no requestheader configuration"),
+        ("no client certificate", CONFIG, None, ALICE, "no client certificate"),
+        (
+            "certificate from another CA",
+            CONFIG,
+            der(issue_client(OTHER_CA, common_name="front-proxy-client")),
+            ALICE,
+            "not signed by the requestheader CA",
+        ),
+        (
+            "CN not in requestheader-allowed-names",
+            CONFIG,
+            der(issue_client(FRONT_PROXY_CA, common_name="mallory")),
+            ALICE,
+            "not in requestheader-allowed-names",
+        ),
+        (
+            "a serving certificate is not for client auth",
+            CONFIG,
+            der(issue_serving(FRONT_PROXY_CA, common_name="front-proxy-client", dns_names=["x"])),
+            ALICE,
+            "not for client authentication",
+        ),
+        ("expired certificate", CONFIG, _expired_client_cert(), ALICE, "expired"),
+        ("no X-Remote-User", CONFIG, AGGREGATOR, headers(("X-Remote-Group", "system:masters")), "no username"),
+        ("empty X-Remote-User", CONFIG, AGGREGATOR, headers(("X-Remote-User", "")), "no username"),
+        ("garbage instead of a certificate", CONFIG, b"\x00not der", ALICE, "does not parse"),
+    ],
+)
+def test_unauthenticated(
+    why: str, config: RequestHeaderConfig | None, peer: bytes | None, sent: CIMultiDictProxy[str], reason_part: str
+) -> None:
     result = Authenticator(config).authenticate(peer, sent)
     assert isinstance(result, Unauthenticated), why
     assert reason_part in result.reason
@@ -82,8 +106,13 @@ def test_empty_allowed_names_accept_any_cn_from_the_ca() -> None:
 
 def test_extra_headers_are_lower_cased_and_unescaped_and_uid_is_read() -> None:
     config = RequestHeaderConfig(client_ca_pem=FRONT_PROXY_CA.cert_pem, uid_headers=("X-Remote-Uid",))
-    sent = headers(("X-Remote-User", "alice"), ("X-Remote-Extra-Scopes", "view"), ("x-remote-extra-scopes", "edit"),
-                   ("X-Remote-Extra-Example.org%2Fteam", "a"), ("X-Remote-Uid", "1234"))
+    sent = headers(
+        ("X-Remote-User", "alice"),
+        ("X-Remote-Extra-Scopes", "view"),
+        ("x-remote-extra-scopes", "edit"),
+        ("X-Remote-Extra-Example.org%2Fteam", "a"),
+        ("X-Remote-Uid", "1234"),
+    )
     user = Authenticator(config).authenticate(AGGREGATOR, sent)
     assert isinstance(user, UserInfo)
     assert dict(user.extra) == {"scopes": ("view", "edit"), "example.org/team": ("a",)}
@@ -91,8 +120,12 @@ def test_extra_headers_are_lower_cased_and_unescaped_and_uid_is_read() -> None:
 
 
 def test_configured_header_names_replace_the_defaults() -> None:
-    config = RequestHeaderConfig(client_ca_pem=FRONT_PROXY_CA.cert_pem, username_headers=("X-User",),
-                                 group_headers=("X-Groups",), extra_headers_prefixes=("X-Extra-",))
+    config = RequestHeaderConfig(
+        client_ca_pem=FRONT_PROXY_CA.cert_pem,
+        username_headers=("X-User",),
+        group_headers=("X-Groups",),
+        extra_headers_prefixes=("X-Extra-",),
+    )
     sent = headers(("X-Remote-User", "ignored"), ("X-User", "bob"), ("X-Groups", "g"), ("X-Extra-K", "v"))
     assert Authenticator(config).authenticate(AGGREGATOR, sent) == UserInfo("bob", ("g",), {"k": ("v",)})
 
@@ -128,10 +161,15 @@ def test_a_bundle_of_several_cas_trusts_each() -> None:
 
 def test_the_config_map_source_updates_the_authenticator_and_the_tls_ca_file(tmp_path: Path) -> None:
     authenticator = Authenticator()
-    source = RequestHeaderSource(client=None, authenticator=authenticator,  # type: ignore[arg-type]
-                                 ca_file=tmp_path / "ca" / "requestheader-ca.crt")
-    data = {"requestheader-client-ca-file": FRONT_PROXY_CA.cert_pem.decode(),
-            "requestheader-allowed-names": '["front-proxy-client"]'}
+    source = RequestHeaderSource(
+        client=None,
+        authenticator=authenticator,  # type: ignore[arg-type]
+        ca_file=tmp_path / "ca" / "requestheader-ca.crt",
+    )
+    data = {
+        "requestheader-client-ca-file": FRONT_PROXY_CA.cert_pem.decode(),
+        "requestheader-allowed-names": '["front-proxy-client"]',
+    }
     source._changed({"data": data})
     assert authenticator.config == CONFIG
     assert (tmp_path / "ca" / "requestheader-ca.crt").read_bytes() == FRONT_PROXY_CA.cert_pem

@@ -10,8 +10,12 @@ from insights import discovery, openapi
 from insights.manifests import aggregated_api_manifests
 
 G = "insights.samplecontroller.k8s.io"
-MANIFESTS = aggregated_api_manifests(namespace="foo-system", service="foo-operator-webhook",
-                                     service_account="foo-operator", ca_bundle=b"-----BEGIN CERTIFICATE-----\n")
+MANIFESTS = aggregated_api_manifests(
+    namespace="foo-system",
+    service="foo-operator-webhook",
+    service_account="foo-operator",
+    ca_bundle=b"-----BEGIN CERTIFICATE-----\n",
+)
 
 
 def by_kind(kind: str) -> list[dict]:  # type: ignore[type-arg]
@@ -46,8 +50,12 @@ def test_the_service_reads_what_foohealth_is_computed_from_and_writes_nothing() 
 
 def test_view_gains_foohealths_and_edit_gains_fooreviews() -> None:
     roles = {m["metadata"]["name"]: m for m in by_kind("ClusterRole")}
-    view = next(r for r in roles.values() if r["metadata"].get("labels", {}).get("rbac.authorization.k8s.io/aggregate-to-view"))
-    edit = next(r for r in roles.values() if r["metadata"].get("labels", {}).get("rbac.authorization.k8s.io/aggregate-to-edit"))
+    view = next(
+        r for r in roles.values() if r["metadata"].get("labels", {}).get("rbac.authorization.k8s.io/aggregate-to-view")
+    )
+    edit = next(
+        r for r in roles.values() if r["metadata"].get("labels", {}).get("rbac.authorization.k8s.io/aggregate-to-edit")
+    )
     assert view["rules"] == [{"apiGroups": [G], "resources": ["foohealths"], "verbs": ["get", "list", "watch"]}]
     assert edit["rules"] == [{"apiGroups": [G], "resources": ["fooreviews"], "verbs": ["create"]}]
 
@@ -73,8 +81,9 @@ def test_openapi_documents_name_each_kind_for_kubectl() -> None:
         assert v2["definitions"][name]["x-kubernetes-group-version-kind"] == gvk
         assert v3["components"]["schemas"][name]["x-kubernetes-group-version-kind"] == gvk
     refs = [value for value in _walk(v3) if isinstance(value, str) and value.startswith("#/")]
-    assert refs and all(r.startswith("#/components/schemas/") and r.rsplit("/", 1)[1] in v3["components"]["schemas"]
-                        for r in refs)
+    assert refs and all(
+        r.startswith("#/components/schemas/") and r.rsplit("/", 1)[1] in v3["components"]["schemas"] for r in refs
+    )
     assert all(r.startswith("#/definitions/") for r in _walk(v2) if isinstance(r, str) and r.startswith("#/"))
 
 

@@ -26,10 +26,14 @@ def verdict(body: Any, namespace: str = "default", image: str = "nginx:latest") 
 def test_a_good_v1_foo_is_allowed_with_the_defaults_and_their_patch() -> None:
     status = verdict(fooreview(foo_v1(replicas=None)), image="registry.local/nginx:1")
     assert status["allowed"] is True
-    assert status["object"]["spec"] == {"deployment": {"name": "example-nginx", "image": "registry.local/nginx:1"},
-                                        "replicas": 1}
-    assert status["patch"] == [{"op": "add", "path": "/spec/deployment/image", "value": "registry.local/nginx:1"},
-                               {"op": "add", "path": "/spec/replicas", "value": 1}]
+    assert status["object"]["spec"] == {
+        "deployment": {"name": "example-nginx", "image": "registry.local/nginx:1"},
+        "replicas": 1,
+    }
+    assert status["patch"] == [
+        {"op": "add", "path": "/spec/deployment/image", "value": "registry.local/nginx:1"},
+        {"op": "add", "path": "/spec/replicas", "value": 1},
+    ]
     assert "warnings" not in status and "causes" not in status
 
 
@@ -43,14 +47,18 @@ def test_a_v1alpha1_foo_is_answered_at_v1_with_the_deprecation_warning() -> None
     assert status["allowed"] is True
     assert status["object"]["apiVersion"] == "samplecontroller.k8s.io/v1"
     assert status["object"]["spec"] == {"deployment": {"name": "example-nginx", "image": "nginx:latest"}, "replicas": 4}
-    assert status["warnings"] == ["samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo"]
+    assert status["warnings"] == [
+        "samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo"
+    ]
 
 
 def test_errors_of_a_v1alpha1_foo_name_its_own_fields() -> None:
     status = verdict(fooreview(foo_v1alpha1(deployment=None, replicas=0)))
     assert (status["allowed"], status["code"], status["reason"]) == (False, 422, "Invalid")
     assert [(c["field"], c["reason"]) for c in status["causes"]] == [
-        ("spec.deploymentName", "FieldValueRequired"), ("spec.replicas", "FieldValueInvalid")]
+        ("spec.deploymentName", "FieldValueRequired"),
+        ("spec.replicas", "FieldValueInvalid"),
+    ]
     assert status["message"].startswith('Foo.samplecontroller.k8s.io "example" is invalid: [')
 
 
@@ -81,18 +89,25 @@ def test_the_answer_echoes_metadata_and_spec() -> None:
     assert answer["spec"] == body["spec"]
 
 
-@pytest.mark.parametrize("body, code, field_or_message", [
-    ("not an object", 400, "must be a JSON object"),
-    ({"apiVersion": "v1", "kind": "Pod"}, 400, "expected kind FooReview"),
-    ({**fooreview(foo_v1()), "metadata": {"namespace": "elsewhere"}}, 400, "does not match the namespace"),
-    ({"apiVersion": GV, "kind": "FooReview"}, 422, "spec"),
-    (fooreview(None), 422, "spec.object"),
-    (fooreview([1, 2]), 422, "spec.object"),
-    (fooreview({"apiVersion": "v1", "kind": "ConfigMap"}), 422, "spec.object.apiVersion"),
-    (fooreview(foo_v1(), operation="DELETE"), 422, "spec.operation"),
-    (fooreview(foo_v1(), operation="UPDATE"), 422, "spec.oldObject"),
-    (fooreview({**foo_v1(), "metadata": {"name": "x", "namespace": "elsewhere"}}), 422, "spec.object.metadata.namespace"),
-])
+@pytest.mark.parametrize(
+    "body, code, field_or_message",
+    [
+        ("not an object", 400, "must be a JSON object"),
+        ({"apiVersion": "v1", "kind": "Pod"}, 400, "expected kind FooReview"),
+        ({**fooreview(foo_v1()), "metadata": {"namespace": "elsewhere"}}, 400, "does not match the namespace"),
+        ({"apiVersion": GV, "kind": "FooReview"}, 422, "spec"),
+        (fooreview(None), 422, "spec.object"),
+        (fooreview([1, 2]), 422, "spec.object"),
+        (fooreview({"apiVersion": "v1", "kind": "ConfigMap"}), 422, "spec.object.apiVersion"),
+        (fooreview(foo_v1(), operation="DELETE"), 422, "spec.operation"),
+        (fooreview(foo_v1(), operation="UPDATE"), 422, "spec.oldObject"),
+        (
+            fooreview({**foo_v1(), "metadata": {"name": "x", "namespace": "elsewhere"}}),
+            422,
+            "spec.object.metadata.namespace",
+        ),
+    ],
+)
 def test_a_malformed_review_is_refused_with_a_status(body: Any, code: int, field_or_message: str) -> None:
     with pytest.raises(ReviewError) as raised:
         review(body, "default", default_image="nginx:latest")
@@ -105,8 +120,11 @@ def test_a_malformed_review_is_refused_with_a_status(body: Any, code: int, field
         assert field_or_message in status["message"]
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                           lambda children: st.dictionaries(st.text(max_size=4), children, max_size=4), max_leaves=12)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: st.dictionaries(st.text(max_size=4), children, max_size=4),
+    max_leaves=12,
+)
 
 
 @given(json_values, json_values)

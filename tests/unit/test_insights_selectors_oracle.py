@@ -32,8 +32,7 @@ EXAMPLES = 25  # x BATCH selectors of each kind
 
 class Oracle:
     def __init__(self) -> None:
-        self.process = subprocess.Popen([str(ORACLE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        encoding="utf-8")
+        self.process = subprocess.Popen([str(ORACLE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, encoding="utf-8")
         self.asked = 0
 
     def ask(self, kind: str, selectors: list[str]) -> list[dict[str, Any]]:
@@ -73,8 +72,11 @@ def ours_field(selector: str) -> dict[str, Any]:
     except SelectorError as err:
         return {"error": str(err)}
     name = parsed.requires_exact_match("metadata.name")
-    return {"requirements": _sorted([[r.field, r.operator, [r.value]] for r in parsed.requirements]),
-            "name": name or "", "pinned": name is not None}
+    return {
+        "requirements": _sorted([[r.field, r.operator, [r.value]] for r in parsed.requirements]),
+        "name": name or "",
+        "pinned": name is not None,
+    }
 
 
 def theirs(answer: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -89,8 +91,22 @@ def theirs(answer: dict[str, Any], kind: str) -> dict[str, Any]:
 # characters Go's %q escapes, one outside the BMP.
 ODD = ["\0", "\x7f", "\x1b", "\u00a0", "é", "ß", "\u200b", "\U0001f600", '"', "'", "%", ";", "&", "|", "*", "~", "+"]
 BLANKS = [" ", "  ", "\t", "\n", "\r", " \t "]
-KEYS = ["a", "tier", "app", "A", "x9", "9", "a-b", "a_b", "a.b", "app.kubernetes.io/name", "example.com/x", "in",
-        "notin", "a" * 63]
+KEYS = [
+    "a",
+    "tier",
+    "app",
+    "A",
+    "x9",
+    "9",
+    "a-b",
+    "a_b",
+    "a.b",
+    "app.kubernetes.io/name",
+    "example.com/x",
+    "in",
+    "notin",
+    "a" * 63,
+]
 BAD_KEYS = ["-a", "a-", "_a", ".a", "Example.com/x", "/x", "x/", "a/b/c", "a" * 64, "a." * 130 + "a/x", "é"]
 VALUES = ["", "web", "db", "1", "007", "9223372036854775807", "v_1", "x.y", "in", "notin", "a" * 63]
 BAD_VALUES = ["-1", "+1", "9223372036854775808", "1.5", "a" * 64, "-web", "web-", "é"]
@@ -103,8 +119,10 @@ _NOISE = "ab1-_./=!(),<> \t" + "".join(ODD)
 
 def _fragments(rnd: random.Random, words: list[str]) -> str:
     """Grammar-shaped noise: words of the language and stray characters, in any order."""
-    return "".join(rnd.choice(words) if rnd.random() < 0.7 else "".join(rnd.choices(_NOISE, k=rnd.randint(1, 3)))
-                   for _ in range(rnd.randint(0, 14)))
+    return "".join(
+        rnd.choice(words) if rnd.random() < 0.7 else "".join(rnd.choices(_NOISE, k=rnd.randint(1, 3)))
+        for _ in range(rnd.randint(0, 14))
+    )
 
 
 def _blank(rnd: random.Random) -> str:
@@ -127,8 +145,16 @@ def _requirement(rnd: random.Random) -> str:
         operator = rnd.choice(["=", "==", "!="] if rnd.random() < 0.6 else OPERATORS)
         return _key(rnd) + _blank(rnd) + operator + _blank(rnd) + _value(rnd)
     values = ",".join(_blank(rnd) + _value(rnd) for _ in range(rnd.randint(0, 4)))
-    return (_key(rnd) + rnd.choice(BLANKS) + rnd.choice(["in", "notin", "in", "notin", "In"])
-            + _blank(rnd) + "(" + values + _blank(rnd) + rnd.choice([")", ")", ")", ")", "", "))", "),"]))
+    return (
+        _key(rnd)
+        + rnd.choice(BLANKS)
+        + rnd.choice(["in", "notin", "in", "notin", "In"])
+        + _blank(rnd)
+        + "("
+        + values
+        + _blank(rnd)
+        + rnd.choice([")", ")", ")", ")", "", "))", "),"])
+    )
 
 
 def label_selector(rnd: random.Random) -> str:
@@ -139,8 +165,26 @@ def label_selector(rnd: random.Random) -> str:
 
 
 FIELDS = ["metadata.name", "metadata.namespace", "status.phase", "", " ", "a", "x"]
-FIELD_VALUES = ["", "x", "allowed", "a\\,b", "a\\=b", "a\\\\", "\\", "\\q", "a,b", "a=b", "(", "(x", "y)", " x",
-                "é", "a/b", "..", "%41"]
+FIELD_VALUES = [
+    "",
+    "x",
+    "allowed",
+    "a\\,b",
+    "a\\=b",
+    "a\\\\",
+    "\\",
+    "\\q",
+    "a,b",
+    "a=b",
+    "(",
+    "(x",
+    "y)",
+    " x",
+    "é",
+    "a/b",
+    "..",
+    "%41",
+]
 FIELD_OPERATORS = ["=", "==", "!=", "", "!", "===", "=!"]
 
 
@@ -148,13 +192,15 @@ def field_selector(rnd: random.Random) -> str:
     if rnd.random() < 0.25:
         return _fragments(rnd, [*FIELDS, *FIELD_VALUES, *FIELD_OPERATORS, ",", "\\", "\\,", "\\=", "(", ")", *ODD])
     return rnd.choice([",", ",", ",,", ", "]).join(
-        rnd.choice(FIELDS) + rnd.choice(FIELD_OPERATORS) + rnd.choice(FIELD_VALUES) for _ in range(rnd.randint(0, 4)))
+        rnd.choice(FIELDS) + rnd.choice(FIELD_OPERATORS) + rnd.choice(FIELD_VALUES) for _ in range(rnd.randint(0, 4))
+    )
 
 
 # Hypothesis seeds a plain Random per example (cheap draws; a failure prints the selector itself):
 # EXAMPLES x BATCH selectors of each kind in a few seconds, one Go process for all of them.
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @SETTINGS
@@ -173,10 +219,24 @@ def test_field_selectors_parse_as_apimachinery_parses_them(oracle: Oracle, rnd: 
         assert ours_field(selector) == theirs(answer, "field"), repr(selector)
 
 
-@pytest.mark.parametrize("selector", [
-    "k in (" + " " * 2000, "a" + "\t" * 2000 + "b", "x in (foo,,baz),y,z notin ()", "a=b\0,c", "a \0 garbage",
-    "!a=b", "a in (,,)", "a<-1", "a>9223372036854775808", "a in (b,-c,-d)", "a/b/c", "é=a", "a=\u00a0",
-])
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "k in (" + " " * 2000,
+        "a" + "\t" * 2000 + "b",
+        "x in (foo,,baz),y,z notin ()",
+        "a=b\0,c",
+        "a \0 garbage",
+        "!a=b",
+        "a in (,,)",
+        "a<-1",
+        "a>9223372036854775808",
+        "a in (b,-c,-d)",
+        "a/b/c",
+        "é=a",
+        "a=\u00a0",
+    ],
+)
 def test_hand_picked_label_selectors_agree(oracle: Oracle, selector: str) -> None:
     [answer] = oracle.ask("label", [selector])
     assert ours_label(selector) == theirs(answer, "label")

@@ -10,29 +10,55 @@ from insights.view import Expired, HealthView
 from tests.objects import deployment, foo_v1
 
 
-def watched_foo(name: str, namespace: str = "ns", *, deployment: str | None = None,
-                labels: dict[str, str] | None = None, replicas: int = 1) -> dict[str, Any]:
-    return foo_v1(name, namespace=namespace, deployment=deployment or f"{name}-nginx", replicas=replicas,
-                  uid=f"uid-{name}", labels=labels or {}, status={"observedGeneration": 0})
+def watched_foo(
+    name: str,
+    namespace: str = "ns",
+    *,
+    deployment: str | None = None,
+    labels: dict[str, str] | None = None,
+    replicas: int = 1,
+) -> dict[str, Any]:
+    return foo_v1(
+        name,
+        namespace=namespace,
+        deployment=deployment or f"{name}-nginx",
+        replicas=replicas,
+        uid=f"uid-{name}",
+        labels=labels or {},
+        status={"observedGeneration": 0},
+    )
 
 
 def owned_deployment(name: str, owner: str, namespace: str = "ns", available: int = 1) -> dict[str, Any]:
     """Deployment ``name`` controlled by the Foo ``owner`` (as ``watched_foo`` builds it)."""
-    return deployment(name, namespace=namespace, owner=watched_foo(owner, namespace),
-                      status={"replicas": 1, "updatedReplicas": 1, "readyReplicas": available,
-                              "availableReplicas": available})
+    return deployment(
+        name,
+        namespace=namespace,
+        owner=watched_foo(owner, namespace),
+        status={"replicas": 1, "updatedReplicas": 1, "readyReplicas": available, "availableReplicas": available},
+    )
 
 
 def pod(name: str, controller: str, namespace: str = "ns", restarts: int = 0) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": {"controller": controller}},
-            "status": {"phase": "Running", "containerStatuses": [{"name": "nginx", "restartCount": restarts}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"controller": controller}},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "nginx", "restartCount": restarts}]},
+    }
 
 
 def event(name: str, foo_name: str, reason: str, namespace: str = "ns") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {"kind": "Foo", "name": foo_name, "namespace": namespace},
-            "type": "Warning", "reason": reason, "message": reason, "lastTimestamp": "2025-01-01T00:00:00Z"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"kind": "Foo", "name": foo_name, "namespace": namespace},
+        "type": "Warning",
+        "reason": reason,
+        "message": reason,
+        "lastTimestamp": "2025-01-01T00:00:00Z",
+    }
 
 
 STORES = {"Foo": "foos", "Deployment": "deployments", "Pod": "pods", "Event": "events"}
@@ -105,7 +131,10 @@ def test_listing_is_sorted_and_filters_by_namespace(view: HealthView) -> None:
     for obj in (watched_foo("b"), watched_foo("a"), watched_foo("c", "other")):
         put(view, obj)
     assert [(h["metadata"]["namespace"], h["metadata"]["name"]) for h in view.healths()] == [
-        ("ns", "a"), ("ns", "b"), ("other", "c")]
+        ("ns", "a"),
+        ("ns", "b"),
+        ("other", "c"),
+    ]
     assert [h["metadata"]["name"] for h in view.healths("other")] == ["c"]
 
 

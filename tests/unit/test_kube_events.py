@@ -25,9 +25,10 @@ def other(name: str) -> dict[str, Any]:
     return {**FOO, "metadata": {**FOO["metadata"], "name": name, "uid": f"uid-{name}"}}
 
 
-
 def test_a_first_occurrence_creates_an_event_like_client_gos_recorder() -> None:
-    write = EventCorrelator("foo-controller", "host-1").correlate(FOO, "Normal", "Synced", "Foo synced successfully", NOW)
+    write = EventCorrelator("foo-controller", "host-1").correlate(
+        FOO, "Normal", "Synced", "Foo synced successfully", NOW
+    )
     assert write is not None and write.action == "create"
     body = write.body
     assert body["metadata"]["namespace"] == "demo"
@@ -95,7 +96,9 @@ class EventApi:
         self.events[(namespace or "", body["metadata"]["name"])] = dict(body)
         return body
 
-    async def patch(self, resource: Any, name: str, patch: dict[str, Any], *, namespace: str | None = None, **_: Any) -> dict[str, Any]:
+    async def patch(
+        self, resource: Any, name: str, patch: dict[str, Any], *, namespace: str | None = None, **_: Any
+    ) -> dict[str, Any]:
         self.calls.append("patch")
         event = self.events.get((namespace or "", name))
         if event is None:

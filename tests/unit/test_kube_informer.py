@@ -46,7 +46,9 @@ class ScriptedApi:
         return {"items": [dict(item, metadata=dict(item["metadata"])) for item in page], "metadata": meta}
 
     @asynccontextmanager
-    async def watch(self, resource: Any, *, resource_version: str | None = None, **_: Any) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+    async def watch(
+        self, resource: Any, *, resource_version: str | None = None, **_: Any
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
         self.watches.append(resource_version)
         if resource_version in self.expired:
             raise ApiError(410, {"reason": "Expired", "code": 410})
@@ -155,7 +157,9 @@ async def test_gone_relists_and_reconciles_the_cache_against_the_fresh_list(api:
         # Meanwhile, on the server: one changed, one deleted, one created, and our RV expired.
         api.objects = {"ns/keep": obj("keep", 1), "ns/change": obj("change", 20), "ns/new": obj("new", 21)}
         api.list_rv = "200"
-        api.feed({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}})
+        api.feed(
+            {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}}
+        )
         await until(lambda: len(api.lists) >= 2 and len(rec.seen) == 3)
         assert sorted(rec.seen) == [("add", "new"), ("delete", "vanish"), ("update", "change")]
         assert sorted(inf.store.keys()) == ["ns/change", "ns/keep", "ns/new"]

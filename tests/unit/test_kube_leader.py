@@ -108,7 +108,9 @@ class LeaseApi:
         self.down = False
         self.writes = 0
 
-    async def request(self, method: str, path: str, *, body: Any = None, timeout: float | None = None, **_: Any) -> dict[str, Any]:
+    async def request(
+        self, method: str, path: str, *, body: Any = None, timeout: float | None = None, **_: Any
+    ) -> dict[str, Any]:
         if self.down:
             raise ApiError(0, {"message": "connection refused"}, method=method, path=path)
         if method == "GET":
@@ -136,7 +138,6 @@ class LeaseApi:
     @property
     def holder(self) -> str:
         return "" if self.lease is None else self.lease["spec"]["holderIdentity"]
-
 
 
 def elector(api: LeaseApi, identity: str, clock: FakeClock, **kwargs: Any) -> LeaderElector:
@@ -217,8 +218,15 @@ async def test_hold_gives_up_after_the_renew_deadline_when_the_apiserver_is_gone
 
 async def test_hold_stops_at_once_when_someone_else_took_the_lease() -> None:
     api = LeaseApi()
-    a = LeaderElector(api, namespace="ns", name="lock", identity="a",  # type: ignore[arg-type]
-                      lease_duration=3, renew_deadline=2, retry_period=0.05)
+    a = LeaderElector(
+        api,
+        namespace="ns",
+        name="lock",
+        identity="a",  # type: ignore[arg-type]
+        lease_duration=3,
+        renew_deadline=2,
+        retry_period=0.05,
+    )
     await a.acquire()
     assert api.lease is not None
     api.lease["spec"]["holderIdentity"] = "usurper"
@@ -228,8 +236,15 @@ async def test_hold_stops_at_once_when_someone_else_took_the_lease() -> None:
 
 async def test_elector_refuses_inconsistent_timings() -> None:
     with pytest.raises(ValueError):
-        LeaderElector(LeaseApi(), namespace="n", name="l", identity="i",  # type: ignore[arg-type]
-                      lease_duration=10, renew_deadline=10, retry_period=2)
+        LeaderElector(
+            LeaseApi(),
+            namespace="n",
+            name="l",
+            identity="i",  # type: ignore[arg-type]
+            lease_duration=10,
+            renew_deadline=10,
+            retry_period=2,
+        )
 
 
 async def test_a_candidate_wakes_up_right_when_the_observed_lease_expires() -> None:

@@ -82,9 +82,7 @@ def test_setting_a_name_that_was_never_set_is_allowed() -> None:
     assert validate(foo_v1(deployment="now-set"), foo_v1(deployment=None)) == []
 
 
-@pytest.mark.parametrize(
-    ("spec", "field"), [("text", "spec"), ({"deployment": "text"}, "spec.deployment")]
-)
+@pytest.mark.parametrize(("spec", "field"), [("text", "spec"), ({"deployment": "text"}, "spec.deployment")])
 def test_wrongly_shaped_spec_is_a_type_error_not_a_crash(spec: Any, field: str) -> None:
     foo = foo_v1()
     foo["spec"] = spec
@@ -101,4 +99,7 @@ def test_message_reads_like_kubernetes() -> None:
         'Foo.samplecontroller.k8s.io "x" is invalid: [spec.deploymentName: Required value, '
         "spec.replicas: Invalid value: 11: must be less than or equal to 10]"
     )
-    assert invalid_message("x", errors[:1]) == 'Foo.samplecontroller.k8s.io "x" is invalid: spec.deploymentName: Required value'
+    assert (
+        invalid_message("x", errors[:1])
+        == 'Foo.samplecontroller.k8s.io "x" is invalid: spec.deploymentName: Required value'
+    )
