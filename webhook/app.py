@@ -24,6 +24,7 @@ from kube.foo_admission import mutate_foo, validate_foo
 from kube.http import (
     BodyDeadlines,
     StatusError,
+    body_too_large,
     check_json_content_type,
     json_response,
     parse_json,
@@ -100,7 +101,9 @@ def _arrived_body(request: web.Request, limit: int) -> bytes | None:
     if length is None or length > limit or not content.is_eof():
         return None
     body = content.read_nowait(-1)
-    return body if len(body) == length else None
+    if len(body) > limit:  # a Content-Encoding undone by aiohttp can make it larger than declared
+        raise body_too_large(limit)
+    return body
 
 
 def _fits_send_buffer(request: web.Request, response: web.Response) -> bool:
