@@ -36,6 +36,8 @@ from .progress import Progress, describe, total_after_page
 FIELD_MANAGER = "foo-operator-migrate-storage"
 ATTEMPTS = 5  # per Foo, for conflicts (re-read, retry) and transient failures (back off, retry)
 IN_FLIGHT = 8  # concurrent PUTs within a page; the client-side QPS limiter sets the pace
+# While a served version answers 404 for its resource (not for the Foo): that many probes, this far apart.
+UNSERVED_PROBES, PROBE_BACKOFF_SECONDS = 20, 0.5
 LIST_RESTARTS = 3  # times a walk starts over when its continue token expires
 
 Say = Callable[[str], None]
@@ -249,7 +251,9 @@ class Migration:
         hold objects converted back when the webhook last answered.
         """
         timeout = self.settings.probe_timeout
-        for _ in range(ATTEMPTS):
+        deleted = unserved = 0
+        last_404 = ""  # the apiserver's words, for the refusal
+        while deleted < ATTEMPTS and unserved < UNSERVED_PROBES:
             began = time.monotonic()
             try:
                 listing = await self.client.list(facts.resource, limit=1, timeout=timeout)
@@ -267,8 +271,16 @@ class Migration:
                         "GET", resource.path(meta.get("namespace"), meta.get("name")), timeout=timeout
                     )
             except ApiError as exc:
+                last_404 = f"GET {exc.path}: {_short(exc)}"
+                if exc.object_not_found:
+                    deleted += 1  # deleted under us: the next list gives another
+                    continue
                 if exc.not_found:
-                    continue  # deleted under us: probe with another
+                    # The version is not served for a moment: kube-apiserver rebuilds a CRD's
+                    # handler after each update of the CRD (storedVersions included). Ask again.
+                    unserved += 1
+                    await asyncio.sleep(PROBE_BACKOFF_SECONDS)
+                    continue
                 raise self._not_answering(version, exc) from None
             took = time.monotonic() - began
             self.say(
@@ -276,7 +288,14 @@ class Migration:
                 f"{', '.join(facts.served_versions)} in {took:.2f}s)"
             )
             return
-        raise Refusal("every Foo picked for the conversion probe was deleted before it could be read; run again")
+        if deleted >= ATTEMPTS:
+            raise Refusal(
+                f"every Foo picked for the conversion probe was deleted before it could be read ({last_404}); run again"
+            )
+        raise Refusal(
+            f"Foos are not served at every version of {', '.join(facts.served_versions)} "
+            f"({UNSERVED_PROBES * PROBE_BACKOFF_SECONDS:g}s of 404 for the resource; {last_404}); run again"
+        )
 
     def _not_answering(self, version: str, exc: ApiError) -> Refusal:
         why = f"no answer within {self.settings.probe_timeout:g}s" if exc.status == 0 else _short(exc)

@@ -102,6 +102,13 @@ class ApiError(Exception):
         return self.status == 404
 
     @property
+    def object_not_found(self) -> bool:
+        """404 for the object itself (details name it), not for its resource: a resource the
+        apiserver does not serve right now (a CRD's handler being rebuilt after an update, say)
+        answers 404 too, with no details."""
+        return self.not_found and bool(self.details.get("name"))
+
+    @property
     def already_exists(self) -> bool:
         return self.status == 409 and self.reason == "AlreadyExists"
 

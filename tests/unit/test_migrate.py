@@ -70,6 +70,7 @@ class FakeApiserver:
         self.invalid: set[str] = set()  # keys the validating webhook denies
         self.expire_continue_once = False
         self.probe_hangs = False
+        self.unserved_probes = 0  # probe GETs answered 404 for the resource (a CRD handler being rebuilt)
         self.remaining_item_count = True
 
     # -- storage ----------------------------------------------------------------------------
@@ -113,13 +114,16 @@ class FakeApiserver:
             return copy.deepcopy(self.crd)
         key = f"{namespace}/{name}"
         if key not in self.stored:
-            raise ApiError(404, {"reason": "NotFound"})
+            raise ApiError(404, {"reason": "NotFound", "details": {"name": name, "kind": "foos"}})
         return self._read(key, resource.api_version)
 
     async def request(self, method: str, path: str, *, timeout: float | None = None, **_: Any) -> Object:
         assert method == "GET"
         if self.probe_hangs:
             raise ApiError(0, {"message": "TimeoutError: "})
+        if self.unserved_probes:
+            self.unserved_probes -= 1
+            raise ApiError(404, {"reason": "NotFound", "message": "the server could not find the requested resource"})
         parts = path.split("/")  # /apis/<group>/<version>/namespaces/<ns>/foos/<name>
         return await self.get(Resource(GROUP, parts[3], "foos"), parts[7], namespace=parts[5])
 
@@ -437,6 +441,16 @@ async def test_refuses_when_the_conversion_probe_times_out() -> None:
     code, output, _ = await migrate(server)
     assert code == 1
     assert "the conversion webhook is not answering (no answer within 10s)" in output.err[0]
+
+
+async def test_a_version_not_served_for_a_moment_is_asked_again_not_taken_for_a_deleted_foo() -> None:
+    # kube-apiserver rebuilds a CRD's handler after each update of the CRD (storedVersions too):
+    # for a moment a served version answers 404 for the resource, with no object named.
+    server = FakeApiserver(our_crd(), legacy_foos(1))
+    server.unserved_probes = 6  # more than the probes a deleted Foo may cost (ATTEMPTS)
+    code, output, _ = await migrate(server)
+    assert code == 0, output.err
+    assert any(line.startswith("conversion webhook: answering") for line in output.out)
 
 
 async def test_no_foos_at_all_still_prunes_stored_versions() -> None:
