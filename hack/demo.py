@@ -82,20 +82,13 @@ Press Ctrl-C to stop and remove everything."""
 
 @contextlib.contextmanager
 def _real_node_release(workdir: Path, nodes: int) -> Iterator[LocalControlPlane]:
-    from .node import DNS_SERVICE_IP, NodeBridge, RealNode, cannot_host_node, chart_values, image_metadata
+    from .node import cannot_host_node, chart_values, image_metadata, plane_with_real_node
 
     reason = cannot_host_node()
     if reason:
         raise ComponentError(reason)
     image = image_metadata()
-    with (
-        NodeBridge() as bridge,
-        LocalControlPlane(workdir, nodes=nodes, address=bridge.address) as plane,
-        RealNode(plane, bridge) as node,
-    ):
-        log.info("real node %s ready, cluster DNS at %s (kube-system/kube-dns)", node.name, DNS_SERVICE_IP)
-        log.info("loading %s into the node's containerd", image["ref"])
-        node.load_image(image["archive"])
+    with plane_with_real_node(workdir, image["archive"], nodes=nodes) as (plane, node):
         values = workdir / "values.yaml"
         values.write_text(yaml.safe_dump(chart_values(node, image["ref"])))
         log.info("helm install foo-operator (waits for the pods to be Ready)")

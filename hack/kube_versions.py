@@ -82,6 +82,34 @@ def go_tags(version: str) -> list[str]:
     return [tag for entry in BUILD_TAGS if entry.first_minor <= minor <= entry.last_minor for tag in entry.tags]
 
 
+# Kubernetes' version skew policy: a kubelet (and kube-proxy) may be up to three minors older than
+# kube-apiserver, never newer.
+KUBELET_MAX_MINORS_BEHIND = 3
+
+
+def node_version() -> str:
+    """The version the real node's kubelet and kube-proxy are built at: the matrix's default.
+
+    Only the default version's wrapper module builds them (`hack/build.sh node`): v1.27's kubelet
+    imports legacy-cloud-providers, which the module proxy does not serve. A plane of another
+    version gets this kubelet when the skew policy allows it (`kubelet_skew_refusal`).
+    """
+    return versions(env={})["K8S_VERSION"]
+
+
+def kubelet_skew_refusal(apiserver: str, kubelet: str) -> str | None:
+    """Why a kubelet at `kubelet` may not join an apiserver at `apiserver` (one line), or None."""
+    behind = minor_of(apiserver) - minor_of(kubelet)
+    if behind < 0:
+        return f"the real node's kubelet {kubelet} is newer than kube-apiserver {apiserver} (the skew policy allows older only)"
+    if behind > KUBELET_MAX_MINORS_BEHIND:
+        return (
+            f"the real node's kubelet {kubelet} is {behind} minors behind kube-apiserver {apiserver} "
+            f"(the skew policy allows {KUBELET_MAX_MINORS_BEHIND})"
+        )
+    return None
+
+
 def smoke_versions() -> list[str]:
     """The matrix's extra versions (`K8S_SMOKE_VERSIONS`), oldest first."""
     return sorted(versions()["K8S_SMOKE_VERSIONS"].split(), key=lambda v: tuple(map(int, v.lstrip("v").split("."))))

@@ -19,6 +19,7 @@ missing. One real node per machine at a time: the bridge, the node name and ipta
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import http.client
 import json
@@ -28,6 +29,7 @@ import shutil
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +39,7 @@ import yaml
 
 from hack.binaries import cache_dir, versions
 from hack.cluster import LocalControlPlane, free_port
+from hack.kube_versions import node_version
 from hack.machine import (
     BRIDGE,
     BRIDGE_ADDRESS,
@@ -163,7 +166,7 @@ class RealNode:
         self.name = name
         self.timeout = timeout
         self.taint = dict(TAINT)
-        version = versions()["K8S_VERSION"]
+        version = node_version()  # the default version's, also under a plane of another version
         cache = cache_dir()
         self.kubelet_bin = cache / "bin" / f"kubernetes-{version}" / "kubelet"
         self.kube_proxy_bin = cache / "bin" / f"kubernetes-{version}" / "kube-proxy"
@@ -709,6 +712,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     def _remove_workdir(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def plane_with_real_node(
+    workdir: str | os.PathLike[str], image_archive: str | os.PathLike[str], *, nodes: int = 1
+) -> Iterator[tuple[LocalControlPlane, RealNode]]:
+    """A control plane on the node bridge's address and a real node beside its kwok ones, the
+    product's image (`image_archive`) loaded into the node's containerd; all of it torn down after."""
+    with (
+        NodeBridge() as bridge,
+        LocalControlPlane(workdir, nodes=nodes, address=bridge.address) as plane,
+        RealNode(plane, bridge) as node,
+    ):
+        log.info("real node %s ready, cluster DNS at %s (kube-system/kube-dns)", node.name, DNS_SERVICE_IP)
+        log.info("loading %s into the node's containerd", image_archive)
+        node.load_image(image_archive)
+        yield plane, node
 
 
 def chart_values(node: RealNode, image: str) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from typing import Any
 
 from certs.authority import issue_serving, new_ca
 from certs.files import write_serving_files
-from fooapi.crd import CRD_NAME, crd_manifest
+from fooapi import CRD_NAME
+from fooapi.crd import crd_manifest
 from webhook.manifests import CONFIGURATION_NAME, mutating_configuration, url_client_config, validating_configuration
 
 from .cluster import LocalControlPlane, free_port

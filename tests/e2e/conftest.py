@@ -94,6 +94,7 @@ def namespace(control_plane: LocalControlPlane, request: pytest.FixtureRequest) 
 
 # --- a real node (hack/node.py) ------------------------------------------------------------------
 
+from hack.kube_versions import kubelet_skew_refusal, node_version  # noqa: E402
 from hack.node import cannot_host_node, image_metadata  # noqa: E402
 
 
@@ -109,6 +110,12 @@ def node_image() -> dict[str, Any]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true and the real-node tier cannot run: {reason}", pytrace=False)
         pytest.skip(f"no real node here: {reason}")
-    _build("bash", str(BUILD_SCRIPT), "node")
-    _build("bash", str(REPO_ROOT / "hack" / "image.sh"), env={**os.environ, "PYTHON": sys.executable})
+    # A plane of another version of the matrix (K8S_VERSION) gets the default version's kubelet,
+    # where the version skew policy allows it; else the tier says why and steps aside.
+    refusal = kubelet_skew_refusal(versions()["K8S_VERSION"], node_version())
+    if refusal:
+        pytest.skip(f"no real node on this plane: {refusal}")
+    default_version = {key: value for key, value in os.environ.items() if key != "K8S_VERSION"}
+    _build("bash", str(BUILD_SCRIPT), "node", env=default_version)
+    _build("bash", str(REPO_ROOT / "hack" / "image.sh"), env={**default_version, "PYTHON": sys.executable})
     return image_metadata()

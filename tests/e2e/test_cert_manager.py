@@ -35,7 +35,7 @@ from cryptography import x509
 from fooapi.crd import CRD_NAME
 from hack.binaries import BUILD_SCRIPT, cert_manager
 from hack.cluster import LocalControlPlane
-from hack.node import NodeBridge, RealNode, chart_values
+from hack.node import RealNode, chart_values, plane_with_real_node
 from hack.procs import Component
 from tests.e2e.waiting import wait_for
 
@@ -98,13 +98,8 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
     )
     workdir = tmp_path_factory.mktemp("cert-manager")
     began = time.monotonic()
-    with (
-        NodeBridge() as bridge,
-        LocalControlPlane(workdir, address=bridge.address) as plane,
-        RealNode(plane, bridge) as node,
-    ):
-        print(f"plane and real node up in {time.monotonic() - began:.1f}s")
-        node.load_image(node_image["archive"])
+    with plane_with_real_node(workdir, node_image["archive"]) as (plane, node):
+        print(f"plane, real node and the image up in {time.monotonic() - began:.1f}s")
         plane.kubectl("apply", "--server-side", "-f", str(binaries.crds))
         plane.kubectl("wait", "--for=condition=Established", "-f", str(binaries.crds), "--timeout=60s")
         processes = [

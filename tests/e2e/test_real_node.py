@@ -41,7 +41,7 @@ from cryptography.x509.oid import NameOID
 from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME, crd_manifest
 from hack.cluster import LocalControlPlane
-from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, NodeBridge, RealNode, chart_values, dns_query
+from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
 from hack.pki import KUBERNETES_SERVICE_IP
 from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for
@@ -157,13 +157,8 @@ def _stand_in_for_sample_controllers_crd(plane: LocalControlPlane) -> None:
 def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("real-node")
     began = time.monotonic()
-    with (
-        NodeBridge() as bridge,
-        LocalControlPlane(workdir, address=bridge.address) as plane,
-        RealNode(plane, bridge) as node,
-    ):
-        print(f"plane, real node and cluster DNS up in {time.monotonic() - began:.1f}s")
-        node.load_image(node_image["archive"])
+    with plane_with_real_node(workdir, node_image["archive"]) as (plane, node):
+        print(f"plane, real node, cluster DNS and the image up in {time.monotonic() - began:.1f}s")
         values = workdir / "values.yaml"
         values_ = chart_values(node, node_image["ref"])
         values_["webhook"]["logLevel"] = "debug"  # one log line per admission decision
@@ -235,6 +230,7 @@ def test_install_prints_notes_that_say_what_to_try(release: Cluster) -> None:
     assert f"helm test {RELEASE} -n {NAMESPACE}" in release.notes
 
 
+@pytest.mark.smoke
 def test_every_chart_pod_runs_the_local_image_ready_on_the_real_node(release: Cluster) -> None:
     pods = release.pods()
     assert sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods) == sorted(COMPONENTS)
@@ -336,6 +332,7 @@ def test_helm_test_passes_with_the_products_own_image_through_the_service_name(r
 
 
 # ----------------------------------------------------------------------------- admission, conversion
+@pytest.mark.smoke
 def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
     # The mutating webhook refuses it (it runs before the CRD schema would), so no validate call.
     before = release.webhook_requests("/mutate-foo")
@@ -356,6 +353,7 @@ def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
     wait_for("the webhook pod to log its denial", decisions, timeout=20)
 
 
+@pytest.mark.smoke
 def test_a_valid_foo_is_defaulted_converted_and_reconciled_by_the_controller_pod(release: Cluster) -> None:
     plane = release.plane
     plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("plain"))
@@ -389,6 +387,7 @@ def test_conversion_goes_through_the_crds_service_reference(release: Cluster) ->
     assert release.webhook_requests("/convert") > before
 
 
+@pytest.mark.smoke
 def test_the_aggregated_api_becomes_available_and_serves_foohealths_from_the_insights_pod(release: Cluster) -> None:
     release.plane.kubectl("apply", "-n", FOOS, "-f", "-", input=foo_yaml("healthy"))
 

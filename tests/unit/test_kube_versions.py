@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hack.kube_versions import go_tags, minor_of, plane_flags, smoke_versions
+from hack.kube_versions import go_tags, kubelet_skew_refusal, minor_of, node_version, plane_flags, smoke_versions
 
 
 @pytest.mark.parametrize(("version", "minor"), [("v1.27.16", 27), ("1.37.2", 37), ("v1.34", 34), ("v1.38.0-rc.1", 38)])
@@ -33,3 +33,25 @@ def test_no_matrix_version_needs_flags_of_its_own(version: str) -> None:
 def test_the_smoke_matrix_is_sorted_oldest_first() -> None:
     versions = smoke_versions()
     assert versions == sorted(versions, key=minor_of) and len(versions) >= 2
+
+
+@pytest.mark.parametrize(
+    ("apiserver", "kubelet"), [("v1.34.4", "v1.34.4"), ("v1.37.2", "v1.34.4"), ("v1.35.0", "v1.34.4")]
+)
+def test_a_kubelet_up_to_three_minors_older_may_join(apiserver: str, kubelet: str) -> None:
+    assert kubelet_skew_refusal(apiserver, kubelet) is None
+
+
+def test_a_kubelet_newer_than_the_apiserver_may_not_join() -> None:
+    refusal = kubelet_skew_refusal("v1.27.16", "v1.34.4")
+    assert refusal is not None and "newer than kube-apiserver v1.27.16" in refusal
+
+
+def test_a_kubelet_four_minors_behind_may_not_join() -> None:
+    refusal = kubelet_skew_refusal("v1.38.0", "v1.34.4")
+    assert refusal is not None and "4 minors behind" in refusal
+
+
+def test_the_real_node_runs_the_default_version_whatever_the_plane(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("K8S_VERSION", "v1.99.0")  # a plane of another version
+    assert node_version() != "v1.99.0"
