@@ -12,15 +12,19 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 import aiohttp
-from kubernetes_asyncio.client import ApiClient
 
 import fooapi
 
 from .ratelimit import TokenBucket
+
+if TYPE_CHECKING:
+    # Only a type here: importing kubernetes_asyncio costs ~150 ms of start-up that a webhook
+    # without --metrics-secure or --cert-rotation never needs (kube.config imports it when used).
+    from kubernetes_asyncio.client import ApiClient
 
 PatchType = Literal["merge", "strategic", "json", "apply"]
 PATCH_CONTENT_TYPES: dict[str, str] = {

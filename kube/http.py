@@ -63,6 +63,11 @@ def _request_timeout(message: str) -> StatusError:
     return StatusError(failure(408, message, reason="Timeout"))
 
 
+def body_too_large(limit: int) -> StatusError:
+    """The 413 for a body past ``limit`` bytes (as read: after any Content-Encoding is undone)."""
+    return StatusError(failure(413, f"request body is larger than the limit of {limit} bytes"))
+
+
 async def read_body(
     request: web.Request, limit: int, *, deadlines: BodyDeadlines | None = None, reservation: Reservation | None = None
 ) -> bytes:
@@ -73,7 +78,7 @@ async def read_body(
     the chunks and their join) and gets a 429 when the budget has no room; a body with one was
     reserved by the caller before reading.
     """
-    too_large = StatusError(failure(413, f"request body is larger than the limit of {limit} bytes"))
+    too_large = body_too_large(limit)
     if request.content_length is not None and request.content_length > limit:
         raise too_large
     chunks: list[bytes] = []
@@ -121,6 +126,9 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+_PAUSE_GC_FROM = 64 * 1024
+
+
 def parse_json(body: bytes) -> Any:
     """``body`` parsed as JSON, or a 400 Status that says what is wrong.
 
@@ -130,6 +138,8 @@ def parse_json(body: bytes) -> Any:
     if not body:
         raise StatusError(failure(400, "request body is empty: expected a JSON object"))
     try:
+        if len(body) < _PAUSE_GC_FROM:
+            return orjson.loads(body)  # too few containers to be worth the pause's own cost
         with gc_paused():
             return orjson.loads(body)
     except orjson.JSONDecodeError as err:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 from typing import Any
 
+import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
@@ -308,3 +310,22 @@ async def test_a_client_that_never_finishes_its_body_gets_a_408_not_a_hang(aioht
 
     response = await client.post("/validate-foo", data=slow_body(), headers={"Content-Type": "application/json"})
     assert response.status == 408 and (await response.json())["reason"] == "Timeout"
+
+
+# --- bodies that arrive whole (the path without timers) --------------------------------------
+
+
+async def test_a_gzipped_review_is_answered_like_a_plain_one(client: Client) -> None:
+    # aiohttp undoes Content-Encoding, so the body read is longer than the Content-Length declared.
+    body = gzip.compress(orjson.dumps(admission_review(foo_v1(replicas=None))))
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    response = await client.post("/mutate-foo", data=body, headers=headers)
+    assert response.status == 200 and (await response.json())["response"]["allowed"] is True
+
+
+async def test_a_gzipped_body_past_the_limit_once_inflated_gets_a_413_status(client: Client) -> None:
+    body = gzip.compress(b" " * (128 * 1024) + orjson.dumps(admission_review(foo_v1())))
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    response = await client.post("/validate-foo", data=body, headers=headers)
+    status = await response.json()
+    assert response.status == 413 and status["code"] == 413 and "limit of 65536 bytes" in status["message"]
