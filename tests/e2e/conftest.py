@@ -44,6 +44,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(skip)
 
 
+class _Stories:
+    @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        keep_stories_in_order(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_Stories(), "foo-operator-stories")
+
+
+def keep_stories_in_order(items: list[pytest.Item]) -> None:
+    """The steps of a module marked ``story`` keep their file order, wherever a shuffle put them.
+
+    Such a module is one user journey told step by step (switching from sample-controller: each
+    step stands on the last, as the user's cluster does); every other test stands alone and may
+    run in any order.
+    """
+    slots: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        if item.get_closest_marker("story") is not None:
+            slots.setdefault(str(item.path), []).append(index)
+    for indices in slots.values():
+        steps = sorted((items[i] for i in indices), key=lambda item: item.reportinfo()[1] or 0)
+        for index, step in zip(indices, steps, strict=True):
+            items[index] = step
+
+
 def _build(*argv: str, env: dict[str, str] | None = None) -> None:
     """hack/build.sh (or another build script): a no-op in seconds when the cache is warm."""
     command = list(argv) or ["bash", str(BUILD_SCRIPT)]

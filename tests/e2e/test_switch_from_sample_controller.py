@@ -38,6 +38,9 @@ from hack.procs import Component, wait_until
 from hack.product import LocalProduct
 from tests.e2e.waiting import wait_for
 
+# One journey in steps (module docstring): they run in file order, also when the suite is shuffled.
+pytestmark = pytest.mark.story
+
 FOOS = 20
 NAMESPACE = "switch-from-sample-controller"
 SCALED = "foo-00"  # scaled by the user after the switch
