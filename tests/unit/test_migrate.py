@@ -16,6 +16,7 @@ from typing import Any, cast
 import pytest
 
 from controller import cli
+from controller import migrate as migrate_module
 from controller.migrate import (
     CRDS,
     Migration,
@@ -443,11 +444,14 @@ async def test_refuses_when_the_conversion_probe_times_out() -> None:
     assert "the conversion webhook is not answering (no answer within 10s)" in output.err[0]
 
 
-async def test_a_version_not_served_for_a_moment_is_asked_again_not_taken_for_a_deleted_foo() -> None:
+async def test_a_version_not_served_for_a_moment_is_asked_again_not_taken_for_a_deleted_foo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # kube-apiserver rebuilds a CRD's handler after each update of the CRD (storedVersions too):
     # for a moment a served version answers 404 for the resource, with no object named.
     server = FakeApiserver(our_crd(), legacy_foos(1))
     server.unserved_probes = 6  # more than the probes a deleted Foo may cost (ATTEMPTS)
+    monkeypatch.setattr(migrate_module, "PROBE_BACKOFF_SECONDS", 0.0)
     code, output, _ = await migrate(server)
     assert code == 0, output.err
     assert any(line.startswith("conversion webhook: answering") for line in output.out)
