@@ -21,6 +21,7 @@ from typing import Any
 
 from hack.cluster import LocalControlPlane, free_port
 from hack.procs import Component
+from hack.product import webhook_args
 
 from . import servers
 from .load import cores, pinned
@@ -75,19 +76,7 @@ def webhooks(repeat: int) -> dict[str, list[float]]:
                 _time_to_ready(
                     "cold-ours",
                     pinned(
-                        [
-                            sys.executable,
-                            "-m",
-                            "webhook",
-                            "--cert-dir",
-                            str(cert_dir),
-                            "--bind-address",
-                            "127.0.0.1",
-                            "--port",
-                            str(port),
-                            "--metrics-bind-address",
-                            "0",
-                        ],
+                        [sys.executable, "-m", "webhook", *webhook_args(cert_dir, port)],
                         server_core,
                     ),
                     _https_ready(port, cert_dir),

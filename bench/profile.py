@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hack.cluster import free_port
+from hack.product import webhook_args
 
 from . import servers
 from .admission import bodies
@@ -127,14 +128,7 @@ def profile_endpoint(cert_dir: Path, tmp: Path, endpoint: str, body: bytes, args
                 str(out),
                 "-m",
                 "webhook",
-                "--cert-dir",
-                str(cert_dir),
-                "--bind-address",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--metrics-bind-address",
-                "0",
+                *webhook_args(cert_dir, port),
             ],
             cert_dir,
             port,

@@ -17,6 +17,7 @@ from certs.authority import issue_serving, new_ca
 from certs.files import write_serving_files
 from hack.cluster import free_port
 from hack.procs import Component, wait_until
+from hack.product import webhook_args
 
 from .foos import create_review, dumps, new_foo
 from .load import cores, pinned
@@ -129,20 +130,7 @@ def _start(
 def ours(cert_dir: Path, *, port: int = 0, args: list[str] | None = None, pin: bool = True) -> Server:
     port = port or free_port()
     # No metrics listener: the Go peer has none either (its metrics are still recorded, as ours are).
-    argv = [
-        sys.executable,
-        "-m",
-        "webhook",
-        "--cert-dir",
-        str(cert_dir),
-        "--bind-address",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--metrics-bind-address",
-        "0",
-        *(args or []),
-    ]
+    argv = [sys.executable, "-m", "webhook", *webhook_args(cert_dir, port), *(args or [])]
     return _start("ours", argv, cert_dir, port, pin=pin)
 
 

@@ -20,6 +20,7 @@ import pytest
 from certs.__main__ import main as certs_main
 from hack.cluster import LocalControlPlane, free_port
 from hack.procs import Component, wait_until
+from hack.product import webhook_args
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,17 +80,10 @@ def _process(kind: str, plane: LocalControlPlane, namespace: str, cert_dir: Path
             sys.executable,
             "-m",
             "webhook",
-            "--cert-dir",
-            str(cert_dir),
-            "--bind-address",
-            "127.0.0.1",
-            "--port",
-            str(free_port()),
+            *webhook_args(cert_dir, free_port(), metrics=f"127.0.0.1:{metrics_port}"),
             "--kubeconfig",
             str(plane.kubeconfig),
             "--metrics-secure",
-            "--metrics-bind-address",
-            f"127.0.0.1:{metrics_port}",
         ]
     # Only its own (empty) namespace, no leader election: it touches nothing another test owns.
     return [
