@@ -20,14 +20,11 @@ own, serving on the node's bridge; hack/node.py puts the machine back afterwards
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import socket
 import ssl
-import threading
 import time
 import urllib.request
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +40,7 @@ from fooapi.crd import CRD_NAME, crd_manifest
 from hack.cluster import LocalControlPlane
 from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
 from hack.pki import KUBERNETES_SERVICE_IP
+from tests.e2e.load import dry_run_foo_create, steady_requests
 from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for, wait_for_more
 
@@ -415,41 +413,6 @@ def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
 
 
 # ----------------------------------------------------------------------------- upgrades, rotation
-@contextlib.contextmanager
-def _steady_writes(plane: LocalControlPlane) -> Iterator[tuple[Counter[int], list[str]]]:
-    """Dry-run Foo creates through kube-apiserver, one after another, until the block ends."""
-    stop = threading.Event()
-    outcomes: Counter[int] = Counter()
-    failures: list[str] = []
-
-    def write() -> None:
-        path = f"/apis/samplecontroller.k8s.io/v1/namespaces/{FOOS}/foos?dryRun=All"
-        n = 0
-        while not stop.is_set():
-            n += 1
-            foo = {
-                "apiVersion": "samplecontroller.k8s.io/v1",
-                "kind": "Foo",
-                "metadata": {"name": f"load-{n}"},
-                "spec": {"deployment": {"name": f"load-{n}"}},
-            }
-            try:
-                status, body = plane.request("POST", path, foo)
-            except OSError as err:
-                status, body = 0, str(err).encode()
-            outcomes[status] += 1
-            if status != 201:
-                failures.append(f"{status}: {body[:300]!r}")
-
-    writer = threading.Thread(target=write, name="foo-writer")
-    writer.start()
-    try:
-        yield outcomes, failures
-    finally:
-        stop.set()
-        writer.join(timeout=30)
-
-
 def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_without_a_failed_write(
     release: Cluster,
 ) -> None:
@@ -460,8 +423,8 @@ def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_wit
     (old,) = release.pods("webhook")
     secret_before = release.get("secret", TLS_SECRET, "-n", NAMESPACE)["data"]
     bundles_before = ca_bundles(release)
-    with _steady_writes(plane) as (outcomes, failures):
-        wait_for_more("writes before the upgrade", lambda: outcomes[201], 10)
+    with steady_requests(plane, [dry_run_foo_create(FOOS)]) as (outcomes, failures):
+        wait_for_more("writes before the upgrade", lambda: outcomes["write"], 10)
         plane.helm(
             "upgrade",
             RELEASE,
@@ -481,10 +444,10 @@ def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_wit
             return len(pods) == 1 and pods[0]["metadata"]["name"] != old["metadata"]["name"]
 
         wait_for("the old webhook pod to drain and go", replaced)
-        wait_for_more("writes after the rollout", lambda: outcomes[201], 10)
+        wait_for_more("writes after the rollout", lambda: outcomes["write"], 10)
     print(f"writes during the rollout: {dict(outcomes)}")
-    assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
-    assert outcomes[201] >= 20, dict(outcomes)
+    assert failures == [], f"{len(failures)} writes failed ({outcomes['write']} did not): {failures[:5]}"
+    assert outcomes["write"] >= 20, dict(outcomes)
     assert release.get("secret", TLS_SECRET, "-n", NAMESPACE)["data"] == secret_before, "the upgrade changed the Secret"
     assert ca_bundles(release) == bundles_before, "the upgrade changed a caBundle"
     (new,) = release.pods("webhook")
@@ -546,8 +509,8 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
     names = [n for svc in (SERVICE, f"{RELEASE}-insights") for n in service_dns_names(svc, NAMESPACE)]
     serving = issue_serving(ca, common_name=SERVICE, dns_names=names)
     _set_ca_bundles(plane, base64.b64encode(old_ca + ca.cert_pem).decode())
-    with _steady_writes(plane) as (outcomes, failures):
-        wait_for_more("writes before the rotation", lambda: outcomes[201], 5)
+    with steady_requests(plane, [dry_run_foo_create(FOOS)]) as (outcomes, failures):
+        wait_for_more("writes before the rotation", lambda: outcomes["write"], 5)
         data = {"ca.crt": ca.cert_pem, "tls.crt": serving.cert_pem, "tls.key": serving.key_pem}
         plane.kubectl(
             "patch",
@@ -564,10 +527,10 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
             "the pod to serve the new certificate", lambda: _serving_issuer(ip, 9443) == "rotated-by-e2e", timeout=120
         )
         print(f"the pod served the rotated certificate {time.monotonic() - began:.1f}s after the Secret changed")
-        wait_for_more("writes after the rotation", lambda: outcomes[201], 5)
+        wait_for_more("writes after the rotation", lambda: outcomes["write"], 5)
     print(f"writes during the rotation: {dict(outcomes)}")
-    assert failures == [], f"{len(failures)} of {sum(outcomes.values())} writes failed: {failures[:5]}"
-    assert outcomes[201] >= 10, dict(outcomes)
+    assert failures == [], f"{len(failures)} writes failed ({outcomes['write']} did not): {failures[:5]}"
+    assert outcomes["write"] >= 10, dict(outcomes)
     (after,) = release.pods("webhook")
     assert after["metadata"]["name"] == name
     assert after["status"]["containerStatuses"][0]["restartCount"] == 0
