@@ -10,6 +10,7 @@ import yaml
 
 from hack.cluster import LocalControlPlane
 from hack.product import OWN_NAMESPACE, LocalProduct
+from tests.e2e.waiting import wait_for
 
 
 def foo_yaml(
@@ -147,7 +148,11 @@ def test_kubectl_get_shows_the_printer_columns(foo_operator: LocalProduct, names
 
 
 def test_kubectl_explain_describes_the_spec(foo_operator: LocalProduct) -> None:
-    out = foo_operator.plane.kubectl("explain", "foo.spec").stdout
+    # kube-apiserver republishes a CRD's OpenAPI a moment after each update of the CRD (another
+    # test may just have made one): until then explain says it cannot find the resource.
+    out = wait_for(
+        "kubectl explain to find the Foo schema", lambda: foo_operator.plane.kubectl("explain", "foo.spec").stdout
+    )
     assert "deployment" in out and "Number of replicas, 1 to 10" in out
 
 
