@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from certs.authority import KeyPair, generate_private_key, issue_client, issue_serving, new_ca
@@ -168,3 +171,15 @@ def write_kubeconfig(
     path.parent.mkdir(parents=True, exist_ok=True)
     _write(path, yaml.safe_dump(config, sort_keys=False).encode(), private=True)
     return path
+
+
+def served_certificate(host: str, port: int) -> x509.Certificate:
+    """The certificate a TLS server at ``host:port`` serves right now (not verified: a test reads
+    which one a pod serves while certificates rotate)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with context.wrap_socket(socket.create_connection((host, port), timeout=5)) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der)

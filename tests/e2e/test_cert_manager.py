@@ -17,8 +17,6 @@ import base64
 import contextlib
 import functools
 import json
-import socket
-import ssl
 import subprocess
 import time
 from collections import Counter
@@ -35,6 +33,7 @@ from fooapi.crd import CRD_NAME
 from hack.binaries import BUILD_SCRIPT, cert_manager
 from hack.cluster import LocalControlPlane
 from hack.node import RealNode, chart_values, plane_with_real_node
+from hack.pki import served_certificate
 from hack.procs import Component
 from tests.e2e.load import Call, dry_run_foo_create, steady_requests
 from tests.e2e.waiting import wait_for, wait_for_more
@@ -140,19 +139,8 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
                 process.stop()
 
 
-def _serving_serial(ip: str, port: int) -> int:
-    """The serial number of the certificate a pod serves right now."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with context.wrap_socket(socket.create_connection((ip, port), timeout=5)) as tls:
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return x509.load_der_x509_certificate(der).serial_number
-
-
 def _serves(ip: str, port: int, serial: int) -> bool:
-    return _serving_serial(ip, port) == serial
+    return served_certificate(ip, port).serial_number == serial
 
 
 def _secret_serial(cluster: Cluster) -> int:

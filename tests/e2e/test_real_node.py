@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import ssl
 import time
 import urllib.request
@@ -32,14 +31,13 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME, crd_manifest
 from hack.cluster import LocalControlPlane
 from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
-from hack.pki import KUBERNETES_SERVICE_IP
+from hack.pki import KUBERNETES_SERVICE_IP, served_certificate
 from tests.e2e.load import dry_run_foo_create, steady_requests
 from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for, wait_for_more
@@ -458,13 +456,7 @@ def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_wit
 
 def _serving_issuer(ip: str, port: int) -> str:
     """The issuer CN of the certificate a pod serves right now."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with context.wrap_socket(socket.create_connection((ip, port), timeout=5)) as tls:
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    names = x509.load_der_x509_certificate(der).issuer.get_attributes_for_oid(NameOID.COMMON_NAME)
+    names = served_certificate(ip, port).issuer.get_attributes_for_oid(NameOID.COMMON_NAME)
     return str(names[0].value)
 
 
