@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from certs.files import write_atomic
 from fooapi import KIND
-from fooapi.views import POD_LABEL, Object
+from fooapi.views import POD_LABEL, DeploymentView, Object
 from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, FOOS, PODS, KubeClient
 from kube.informer import Informer
 
@@ -91,7 +92,7 @@ class RequestHeaderSource:
 _META = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "ownerReferences", "creationTimestamp")
 
 
-def _keep(obj: Object, fields: tuple[str, ...]) -> Object:
+def _keep(obj: Mapping[str, Any], fields: tuple[str, ...]) -> Object:
     return {k: obj[k] for k in fields if k in obj}
 
 
@@ -101,11 +102,12 @@ def _typed(obj: Object) -> Object:
 
 def slim_deployment(deployment: Object) -> Object:
     """What FooHealth reads of a Deployment; the Pod template and the rest stay out of memory."""
+    view = DeploymentView(deployment)
     return {
         **_typed(deployment),
-        "metadata": _keep(deployment.get("metadata") or {}, _META),
-        "spec": _keep(deployment.get("spec") or {}, ("replicas",)),
-        "status": deployment.get("status") or {},
+        "metadata": _keep(view.metadata, _META),
+        "spec": _keep(view.spec, ("replicas",)),
+        "status": dict(view.status),
     }
 
 
