@@ -28,7 +28,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -476,6 +476,19 @@ class LocalControlPlane:
             timeout=timeout,
             env=self.env(),
         )
+
+    def kubectl_objects(
+        self, verb: str, objects: Iterable[Mapping[str, Any]], *flags: str, timeout: float | None = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        """``kubectl <verb> <flags> -f -`` with the objects as one List: one kubectl run for any number."""
+        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+        return self.kubectl(verb, *flags, "-f", "-", input=document, timeout=timeout)
+
+    def apply(self, *objects: Mapping[str, Any], field_manager: str | None = None) -> None:
+        """``kubectl apply`` of the objects; with a ``field_manager``, a server-side apply that takes
+        the fields over from any other manager (what a re-run of an installer wants)."""
+        server_side = ("--server-side", "--force-conflicts", f"--field-manager={field_manager}")
+        self.kubectl_objects("apply", objects, *(server_side if field_manager else ()))
 
     def helm(
         self, *args: str, check: bool = True, input: str | bytes | None = None, timeout: float | None = 300.0

@@ -7,7 +7,6 @@ webhook and the admission configurations point at ``https://127.0.0.1:<port>`` w
 
 from __future__ import annotations
 
-import json
 import shutil
 import ssl
 import sys
@@ -88,10 +87,7 @@ class LocalProduct:
 
     def register(self) -> None:
         """Server-side apply of our objects; re-running it converges (e.g. after a restart)."""
-        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": self.manifests()})
-        self.plane.kubectl(
-            "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-", input=document
-        )
+        self.plane.apply(*self.manifests(), field_manager=FIELD_MANAGER)
         self.plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
     def unregister_admission(self) -> None:

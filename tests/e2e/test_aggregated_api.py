@@ -55,18 +55,6 @@ class Insights:
         return self.plane.kubectl(*args, check=check, input=input)
 
 
-def _apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
-    plane.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--field-manager=e2e",
-        "-f",
-        "-",
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
-    )
-
-
 def _service_objects(ns_ip: str) -> list[dict[str, Any]]:
     """A Service without selector and its endpoints, written by hand: the address is ours to give."""
     port = {"name": "https", "port": PORT, "protocol": "TCP"}
@@ -132,12 +120,12 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
             ca, common_name=SERVICE, dns_names=service_dns_names(SERVICE, SERVICE_NAMESPACE), ips=[netns.ns_ip]
         )
         write_serving_files(workdir / "certs", ca, serving, force=True)
-        _apply(plane, *_service_objects(netns.ns_ip))
-        _apply(
-            plane,
+        plane.apply(*_service_objects(netns.ns_ip), field_manager="e2e")
+        plane.apply(
             *aggregated_api_manifests(
                 namespace=SERVICE_NAMESPACE, service=SERVICE, service_account=SERVICE_ACCOUNT, ca_bundle=ca.cert_pem
             ),
+            field_manager="e2e",
         )
 
         netns.forward_host_port(plane.apiserver_port)
@@ -244,7 +232,7 @@ def _run_like_the_controller(insights: Insights, namespace: str, name: str, repl
             },
         },
     }
-    _apply(insights.plane, deployment)
+    insights.plane.apply(deployment, field_manager="e2e")
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     status = {
         "status": {

@@ -38,15 +38,7 @@ def test_a_custom_image_survives_a_read_and_write_back_at_v1alpha1(foo_operator:
 def test_listing_a_thousand_foos_at_the_non_storage_version_works(foo_operator: LocalProduct, namespace: str) -> None:
     plane = foo_operator.plane
     items = [yaml.safe_load(foo_yaml(f"many-{i:04d}", deployment=f"web-{i}", image="nginx:1.27")) for i in range(1000)]
-    plane.kubectl(
-        "create",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
-        timeout=600,
-    )
+    plane.kubectl_objects("create", items, "-n", namespace, timeout=600)
     listed = json.loads(
         plane.kubectl("get", "foos.v1alpha1.samplecontroller.k8s.io", "-n", namespace, "-o", "json", timeout=300).stdout
     )["items"]

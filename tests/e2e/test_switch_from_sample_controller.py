@@ -219,8 +219,7 @@ def legacy(plane: LocalControlPlane) -> Legacy:
     plane.kubectl("create", "namespace", NAMESPACE)
     controller = sample_controller(plane, "sample-controller.log")
     try:
-        document = {"apiVersion": "v1", "kind": "List", "items": [legacy_foo(i) for i in range(FOOS)]}
-        plane.kubectl("apply", "-f", "-", input=json.dumps(document))
+        plane.apply(*(legacy_foo(i) for i in range(FOOS)))
         wait_for(
             "sample-controller to roll out every Foo's Deployment", lambda: available(plane, "v1alpha1"), timeout=180
         )
