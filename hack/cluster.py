@@ -30,13 +30,12 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from hack.binaries import Binaries, MissingBinaryError, find_binaries
 from hack.kube_versions import plane_flags
 from hack.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPKI, write_kubeconfig, write_pki
-from hack.procs import Component, ComponentError, wait_until
+from hack.procs import Component, ComponentError, Started, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class LocalControlPlane:
+class LocalControlPlane(Started):
     """etcd + kube-apiserver (+ kube-controller-manager, kube-scheduler, kwok) under `workdir`.
 
     After `start()`: `kubeconfig` (admin, system:masters), `server`, `bin`, `pki`,
@@ -140,15 +139,6 @@ class LocalControlPlane:
         return self.pki_dir / "front-proxy-ca.key"
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> LocalControlPlane:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     def start(self) -> None:
         """Start every component and return once the plane is ready; on failure stop all."""
         needed = ["etcd", "kube_apiserver", "kubectl"]

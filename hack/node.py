@@ -32,7 +32,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -59,7 +58,7 @@ from hack.machine import (
     unmount_under,
 )
 from hack.pki import KUBERNETES_SERVICE_IP, SERVICE_CLUSTER_IP_RANGE, issue_user
-from hack.procs import Component, ComponentError, wait_until
+from hack.procs import Component, ComponentError, Started, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +144,7 @@ class NodeBridge:
         self.created = False
 
 
-class RealNode:
+class RealNode(Started):
     """containerd, kubelet and kube-proxy for one node named `name`, state under `workdir`."""
 
     def __init__(
@@ -183,15 +182,6 @@ class RealNode:
         self._netns_before: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> RealNode:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     def start(self) -> None:
         reason = cannot_host_node()
         if reason:

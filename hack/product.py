@@ -21,7 +21,7 @@ from fooapi.crd import crd_manifest
 from webhook.manifests import CONFIGURATION_NAME, mutating_configuration, url_client_config, validating_configuration
 
 from .cluster import LocalControlPlane, free_port
-from .procs import Component, wait_until
+from .procs import Component, Started, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 FIELD_MANAGER = "foo-operator"
@@ -41,7 +41,7 @@ def webhook_args(cert_dir: Path, port: int, *, metrics: str = "0") -> list[str]:
     ]  # fmt: skip
 
 
-class LocalProduct:
+class LocalProduct(Started):
     """The webhook service (and optionally the controller) running against ``plane``."""
 
     def __init__(
@@ -159,10 +159,3 @@ class LocalProduct:
                 component.stop()
         # The private key must not outlive the run (logs are kept, keys are not).
         shutil.rmtree(self.cert_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalProduct:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

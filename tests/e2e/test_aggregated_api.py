@@ -490,21 +490,15 @@ def test_rbac_on_the_new_resources_reaches_users_through_view_and_edit(available
     )
     out = available.kubectl("get", "foohealths", "-n", namespace, "--as=bob").stdout
     assert "guarded" in out
+
     # --validate=false: kubectl's client-side validation of a create-only kind wants to list CRDs,
     # which bob may not (kubernetes/kubernetes#116245); the server answers the same either way.
-    review = available.kubectl(
-        "create",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        "--as=bob",
-        "--validate=false",
-        check=False,
-        input=_review(
-            {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}
-        ),
-    )
+    def review_as_bob(*flags: str) -> subprocess.CompletedProcess[str]:
+        foo = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}
+        argv = ("create", "-n", namespace, "-f", "-", "--as=bob", "--validate=false", *flags)
+        return available.kubectl(*argv, check=False, input=_review(foo))
+
+    review = review_as_bob()
     assert review.stderr.strip() == (  # view does not include fooreviews; edit does
         f'Error from server (Forbidden): error when creating "STDIN": fooreviews.{GROUP} is forbidden: '
         f'User "bob" cannot create resource "fooreviews" in API group "{GROUP}" in the namespace "{namespace}"'
@@ -512,21 +506,7 @@ def test_rbac_on_the_new_resources_reaches_users_through_view_and_edit(available
     available.kubectl("create", "rolebinding", "bob-edit", "--clusterrole=edit", "--user=bob", "-n", namespace)
 
     def reviewed() -> bool:
-        result = available.kubectl(
-            "create",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            "--as=bob",
-            "--validate=false",
-            "-o",
-            "json",
-            check=False,
-            input=_review(
-                {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}
-            ),
-        )
+        result = review_as_bob("-o", "json")
         return result.returncode == 0 and json.loads(result.stdout)["status"]["allowed"] is False
 
     wait_for("bob to be allowed to create fooreviews through edit", reviewed, timeout=60)

@@ -177,6 +177,12 @@ def deployment_of(plane: LocalControlPlane, namespace: str, name: str) -> dict[s
     return get(plane, "deployment", name, "-n", namespace, check=False)
 
 
+def foo_with_its_deployment(plane: LocalControlPlane, namespace: str, name: str, replicas: int) -> dict[str, Any]:
+    """Apply a Foo (its Deployment ``<name>-nginx``, as foo_v1 names it) and wait for the controller to make it."""
+    plane.apply(foo_v1(name, namespace=namespace, replicas=replicas))
+    return wait_for("the Deployment", lambda: deployment_of(plane, namespace, f"{name}-nginx"))
+
+
 # ---- the contract ------------------------------------------------------------------------------
 
 
@@ -220,8 +226,7 @@ def test_a_new_foo_gets_sample_controllers_deployment(
 def test_scaling_the_foo_scales_the_deployment(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    control_plane.apply(foo_v1("scaled", namespace=namespace, replicas=1))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "scaled-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "scaled", replicas=1)
 
     control_plane.kubectl("scale", "foo/scaled", "--replicas=3", "-n", namespace)
 
@@ -234,8 +239,7 @@ def test_scaling_the_foo_scales_the_deployment(
 def test_a_hand_edited_deployment_is_reverted(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    control_plane.apply(foo_v1("edited", namespace=namespace, replicas=2))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "edited-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "edited", replicas=2)
 
     control_plane.kubectl("scale", "deployment/edited-nginx", "--replicas=5", "-n", namespace)
     control_plane.kubectl("set", "image", "deployment/edited-nginx", "nginx=nginx:1.0", "-n", namespace)
@@ -376,8 +380,7 @@ def test_a_foreign_deployment_is_left_alone_and_reported(
 def test_deleting_the_foo_garbage_collects_its_deployment(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    control_plane.apply(foo_v1("doomed", namespace=namespace, replicas=1))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "doomed-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "doomed", replicas=1)
 
     control_plane.kubectl("delete", "foo", "doomed", "-n", namespace)
 
@@ -391,8 +394,7 @@ def test_deleting_the_foo_garbage_collects_its_deployment(
 def test_foreground_deletion_is_not_fought(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    control_plane.apply(foo_v1("careful", namespace=namespace, replicas=1))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "careful-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "careful", replicas=1)
 
     # The Foo stays (with a deletionTimestamp) until the collector removed the Deployment;
     # a controller re-creating it meanwhile would keep the Foo alive forever.
@@ -468,8 +470,7 @@ def test_sigterm_finishes_in_flight_work_and_exits_zero(
 def test_converges_after_kube_apiserver_restarts(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    control_plane.apply(foo_v1("survivor", namespace=namespace, replicas=1))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "survivor-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "survivor", replicas=1)
 
     control_plane.restart_apiserver()
 
