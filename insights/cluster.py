@@ -20,7 +20,7 @@ from typing import Any
 from certs.files import write_atomic
 from fooapi import KIND
 from fooapi.views import POD_LABEL, DeploymentView, Object
-from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, FOOS, PODS, KubeClient
+from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, FOOS, PODS, SUBJECT_ACCESS_REVIEWS, KubeClient
 from kube.informer import Informer
 
 from .authn import CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Authenticator, RequestHeaderConfig, UserInfo
@@ -29,15 +29,13 @@ from .view import INDEXERS, HealthView
 
 log = logging.getLogger(__name__)
 
-SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-
 
 def sar_authorizer(client: KubeClient, timeout: float = 10.0) -> Authorizer:
     """Ask the cluster with a SubjectAccessReview (needs RBAC: system:auth-delegator)."""
 
     async def authorize(user: UserInfo, info: RequestInfo) -> Decision:
         answer = await client.request(
-            "POST", SUBJECT_ACCESS_REVIEWS, body=subject_access_review(user, info), timeout=timeout
+            "POST", SUBJECT_ACCESS_REVIEWS.path(), body=subject_access_review(user, info), timeout=timeout
         )
         return decision_of(answer)
 
