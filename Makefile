@@ -22,8 +22,9 @@ $(STAMP): pyproject.toml
 # `make test`, printed in the stage's name; `make test TEST_SEED=N` replays that order. The e2e tier
 # joined once shuffled runs stopped finding order dependences: earlier ones found two (the switching
 # journey, now a story; kubectl explain racing a CRD update, fixed), the last two (seeds 7391 and
-# 52817: 85 of 85 each, the real-node and cert-manager modules left out) none. An e2e module that is one journey in steps is marked `story` and keeps its file order
-# (tests/e2e/conftest.py). `make e2e-alone` runs each e2e test on its own.
+# 52817: 85 of 85 each, the real-node and cert-manager modules left out) none. An e2e module that
+# is one journey in steps is marked `story` and keeps its file order (tests/e2e/conftest.py).
+# `make e2e-alone` runs each e2e test on its own.
 TEST_SEED := $(or $(TEST_SEED),$(shell od -An -N3 -tu4 /dev/urandom | tr -d ' '))
 export TEST_SEED
 SHUFFLE = -p randomly --randomly-seed=$(TEST_SEED)
