@@ -29,7 +29,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,13 @@ LOAD_NAMESPACE = "dashboard-load"
 SCRAPER = "prometheus"  # the ServiceAccount Prometheus scrapes as, in the release namespace
 # Panels that a short healthy run leaves empty, and why: said in the picture instead of data.
 EMPTY_FOR_A_REASON = {
+    "Server errors (5xx share)": "no 5xx answer in the run (a denial is a 200 with allowed: false)",
     "Informer watch restarts": "no watch ended in the run: the informers ask for 5-10 min watches",
 }
+# A Deployment no Foo owns: each round one Foo names it, and the controller refuses to adopt it
+# (ErrResourceExists, as sample-controller does): the "Reconcile errors" panel shows real errors.
+NOT_OURS = "not-ours"
+CONFLICT_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -186,13 +191,19 @@ async def load(plane: LocalControlPlane, seconds: float) -> dict[str, int]:
     async with AdminClient(plane, connections=8, user_agent="foo-operator-dashboard") as client:
 
         def scale(name: str) -> Any:
-            async def call() -> tuple[int, bytes]:  # read, change replicas, write back: an UPDATE
-                status, raw = await client.request("GET", f"{base.format('v1')}/{name}")
-                if status != 200:
-                    return status, raw
-                foo = json.loads(raw)
-                foo["spec"]["replicas"] = 2
-                return await client.request("PUT", f"{base.format('v1')}/{name}", foo)
+            async def call() -> tuple[int, bytes]:
+                """Read, change replicas, write back (an UPDATE); again on a conflict with the
+                controller's status writes, as client-go's RetryOnConflict does."""
+                for _ in range(CONFLICT_RETRIES):
+                    status, raw = await client.request("GET", f"{base.format('v1')}/{name}")
+                    if status != 200:
+                        return status, raw
+                    foo = json.loads(raw)
+                    foo["spec"]["replicas"] = 2
+                    status, raw = await client.request("PUT", f"{base.format('v1')}/{name}", foo)
+                    if status != 409:
+                        break
+                return status, raw
 
             return call
 
@@ -205,13 +216,16 @@ async def load(plane: LocalControlPlane, seconds: float) -> dict[str, int]:
             current = [plain_foo(i, prefix="now", namespace=LOAD_NAMESPACE) for i in batch]
             legacy = [plain_foo(i, prefix="old", version="v1alpha1", namespace=LOAD_NAMESPACE) for i in batch]
             denied = [{**foo, "spec": {**foo["spec"], "replicas": 11}} for foo in current[:3]]
+            clash = plain_foo(round_, prefix="clash", namespace=LOAD_NAMESPACE)
+            clash["spec"]["deployment"]["name"] = NOT_OURS
             steps: list[tuple[str, list[Any], tuple[int, ...]]] = [
                 ("created", [request("POST", base.format("v1"), foo) for foo in current], (201,)),
                 ("created", [request("POST", base.format("v1alpha1"), foo) for foo in legacy], (201,)),
+                ("created", [request("POST", base.format("v1"), clash)], (201,)),
                 ("denied", [request("POST", base.format("v1"), foo) for foo in denied], (422,)),
                 ("scaled", [scale(foo["metadata"]["name"]) for foo in current], (200,)),
                 ("read v1alpha1", [request("GET", base.format("v1alpha1"))], (200,)),
-                ("deleted", [request("DELETE", f"{base.format('v1')}/{foo['metadata']['name']}") for foo in current + legacy], (200,)),
+                ("deleted", [request("DELETE", f"{base.format('v1')}/{foo['metadata']['name']}") for foo in [*current, *legacy, clash]], (200,)),
             ]  # fmt: skip
             for what, calls, ok in steps:
                 outcome = await client.many(calls, concurrency=4, ok=ok)
@@ -257,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         plane = stack.enter_context(LocalControlPlane(args.workdir / "plane"))
         token = scraper_token(plane)
         plane.kubectl("create", "namespace", LOAD_NAMESPACE)
+        plane.kubectl("create", "deployment", NOT_OURS, "--image=nginx", "-n", LOAD_NAMESPACE)
         product = LocalProduct(
             plane,
             controller=True,
@@ -269,15 +284,16 @@ def run(args: argparse.Namespace) -> int:
                 "--leader-elect",
                 "--leader-elect-namespace",
                 OWN_NAMESPACE,
-            ],  # fmt: skip
+            ],
         )
         stack.enter_context(product)
         ports["webhook"] = product.metrics_port
         stack.enter_context(insights(plane, product.cert_dir, ports["insights"]))
         token_file = args.workdir / "prometheus" / "token"
         token_file.parent.mkdir(parents=True, exist_ok=True)
+        token_file.touch(0o600)
+        stack.callback(token_file.unlink, missing_ok=True)  # the token must not outlive the run
         token_file.write_text(token)
-        token_file.chmod(0o600)
         ca = product.cert_dir / "ca.crt"
         targets = [Target("webhook", ports["webhook"], ca), Target("insights", ports["insights"], ca)]
         targets.append(Target("controller", ports["controller"], None))
@@ -304,20 +320,36 @@ def run(args: argparse.Namespace) -> int:
             print(f"{panel.title:40} {count:3d} series{'  (empty: ' + reason + ')' if reason else ''}")
             if not count and not reason:
                 unexplained.append(panel.title)
-        token_file.unlink()  # the token must not outlive the run
-
-    from hack.dashboard_render import render
 
     caption = (
-        f"foo-operator dashboard, {args.seconds:.0f} s of Foo load on a local plane (Kubernetes {plane.version}); "
-        f"commit {commit()}, {machine()}; made by `make dashboard`. "
+        f"foo-operator's Grafana dashboard: {args.seconds:.0f} s of Foo load on a local plane (Kubernetes "
+        f"{plane.version}), scraped every {args.scrape_interval:g} s; commit {commit()}, {machine()}; "
+        "made by `make dashboard`. "
         + " ".join(f"{title}: {why}." for title, why in EMPTY_FOR_A_REASON.items() if not data.get(title))
     )
-    render(panels, data, EMPTY_FOR_A_REASON, start, args.out, caption)
+    saved = {
+        "start": start,
+        "caption": caption,
+        "data": {title: [asdict(s) for s in found] for title, found in data.items()},
+    }
+    (args.workdir / "run.json").write_text(json.dumps(saved))
+    draw(args.workdir / "run.json", args.out)
     if unexplained:
         print(f"make dashboard: empty panels: {', '.join(unexplained)}", file=sys.stderr)
         return 1
     return 0
+
+
+def draw(saved: Path, out: Path) -> None:
+    """The picture from a run's saved series (``--redraw`` draws again without a new run)."""
+    from hack.dashboard_render import render  # matplotlib: the [docs] extra, needed here only
+
+    run = json.loads(saved.read_text())
+    data = {
+        title: [Series(s["name"], tuple(s["times"]), tuple(s["values"])) for s in found]
+        for title, found in run["data"].items()
+    }
+    render(load_panels(), data, EMPTY_FOR_A_REASON, run["start"], out, run["caption"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,9 +358,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scrape-interval", type=float, default=2.0, help="seconds between scrapes (default: 2)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "images" / "dashboard.svg", help="the picture")
     parser.add_argument("--workdir", type=Path, default=REPO / ".local" / "dashboard", help="plane, Prometheus, logs")
+    parser.add_argument("--redraw", action="store_true", help="draw the last run's series again (no new run)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="==> %(message)s", stream=sys.stderr)
     try:
+        if args.redraw:
+            draw(args.workdir / "run.json", args.out)
+            return 0
         return run(args)
     except (ComponentError, MissingBinaryError, KubectlError, OSError) as err:
         print(f"make dashboard: {err}", file=sys.stderr)
