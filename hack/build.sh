@@ -348,18 +348,7 @@ build_kwok_in() {
 # promtool's rule commands need none of them, and their SDKs are most of its dependencies.
 PROMTOOL_TAGS=remove_all_sd
 build_promtool() {
-  local out="$BIN/prometheus-$PROMETHEUS_VERSION/promtool"
-  if is_built "$out"; then log "promtool $PROMETHEUS_VERSION: cached"; return; fi
-  log "building promtool $PROMETHEUS_VERSION (~4 min with a cold Go cache)"
-  timed "promtool $PROMETHEUS_VERSION" build_promtool_in "$SRC/prometheus-$PROMETHEUS_VERSION" "$out"
-}
-
-build_promtool_in() {
-  WRAPPER_TAGS="$PROMTOOL_TAGS" init_wrapper "$1" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
-    github.com/prometheus/prometheus/cmd/promtool
-  # Stamped as Prometheus' Makefile (promu) does, so `promtool --version` names the release.
-  build_binary "$1" github.com/prometheus/prometheus/cmd/promtool "$2" -tags "$PROMTOOL_TAGS" \
-    -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}"
+  build_prometheus_command promtool "$SRC/prometheus-$PROMETHEUS_VERSION" "~4 min with a cold Go cache"
 }
 
 # ---------------------------------------------------------------- prometheus (server)
@@ -368,18 +357,27 @@ build_promtool_in() {
 # tags as promtool (static scrape configs need no service discovery); built without the
 # `builtinassets` tag, so the web UI's assets are not embedded: only the HTTP API is used. A
 # wrapper of its own: cmd/prometheus needs modules promtool's does not, and sharing one would
-# re-tidy it each time the two builds alternate.
+# re-tidy it each time the two builds alternate. Not nearly free after promtool: ~6 min on 2
+# busy cores with promtool's packages in the Go build cache (the TSDB, scrape, web and
+# notifier packages are the server's alone), so `make test` does not build it.
 build_prometheus() {
-  local out="$BIN/prometheus-$PROMETHEUS_VERSION/prometheus"
-  if is_built "$out"; then log "prometheus $PROMETHEUS_VERSION: cached"; return; fi
-  log "building prometheus $PROMETHEUS_VERSION (minutes; much of it shared with promtool's Go cache)"
-  timed "prometheus $PROMETHEUS_VERSION" build_prometheus_in "$SRC/prometheus-server-$PROMETHEUS_VERSION" "$out"
+  build_prometheus_command prometheus "$SRC/prometheus-server-$PROMETHEUS_VERSION" \
+    "~6 min on 2 cores, even after promtool's build"
 }
 
-build_prometheus_in() {
-  WRAPPER_TAGS="$PROMTOOL_TAGS" init_wrapper "$1" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
-    github.com/prometheus/prometheus/cmd/prometheus
-  build_binary "$1" github.com/prometheus/prometheus/cmd/prometheus "$2" -tags "$PROMTOOL_TAGS" \
+# $1 = command under github.com/prometheus/prometheus/cmd, $2 = its wrapper dir, $3 = how long it takes.
+build_prometheus_command() {
+  local command="$1" out="$BIN/prometheus-$PROMETHEUS_VERSION/$1"
+  if is_built "$out"; then log "$command $PROMETHEUS_VERSION: cached"; return; fi
+  log "building $command $PROMETHEUS_VERSION ($3)"
+  timed "$command $PROMETHEUS_VERSION" build_prometheus_command_in "$command" "$2" "$out"
+}
+
+build_prometheus_command_in() {
+  local package="github.com/prometheus/prometheus/cmd/$1"
+  WRAPPER_TAGS="$PROMTOOL_TAGS" init_wrapper "$2" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" "$package"
+  # Stamped as Prometheus' Makefile (promu) does, so `--version` names the release.
+  build_binary "$2" "$package" "$3" -tags "$PROMTOOL_TAGS" \
     -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}"
 }
 

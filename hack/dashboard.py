@@ -321,9 +321,11 @@ def run(args: argparse.Namespace) -> int:
             if not count and not reason:
                 unexplained.append(panel.title)
 
+    busy = os.getloadavg()[1]  # the machine may be shared: latencies read differently on a busy one
     caption = (
         f"foo-operator's Grafana dashboard: {args.seconds:.0f} s of Foo load on a local plane (Kubernetes "
-        f"{plane.version}), scraped every {args.scrape_interval:g} s; commit {commit()}, {machine()}; "
+        f"{plane.version}), scraped every {args.scrape_interval:g} s; commit {commit()}, {machine()}, "
+        f"load average {busy:.1f} during the run; "
         "made by `make dashboard`. "
         + " ".join(f"{title}: {why}." for title, why in EMPTY_FOR_A_REASON.items() if not data.get(title))
     )
