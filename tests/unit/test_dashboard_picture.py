@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hack.dashboard import Target, prometheus_config
+from hack.dashboard import EMPTY_FOR_A_REASON, Target, prometheus_config
 from hack.grafana import (
     GridPos,
     Panel,
@@ -186,3 +186,9 @@ def test_prometheus_scrapes_each_process_under_the_job_and_labels_the_dashboard_
     assert matchers
     for matcher in matchers:
         assert any(re.fullmatch(matcher, name) for name in jobs), matcher
+
+
+def test_every_panel_allowed_to_stay_empty_is_a_panel_of_the_dashboard_with_a_reason() -> None:
+    titles = {p.title for p in load_panels() if not p.is_row}
+    assert set(EMPTY_FOR_A_REASON) <= titles
+    assert all(reason for reason in EMPTY_FOR_A_REASON.values())
