@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hack.binaries import MissingBinaryError, find_binaries
 from hack.dashboard import EMPTY_FOR_A_REASON, Target, prometheus_config
 from hack.grafana import (
     GridPos,
@@ -192,3 +193,16 @@ def test_every_panel_allowed_to_stay_empty_is_a_panel_of_the_dashboard_with_a_re
     titles = {p.title for p in load_panels() if not p.is_row}
     assert set(EMPTY_FOR_A_REASON) <= titles
     assert all(reason for reason in EMPTY_FOR_A_REASON.values())
+
+
+@pytest.mark.parametrize(
+    ("missing", "hint"),
+    [
+        ("prometheus", "run `bash hack/build.sh prometheus` first"),
+        ("sample_controller_crd", "run `bash hack/build.sh sample-controller` first"),
+        ("etcd", "run `bash hack/build.sh` first"),
+    ],
+)
+def test_a_binary_not_built_names_the_build_target_that_makes_it(tmp_path: Path, missing: str, hint: str) -> None:
+    with pytest.raises(MissingBinaryError, match=re.escape(hint)):
+        find_binaries({"FOO_OPERATOR_CACHE": str(tmp_path)}).require(missing)
