@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -264,6 +265,17 @@ def commit() -> str:
     return head.stdout.strip() + ("+changes" if dirty else "")
 
 
+def missing_prerequisite() -> str | None:
+    """What stops a run before it starts (rather than after minutes of load), in one line."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return "matplotlib is not installed: pip install -e '.[docs]' (make dashboard does)"
+    try:
+        find_binaries().require("prometheus")
+    except MissingBinaryError as err:
+        return str(err)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     panels = load_panels()
     ports = {"webhook": 0, "insights": free_port(), "controller": free_port(), "prometheus": free_port()}
@@ -363,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redraw", action="store_true", help="draw the last run's series again (no new run)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="==> %(message)s", stream=sys.stderr)
+    problem = missing_prerequisite()
+    if problem:
+        print(f"make dashboard: {problem}", file=sys.stderr)
+        return 1
     try:
         if args.redraw:
             draw(args.workdir / "run.json", args.out)
