@@ -69,6 +69,7 @@ class Binaries:
     sample_controller: Path  # only built by `hack/build.sh sample-controller`
     sample_controller_crd: Path
     promtool: Path  # Prometheus' rule checker, for the chart's PrometheusRule (not part of the plane)
+    prometheus: Path  # the Prometheus server, only built by `hack/build.sh prometheus` (make dashboard)
     k8s_version: str
     # True when kube-apiserver/kubectl come from KUBEBUILDER_ASSETS or TEST_ASSET_*, so their
     # version is whatever the user supplied, not `k8s_version`.
@@ -85,11 +86,13 @@ class Binaries:
             listing = ", ".join(f"{n} ({getattr(self, n)})" for n in gone)
             if any(n in self.user_supplied for n in gone):
                 raise MissingBinaryError(f"missing: {listing}; check TEST_ASSET_* / KUBEBUILDER_ASSETS")
-            hint = (
-                "bash hack/build.sh sample-controller"
-                if any(n.startswith("sample") for n in gone)
-                else "bash hack/build.sh"
-            )
+            # Targets that `hack/build.sh` builds only when named.
+            optional = [
+                target
+                for target in ("sample-controller", "prometheus")
+                if any(n.startswith(target.replace("-", "_")) for n in gone)
+            ]
+            hint = " ".join(["bash hack/build.sh", *optional])
             raise MissingBinaryError(
                 f"not built: {listing}; run `{hint}` first (same *_VERSION and FOO_OPERATOR_CACHE)"
             )
@@ -140,6 +143,7 @@ def find_binaries(env: Mapping[str, str] | None = None) -> Binaries:
         sample_controller=bin_dir / f"sample-controller-{sc}" / "sample-controller",
         sample_controller_crd=share / f"sample-controller-{sc}" / "crd-status-subresource.yaml",
         promtool=bin_dir / f"prometheus-{v['PROMETHEUS_VERSION']}" / "promtool",
+        prometheus=bin_dir / f"prometheus-{v['PROMETHEUS_VERSION']}" / "prometheus",
         k8s_version=v["K8S_VERSION"],
         user_supplied=frozenset(user),
     )
