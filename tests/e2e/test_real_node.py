@@ -415,6 +415,23 @@ def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
 
 
 # ----------------------------------------------------------------------------- upgrades, rotation
+def _upgrade(release: Cluster, *settings: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`helm upgrade --reuse-values` of the release with ``settings``, waiting for its pods and hooks."""
+    return release.plane.helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "-n",
+        NAMESPACE,
+        "--reuse-values",
+        *settings,
+        "--wait",
+        "--timeout=180s",
+        timeout=240,
+        check=check,
+    )
+
+
 def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_without_a_failed_write(
     release: Cluster,
 ) -> None:
@@ -427,19 +444,7 @@ def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_wit
     bundles_before = ca_bundles(release)
     with steady_requests(plane, [dry_run_foo_create(FOOS)]) as (outcomes, failures):
         wait_for_more("writes before the upgrade", lambda: outcomes["write"], 10)
-        plane.helm(
-            "upgrade",
-            RELEASE,
-            str(CHART),
-            "-n",
-            NAMESPACE,
-            "--reuse-values",
-            "--set-string",
-            f"webhook.podAnnotations.rolled={time.time_ns()}",
-            "--wait",
-            "--timeout=180s",
-            timeout=240,
-        )
+        _upgrade(release, "--set-string", f"webhook.podAnnotations.rolled={time.time_ns()}")
 
         def replaced() -> bool:
             pods = release.pods("webhook")
@@ -621,40 +626,18 @@ def _stored_versions(plane: LocalControlPlane) -> list[str]:
 
 
 def _upgrade_with_the_hook(release: Cluster, *settings: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`helm upgrade` of the release with the migrate-storage hook Job on (and ``settings``)."""
-    return release.plane.helm(
-        "upgrade",
-        RELEASE,
-        str(CHART),
-        "-n",
-        NAMESPACE,
-        "--reuse-values",
-        "--set",
-        "migrateStorage.job.enabled=true",
-        *settings,
-        "--wait",
-        "--timeout=180s",
-        timeout=240,
-        check=check,
-    )
+    """`helm upgrade` with the migrate-storage hook Job on (and ``settings``)."""
+    return _upgrade(release, "--set", "migrateStorage.job.enabled=true", *settings, check=check)
 
 
 def _hook_off(release: Cluster) -> None:
     """The release as the fixture made it, as far as the hook goes: off, default arguments."""
-    release.plane.helm(
-        "upgrade",
-        RELEASE,
-        str(CHART),
-        "-n",
-        NAMESPACE,
-        "--reuse-values",
+    _upgrade(
+        release,
         "--set",
         "migrateStorage.job.enabled=false,migrateStorage.job.backoffLimit=6",
         "--set-json",
         "migrateStorage.job.extraArgs=[]",
-        "--wait",
-        "--timeout=180s",
-        timeout=240,
     )
 
 
