@@ -72,7 +72,7 @@ image: venv
 
 # What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
 # when missing), kubelet, kube-proxy, the pause image, CoreDNS, the product image; and
-# cert-manager's controller and cainjector for the chart's certManager mode on it. Not root: one line and
+# cert-manager's controller, webhook and cainjector for the chart's certManager mode on it. Not root: one line and
 # nothing done; the real-node e2e tier then skips (under CI=true it fails).
 build-node: venv
 	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \

@@ -165,11 +165,12 @@ class CertManager:
 
     version: str
     controller: Path
+    webhook: Path
     cainjector: Path
     crds: Path  # every CRD of the module's deploy/crds, one YAML stream
 
     def missing(self) -> list[Path]:
-        return [p for p in (self.controller, self.cainjector, self.crds) if not p.is_file()]
+        return [p for p in (self.controller, self.webhook, self.cainjector, self.crds) if not p.is_file()]
 
 
 def cert_manager(env: Mapping[str, str] | None = None) -> CertManager:
@@ -179,12 +180,13 @@ def cert_manager(env: Mapping[str, str] | None = None) -> CertManager:
     version = next(
         line.split()[-1]
         for line in (src / "go.mod").read_text().splitlines()
-        if "github.com/cert-manager/cert-manager " in line
+        if line.split()[:1] == ["github.com/cert-manager/cert-manager"]  # its require line
     )
     bin_dir = cache_dir(env) / "bin" / f"cert-manager-{version}-{digest[:12]}"
     return CertManager(
         version=version,
         controller=bin_dir / "controller",
+        webhook=bin_dir / "webhook",
         cainjector=bin_dir / "cainjector",
         crds=cache_dir(env) / "share" / f"cert-manager-{version}" / "crds.yaml",
     )

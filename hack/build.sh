@@ -12,9 +12,9 @@
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
 #                      CoreDNS with only the plugins cluster DNS needs: what hack/node.py needs
 #                      besides Debian's packages
-#   cert-manager       cert-manager's controller and cainjector (hack/cert-manager: its own
-#                      packages, wired as its commands wire them) and its CRDs, for the chart's
-#                      certManager mode on the real node
+#   cert-manager       cert-manager's controller, webhook and cainjector (hack/cert-manager: its
+#                      own packages, wired as its commands wire them) and its CRDs, for the
+#                      chart's certManager mode on the real node
 #   prometheus         the Prometheus server (same module and version as promtool, no web UI
 #                      assets), for `make dashboard`'s picture of the Grafana dashboard
 #   --force            rebuild binaries that are already cached (after changing build flags)
@@ -386,18 +386,20 @@ build_prometheus_command_in() {
 # the module proxy does not serve; the controllers and the injector they run are packages of
 # github.com/cert-manager/cert-manager, which it does. hack/cert-manager wires those packages
 # as the commands do (no leader election, no listeners), pinned by its committed go.mod/go.sum;
-# the directory name carries a hash of the sources, as selector-oracle's does. cert-manager's
-# own webhook (validation of its resources) is not built: the e2e test needs none of it.
+# the directory name carries a hash of the sources, as selector-oracle's does. The webhook's
+# server is an internal package: the wrapper module's path is beneath cert-manager's for that
+# (hack/cert-manager/go.mod). It shares most packages with the other two, so it adds ~3 min of
+# CPU to a cold build.
 build_cert_manager() {
   local src="$HACK_DIR/cert-manager" hash version out crds
   hash="$(cat "$src/go.mod" "$src/go.sum" "$src"/*/main.go | sha256sum | cut -c1-12)"
   version="$(cd "$src" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
   out="$BIN/cert-manager-$version-$hash"
   crds="$SHARE/cert-manager-$version/crds.yaml"
-  if is_built "$out/controller" && is_built "$out/cainjector"; then
+  if is_built "$out/controller" && is_built "$out/webhook" && is_built "$out/cainjector"; then
     log "cert-manager $version: cached"
   else
-    log "building cert-manager $version controller and cainjector (~12 min with a cold Go cache)"
+    log "building cert-manager $version controller, webhook and cainjector (~15 min with a cold Go cache)"
     timed "cert-manager $version" build_cert_manager_in "$src" "$out"
   fi
   if [[ ! -f "$crds" ]]; then
@@ -419,6 +421,7 @@ build_cert_manager_in() {
   version="$(cd "$1" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
   local ldflags="-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$version"
   build_binary "$1" ./controller "$2/controller" -ldflags "$ldflags"
+  build_binary "$1" ./webhook "$2/webhook" -ldflags "$ldflags"
   build_binary "$1" ./cainjector "$2/cainjector" -ldflags "$ldflags"
 }
 
