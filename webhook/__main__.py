@@ -13,6 +13,7 @@ from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit
 from kube.cli import (
     KUBECONFIG_HELP,
     command_parser,
+    count_or_auto,
     env_default,
     fail,
     int_between,
@@ -22,6 +23,7 @@ from kube.cli import (
 )
 from kube.logs import setup_logging
 from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
+from kube.workers import Worker, supervise
 
 from .app import Settings, admission_deadline
 from .manifests import TIMEOUT_SECONDS
@@ -33,6 +35,14 @@ PROG = "foo-operator-webhook"
 def parser() -> argparse.ArgumentParser:
     parser = command_parser(PROG, "foo-operator webhook service: admission and conversion over TLS.")
     add_serving_flags(parser, default_port=9443)
+    parser.add_argument(
+        "--workers",
+        type=count_or_auto,
+        default=env_default("WEBHOOK_WORKERS", "auto"),
+        help="processes serving the port together (SO_REUSEPORT), with a supervisor when more than 1; "
+        "auto: the container's CPU limit from its cgroup, rounded down, else the CPUs it may run on "
+        "[env WEBHOOK_WORKERS] (default: auto)",
+    )
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
     parser.add_argument(
         "--admission-body-limit-mib", type=positive_int, default=8, help="largest AdmissionReview body accepted, in MiB"
@@ -172,9 +182,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     if problem is not None:
         return fail(PROG, problem, 2)
+    worker = Worker.from_environ()
+    count = workers(args)
+    if worker is None and count > 1:
+        return supervise([sys.executable, "-m", "webhook", *(sys.argv[1:] if argv is None else argv)], count, prog=PROG)
     settings = settings_from(args)
-    options = serving_options(args, ServerOptions, rotation=_rotation(args), kubeconfig=args.kubeconfig)
+    options = serving_options(
+        args,
+        ServerOptions,
+        reuse_port=worker is not None,
+        rotation=_rotation(args),
+        kubeconfig=args.kubeconfig,
+        worker=worker,
+    )
     return run_server(serve(options, settings), args, PROG)
+
+
+def workers(args: argparse.Namespace) -> int:
+    """--workers as a count: ``auto`` asks the cgroup (kube.cpus), read only when asked."""
+    if args.workers is not None:
+        return int(args.workers)
+    from kube.cpus import auto_workers
+
+    return auto_workers()
 
 
 if __name__ == "__main__":
