@@ -9,7 +9,7 @@ from datetime import timedelta
 from certs.authority import service_dns_names
 from certs.rotation import RotationPolicy
 from fooapi import DEFAULT_IMAGE
-from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit
+from kube.budget import RESERVED_MIB, WORKER_BUDGET_MIB, MiB, budget_for_memory_limit, processes_memory_feeds
 from kube.cli import (
     KUBECONFIG_HELP,
     command_parser,
@@ -40,8 +40,9 @@ def parser() -> argparse.ArgumentParser:
         type=count_or_auto,
         default=env_default("WEBHOOK_WORKERS", "auto"),
         help="processes serving the port together (SO_REUSEPORT), with a supervisor when more than 1; "
-        "auto: the container's CPU limit from its cgroup, rounded down, else the CPUs it may run on "
-        "[env WEBHOOK_WORKERS] (default: auto)",
+        "auto: the container's CPU limit from its cgroup, rounded down, else the CPUs it may run on, "
+        f"at most one per {RESERVED_MIB + WORKER_BUDGET_MIB} MiB of --memory-limit-mib [env WEBHOOK_WORKERS] "
+        "(default: auto)",
     )
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
     parser.add_argument(
@@ -59,7 +60,7 @@ def parser() -> argparse.ArgumentParser:
         default=env_default("MEMORY_LIMIT_MIB", "256"),
         help="the container's memory limit [env MEMORY_LIMIT_MIB, which the chart sets from "
         f"limits.memory through the downward API]; request bodies may hold all of it but "
-        f"{RESERVED_MIB} MiB at once",
+        f"{RESERVED_MIB} MiB per worker at once",
     )
     parser.add_argument(
         "--admission-timeout-seconds",
@@ -72,7 +73,8 @@ def parser() -> argparse.ArgumentParser:
         "--max-in-flight-mib",
         type=positive_int,
         default=None,
-        help="bytes of request bodies, raw and parsed, held at once (default: from --memory-limit-mib)",
+        help="bytes of request bodies, raw and parsed, held at once by each worker (default: from "
+        "--memory-limit-mib, split between the workers)",
     )
     rotation = parser.add_argument_group("certificate rotation (the service keeps its own CA in a Secret)")
     rotation.add_argument("--cert-rotation", action="store_true", help="generate and rotate certificates")
@@ -152,7 +154,8 @@ def _rotation(args: argparse.Namespace) -> RotationOptions | None:
     )
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace, processes: int = 1) -> Settings:
+    """The app's settings; with ``processes`` workers the memory limit's budget is split between them."""
     return Settings(
         default_image=args.default_image,
         admission_body_limit=args.admission_body_limit_mib * MiB,
@@ -161,7 +164,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         in_flight_budget=(
             args.max_in_flight_mib * MiB
             if args.max_in_flight_mib is not None
-            else budget_for_memory_limit(args.memory_limit_mib)
+            else budget_for_memory_limit(args.memory_limit_mib, processes)
         ),
     )
 
@@ -186,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     count = workers(args)
     if worker is None and count > 1:
         return supervise([sys.executable, "-m", "webhook", *(sys.argv[1:] if argv is None else argv)], count, prog=PROG)
-    settings = settings_from(args)
+    settings = settings_from(args, worker.count if worker is not None else 1)
     options = serving_options(
         args,
         ServerOptions,
@@ -199,12 +202,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def workers(args: argparse.Namespace) -> int:
-    """--workers as a count: ``auto`` asks the cgroup (kube.cpus), read only when asked."""
+    """--workers as a count. ``auto``: one per CPU of the container (kube.cpus, read only when
+    asked), but no more than its memory limit feeds, each with room for request bodies: the
+    chart sets no CPU limit, and a 64-core node must not put 64 workers into 256 MiB."""
     if args.workers is not None:
         return int(args.workers)
     from kube.cpus import auto_workers
 
-    return auto_workers()
+    return min(auto_workers(), processes_memory_feeds(args.memory_limit_mib))
 
 
 if __name__ == "__main__":
