@@ -20,6 +20,7 @@ worker (for the pod's summed ``process_*`` metrics) and ``metrics/`` is promethe
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -117,6 +118,15 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
+def _stop_with_parent() -> None:
+    """PR_SET_PDEATHSIG: a supervisor killed outright (SIGKILL, the OOM killer) leaves no worker
+    serving on: the kernel sends each one SIGTERM, and it drains as usual."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux
+        pass
+
+
 class Supervisor:
     """Starts ``count`` workers (``command`` + ``--workers 1``), forwards stop signals, reaps them."""
 
@@ -145,7 +155,9 @@ class Supervisor:
 
     def _start(self, index: int, runtime_dir: Path) -> None:
         child = subprocess.Popen(
-            [*self.command, "--workers", "1"], env=worker_environ(index, self.count, runtime_dir, os.environ)
+            [*self.command, "--workers", "1"],
+            env=worker_environ(index, self.count, runtime_dir, os.environ),
+            preexec_fn=_stop_with_parent,
         )
         (runtime_dir / "pids" / str(child.pid)).touch()
         self.children[child.pid] = (index, child)
