@@ -58,4 +58,4 @@ def test_two_workers_admit_default_and_deny_foos_through_the_apiserver(
     )
     # Every review counted once, whichever worker answered it.
     assert served_reviews(two_workers, "/mutate-foo") >= FOOS + 1
-    assert served_reviews(two_workers, "/validate-foo") >= FOOS + 1
+    assert served_reviews(two_workers, "/validate-foo") >= FOOS  # the mutating webhook already denied the last
