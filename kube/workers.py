@@ -1,11 +1,12 @@
 """`--workers N`: a supervisor process and N serving processes that share the port (SO_REUSEPORT).
 
 One Python process serves on one core; a Go webhook uses every core of its pod. With N > 1 the
-command starts itself N times as workers (``--workers 1`` plus the environment below) and only
-supervises: it forwards SIGTERM/SIGINT (each worker drains as a single process does), and when
-every worker has exited it exits, 0 if they all stopped cleanly.
+command, once its flags are read and checked, forks N workers and only supervises: it forwards
+SIGTERM/SIGINT (each worker drains as a single process does), and when every worker has exited
+it exits, 0 if they all stopped cleanly. Forked, not started anew: the workers share the
+supervisor's imported modules (start-up time and, copy-on-write, memory in the pod's limit).
 
-A worker that dies while nobody asked it to stop is **not** restarted: the supervisor logs one
+A worker that dies while nobody asked it to stop is **not** restarted: the supervisor prints one
 line, stops the others and exits non-zero, so the kubelet restarts the whole pod. A silent
 restart inside the container would hide a crash loop from the pod's restart count,
 CrashLoopBackOff and every alert built on them, and a pod that lost a worker would keep
@@ -15,27 +16,25 @@ Shared state lives in a private runtime directory the supervisor creates and rem
 ``serving/<index>`` exists while that worker serves (``/readyz`` of any worker counts them,
 because SO_REUSEPORT hands the kubelet's probe to any one of them), ``pids/<pid>`` names every
 worker (for the pod's summed ``process_*`` metrics) and ``metrics/`` is prometheus-client's
-``PROMETHEUS_MULTIPROC_DIR``. Standard library only: the supervisor imports nothing it does not use.
+``PROMETHEUS_MULTIPROC_DIR``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import signal
-import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 log = logging.getLogger(__name__)
 
-WORKER_ENV = "FOO_OPERATOR_WORKER"  # "<index>/<count>"
-RUNTIME_ENV = "FOO_OPERATOR_RUNTIME_DIR"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -46,15 +45,6 @@ class Worker:
     index: int
     count: int
     runtime_dir: Path
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> Worker | None:
-        """The worker the supervisor started, or None for a process started on its own."""
-        slot, runtime = environ.get(WORKER_ENV), environ.get(RUNTIME_ENV)
-        if not slot or not runtime:
-            return None
-        index, _, count = slot.partition("/")
-        return cls(int(index), int(count), Path(runtime))
 
     @property
     def first(self) -> bool:
@@ -100,15 +90,6 @@ def runtime_layout(runtime_dir: Path) -> Path:
     return runtime_dir / "metrics"
 
 
-def worker_environ(index: int, count: int, runtime_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
-    return {
-        **environ,
-        WORKER_ENV: f"{index}/{count}",
-        RUNTIME_ENV: str(runtime_dir),
-        MULTIPROC_ENV: str(runtime_dir / "metrics"),
-    }
-
-
 def describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -118,71 +99,108 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _stop_with_parent() -> None:
+def _stop_with_parent(supervisor: int) -> None:
     """PR_SET_PDEATHSIG: a supervisor killed outright (SIGKILL, the OOM killer) leaves no worker
     serving on: the kernel sends each one SIGTERM, and it drains as usual."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
     except (OSError, AttributeError):  # not Linux
         pass
+    if os.getppid() != supervisor:  # it died before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _count_into_files(metrics_dir: Path) -> None:
+    """Make this process's prometheus-client metrics live in the shared files. prometheus-client
+    picks its value class when it is first imported, from this variable; the supervisor imported
+    it before there was a directory, so the worker picks again, before it creates any metric."""
+    from prometheus_client import values
+
+    os.environ[MULTIPROC_ENV] = str(metrics_dir)
+    values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]
 
 
 class Supervisor:
-    """Starts ``count`` workers (``command`` + ``--workers 1``), forwards stop signals, reaps them."""
+    """Forks ``count`` workers that each run ``serve(worker)``, forwards stop signals, reaps them."""
 
-    def __init__(self, command: Sequence[str], count: int, *, prog: str) -> None:
-        self.command = list(command)
+    def __init__(self, count: int, serve: Callable[[Worker], int], *, prog: str) -> None:
         self.count = count
+        self.serve = serve
         self.prog = prog
         self.stopping = False
-        self.children: dict[int, tuple[int, subprocess.Popen[bytes]]] = {}  # pid -> (index, process)
+        self.children: dict[int, int] = {}  # pid -> worker index, while it runs
 
     def _forward(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
-        for _, process in self.children.values():
-            if process.returncode is None:
-                process.send_signal(signum)
+        for pid in self.children:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
 
     def run(self) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._forward)
         with tempfile.TemporaryDirectory(prefix="foo-operator-workers-") as runtime:
             runtime_dir = Path(runtime)
-            metrics_dir = runtime_layout(runtime_dir)
+            runtime_layout(runtime_dir)
+            # What is imported now is shared by every worker: keep the collector from touching
+            # (and so copying) those pages in each of them.
+            gc.freeze()
             for index in range(self.count):
-                self._start(index, runtime_dir)
-            return self._reap(metrics_dir, runtime_dir)
+                self._start(Worker(index, self.count, runtime_dir))
+            return self._reap(runtime_dir)
 
-    def _start(self, index: int, runtime_dir: Path) -> None:
-        child = subprocess.Popen(
-            [*self.command, "--workers", "1"],
-            env=worker_environ(index, self.count, runtime_dir, os.environ),
-            preexec_fn=_stop_with_parent,
-        )
-        (runtime_dir / "pids" / str(child.pid)).touch()
-        self.children[child.pid] = (index, child)
-        log.info("worker started", extra={"worker": index, "pid": child.pid})
+    def _start(self, worker: Worker) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        supervisor = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(self._be_worker(worker, supervisor))
+        (worker.runtime_dir / "pids" / str(pid)).touch()
+        self.children[pid] = worker.index
+        log.info("worker started", extra={"worker": worker.index, "pid": pid})
         if self.stopping:  # a signal came while the others were starting
-            child.terminate()
+            os.kill(pid, signal.SIGTERM)
 
-    def _reap(self, metrics_dir: Path, runtime_dir: Path) -> int:
+    def _be_worker(self, worker: Worker, supervisor: int) -> int:
+        """The forked child's whole life; never returns into the supervisor's code."""
+        code = 1
+        try:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_DFL)  # the worker's own loop handles them once it runs
+            _stop_with_parent(supervisor)
+            _count_into_files(worker.runtime_dir / "metrics")
+            code = self.serve(worker)
+        except BaseException:
+            log.exception("worker failed", extra={"worker": worker.index})
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return code
+
+    def _reap(self, runtime_dir: Path) -> int:
         from prometheus_client.multiprocess import mark_process_dead
 
         code = 0
-        while any(child.returncode is None for _, child in self.children.values()):
-            pid, status = os.wait()
-            if pid not in self.children:
+        while self.children:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            index = self.children.pop(pid, None)
+            if index is None:
                 continue  # an orphan re-parented to us when we run as the container's PID 1
-            index, child = self.children[pid]
-            child.returncode = os.waitstatus_to_exitcode(status)
-            mark_process_dead(pid, str(metrics_dir))  # type: ignore[no-untyped-call]
+            exit_code = os.waitstatus_to_exitcode(status)
+            mark_process_dead(pid, str(runtime_dir / "metrics"))  # type: ignore[no-untyped-call]
             (runtime_dir / "pids" / str(pid)).unlink(missing_ok=True)
             (runtime_dir / "serving" / str(index)).unlink(missing_ok=True)
             if self.stopping:
-                code = code or (1 if child.returncode else 0)
+                code = code or (1 if exit_code else 0)
                 continue
             print(
-                f"{self.prog}: worker {index} (pid {pid}) {describe_exit(child.returncode)}; stopping the "
+                f"{self.prog}: worker {index} (pid {pid}) {describe_exit(exit_code)}; stopping the "
                 "other workers and exiting so that the pod restarts",
                 file=sys.stderr,
                 flush=True,
@@ -192,6 +210,6 @@ class Supervisor:
         return code
 
 
-def supervise(command: Sequence[str], count: int, *, prog: str) -> int:
-    """Run ``count`` workers of ``command`` until they have all exited; the exit code to return."""
-    return Supervisor(command, count, prog=prog).run()
+def supervise(count: int, serve: Callable[[Worker], int], *, prog: str) -> int:
+    """Run ``count`` forked workers, each ``serve(worker)``, until they have all exited; the exit code."""
+    return Supervisor(count, serve, prog=prog).run()

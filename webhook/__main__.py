@@ -185,10 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     if problem is not None:
         return fail(PROG, problem, 2)
-    worker = Worker.from_environ()
     count = workers(args)
-    if worker is None and count > 1:
-        return supervise([sys.executable, "-m", "webhook", *(sys.argv[1:] if argv is None else argv)], count, prog=PROG)
+    if count > 1:
+        return supervise(count, lambda worker: serve_as(args, worker), prog=PROG)
+    return serve_as(args, None)
+
+
+def serve_as(args: argparse.Namespace, worker: Worker | None) -> int:
+    """Serve as the only process (``worker`` None) or as one of several."""
     settings = settings_from(args, worker.count if worker is not None else 1)
     options = serving_options(
         args,

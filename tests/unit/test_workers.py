@@ -8,7 +8,7 @@ import pytest
 
 from kube.budget import MiB, budget_for_memory_limit, processes_memory_feeds
 from kube.cpus import cgroup_cpu_limit, workers_for
-from kube.workers import Worker, describe_exit, runtime_layout, worker_environ
+from kube.workers import Worker, describe_exit, runtime_layout
 from webhook.__main__ import parse_args, settings_from, workers
 
 IN_A_CONTAINER = "0::/\n"  # the cgroup namespace makes the container's own cgroup "/"
@@ -131,14 +131,10 @@ def test_each_worker_gets_its_share_of_the_memory_limit(monkeypatch: pytest.Monk
 # --- the state workers share -----------------------------------------------------------------------------
 
 
-def test_a_process_started_on_its_own_is_no_worker() -> None:
-    assert Worker.from_environ({}) is None
-
-
 def test_readiness_needs_every_worker_serving(tmp_path: Path) -> None:
     runtime_layout(tmp_path)
-    first, second = (Worker.from_environ(worker_environ(i, 2, tmp_path, {})) for i in range(2))
-    assert first is not None and second is not None and first.first and not second.first
+    first, second = (Worker(index, 2, tmp_path) for index in range(2))
+    assert first.first and not second.first
     first.announce(True)
     assert second.readiness() == (False, "worker 1 of 2: 1 of 2 workers serving")
     second.announce(True)
