@@ -47,7 +47,9 @@ class PodProcessCollector:
 
     prometheus-client's own ProcessCollector reads each process's ``/proc`` files; the figures
     are summed (CPU seconds, resident and virtual memory, open fds), except the start time
-    (the earliest: the supervisor's) and the fd limit (the same for every process).
+    (the earliest: the supervisor's) and the fd limit (the same for every process). Forked
+    workers share pages with the supervisor, which each one's RSS counts again: the summed
+    resident memory is an upper bound of the pod's (its cgroup's own figure is exact).
     """
 
     def __init__(self, pids: Callable[[], Iterable[int]], registry: CollectorRegistry) -> None:
