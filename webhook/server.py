@@ -5,13 +5,14 @@ metrics through prometheus-client's multiprocess files and is ready only when ev
 serves. With ``--cert-rotation`` only worker 0 runs the rotator: the Lease already lets one
 process in the Deployment write the Secret, and N workers each holding a Kubernetes client,
 a lease loop and a rotation round every 30 s would only compete for it. The others watch the
-files worker 0 writes into the shared certificate directory (CertWatcher, every
-``cert_reload_interval``), well inside the rotation's overlap.
+files worker 0 writes into the shared certificate directory (CertWatcher, at least every
+rotation round), well inside the rotation's overlap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -70,8 +71,13 @@ async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event 
     try:
         if rotation is not None and not await rotation.wrote_files(stop):
             return
-        if options.rotation is not None and rotation is None and not await _files_written(options, stop):
-            return
+        if options.rotation is not None and rotation is None:
+            if not await _files_written(options, stop):
+                return
+            # Worker 0 writes new files every rotation round; the others must read them as often,
+            # as other replicas' rotators do, for the overlap to cover them.
+            interval = min(options.cert_reload_interval, options.rotation.interval)
+            options = dataclasses.replace(options, cert_reload_interval=interval)
         await _serve_app(options, settings, watcher, metrics, stop, background=rotation.tasks if rotation else [])
     finally:
         if rotation is not None:
