@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from kube.budget import MiB, budget_for_memory_limit, processes_memory_feeds
 from kube.cpus import cgroup_cpu_limit, workers_for
+from kube.metrics import PodProcessCollector
 from kube.workers import Worker, describe_exit, runtime_layout
 from webhook.__main__ import parse_args, settings_from, workers
 
@@ -146,3 +149,27 @@ def test_readiness_needs_every_worker_serving(tmp_path: Path) -> None:
 def test_a_dead_worker_is_described_by_its_signal() -> None:
     assert describe_exit(-9) == "was killed by SIGKILL"
     assert describe_exit(3) == "exited with code 3"
+
+
+# --- the pod's process_* ------------------------------------------------------------------------------------
+
+
+def test_the_pods_process_metrics_sum_its_processes_but_keep_the_earliest_start_and_the_fd_limit() -> None:
+    registry = CollectorRegistry()
+    PodProcessCollector(lambda: [os.getpid(), os.getppid()], registry)
+    own = {s.name: s.value for family in ProcessCollector(registry=None).collect() for s in family.samples}
+    pod = {s.name: s.value for family in registry.collect() for s in family.samples}
+    assert set(pod) == set(own)
+    assert pod["process_resident_memory_bytes"] > own["process_resident_memory_bytes"]
+    assert pod["process_open_fds"] > own["process_open_fds"]
+    assert pod["process_start_time_seconds"] <= own["process_start_time_seconds"]
+    assert pod["process_max_fds"] == own["process_max_fds"]
+
+
+def test_a_process_that_is_gone_adds_nothing() -> None:
+    registry = CollectorRegistry()
+    PodProcessCollector(lambda: [os.getpid(), 2**22 + 1], registry)  # above pid_max: never a process
+    pod = {s.name: s.value for family in registry.collect() for s in family.samples}
+    own = {s.name: s.value for family in ProcessCollector(registry=None).collect() for s in family.samples}
+    assert set(pod) == set(own) and pod["process_max_fds"] == own["process_max_fds"]
+    assert pod["process_open_fds"] == pytest.approx(own["process_open_fds"], abs=2)
