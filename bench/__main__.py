@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "cold_start": ([], ["--repeat", "2", "--foos", "100"]),
     "profile": ([], ["--seconds", "3"]),
     "flood": ([], ["--seconds", "5", "--adversaries", "10", "--slow", "2"]),
+    "workers": ([], ["--seconds", "3", "--rounds", "1"]),
 }
 
 

@@ -35,10 +35,12 @@ OWN_NAMESPACE = "foo-operator-system"
 def webhook_args(cert_dir: Path, port: int, *, metrics: str = "0") -> list[str]:
     """`python -m webhook`'s serving flags on loopback: certificates from ``cert_dir``, ``port``, and
     the metrics listener's address (``"0"``: none). What the product, the benchmarks and the tests
-    that start a webhook of their own all pass."""
+    that start a webhook of their own all pass. One process (``--workers 1``, not the default
+    ``auto``): the numbers, signals and ``/proc`` readings of those callers are one process's; a
+    later ``--workers`` in the caller's own arguments wins."""
     return [
         "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port),
-        "--metrics-bind-address", metrics,
+        "--metrics-bind-address", metrics, "--workers", "1",
     ]  # fmt: skip
 
 

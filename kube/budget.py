@@ -53,9 +53,20 @@ def parse_cost(body: bytes) -> int:
     )
 
 
-def budget_for_memory_limit(limit_mib: int) -> int:
-    """The in-flight budget (bytes) for a process whose container may use ``limit_mib`` MiB."""
-    return max(limit_mib - RESERVED_MIB, 16) * MiB
+# The least body budget `--workers auto` leaves each worker: an 8 MiB admission body estimated
+# at its worst still fits, and a ConversionReview of a few thousand Foos.
+WORKER_BUDGET_MIB = 64
+
+
+def budget_for_memory_limit(limit_mib: int, processes: int = 1) -> int:
+    """The in-flight budget (bytes) of each of ``processes`` serving processes sharing a container
+    that may use ``limit_mib`` MiB: what is left after each one's own needs, split evenly."""
+    return max((limit_mib - RESERVED_MIB * processes) // processes, 16) * MiB
+
+
+def processes_memory_feeds(limit_mib: int) -> int:
+    """How many serving processes ``limit_mib`` MiB holds, each with its needs and WORKER_BUDGET_MIB."""
+    return max(1, limit_mib // (RESERVED_MIB + WORKER_BUDGET_MIB))
 
 
 class NeverFits(Exception):

@@ -225,6 +225,12 @@ def test_probe_overrides_merge_over_the_defaults() -> None:
     assert liveness == {"exec": {"command": ["true"]}, "periodSeconds": 10, "failureThreshold": 3}
 
 
+@pytest.mark.parametrize(("workers", "flag"), [(None, None), (3, 3), (1, 1)])
+def test_webhook_workers_default_to_auto_and_reach_the_flag(workers: int | None, flag: int | None) -> None:
+    objects = render({} if workers is None else {"webhook": {"workers": workers}})
+    assert webhook_flags(objects).workers == flag  # None: auto
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
@@ -242,6 +248,8 @@ def test_probe_overrides_merge_over_the_defaults() -> None:
         ({"webhook": {"revisionHistoryLimit": -1}}, "at '/webhook/revisionHistoryLimit'"),
         ({"webhook": {"readinessProbe": {"periodSeconds": "often"}}}, "at '/webhook/readinessProbe/periodSeconds'"),
         ({"commonLabels": {"team": 7}}, "at '/commonLabels/team'"),
+        ({"webhook": {"workers": 0}}, "at '/webhook/workers'"),
+        ({"webhook": {"workers": "many"}}, "at '/webhook/workers'"),
     ],
 )
 def test_malformed_knobs_fail_the_install_naming_the_value(values: dict[str, Any], message: str) -> None:
