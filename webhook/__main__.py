@@ -6,8 +6,7 @@ import argparse
 import sys
 from datetime import timedelta
 
-from certs.authority import service_dns_names
-from certs.rotation import RotationPolicy
+from certs.policy import RotationPolicy
 from fooapi import DEFAULT_IMAGE
 from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit
 from kube.cli import (
@@ -121,6 +120,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _rotation(args: argparse.Namespace) -> RotationOptions | None:
     if not args.cert_rotation:
         return None
+    # Here, not at the top: certs.authority imports cryptography, which a webhook serving
+    # certificates from files does not need before its first review (bench.cold_start).
+    from certs.authority import service_dns_names
+
     return RotationOptions(
         namespace=args.namespace,
         secret_name=args.cert_secret,

@@ -9,7 +9,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from certs.rotation import RotationPolicy
+from certs.policy import RotationPolicy
 from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from kube.tls import CertWatcher
 
