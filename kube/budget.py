@@ -105,10 +105,13 @@ class ByteBudget:
 
     def _add(self, amount: int) -> None:
         self.in_use += amount
-        self.peak = max(self.peak, self.in_use)
+        if self.in_use > self.peak:
+            self.peak = self.in_use
 
     def _give(self, amount: int) -> None:
         self.in_use -= amount
+        if not self._waiters:  # the usual case: a new empty list per review was most of its cost
+            return
         # Every waiter looks again: any of them may fit now, whatever its place in the line.
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
@@ -128,6 +131,8 @@ class ByteBudget:
 
 class Reservation:
     """Bytes held in a ByteBudget by one request; grows (waiting) or shrinks as it learns its cost."""
+
+    __slots__ = ("budget", "held")  # one per review
 
     def __init__(self, budget: ByteBudget) -> None:
         self.budget = budget
