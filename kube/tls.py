@@ -142,7 +142,12 @@ class CertWatcher:
     async def watch(self, interval: float = 5.0) -> None:
         """Describe the pair in use, then poll the files forever (cancel to stop); cheap: a hash
         of three small files. The first description runs in a thread: it imports cryptography."""
-        await asyncio.to_thread(self.describe)
+        describing = asyncio.ensure_future(asyncio.to_thread(self.describe))
+        try:
+            await asyncio.shield(describing)
+        finally:
+            if not describing.done():  # cancelled meanwhile: no thread outlives the server that started it
+                await asyncio.wait([describing])
         while True:
             await asyncio.sleep(interval)
             self.reload()

@@ -69,7 +69,22 @@ async def test_the_pair_a_server_starts_with_is_described_once_it_listens(cert_d
             await asyncio.sleep(0.01)
     finally:
         watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
     assert [certificate.subject.rfc4514_string() for certificate in described] == ["CN=foo-webhook.ns.svc"]
+
+
+async def test_a_server_stopped_while_its_pair_is_described_waits_for_the_description(cert_dir: Path) -> None:
+    described: list[Any] = []
+    watcher = CertWatcher(cert_dir / "tls.crt", cert_dir / "tls.key", on_load=described.append)
+    watcher.server_context()
+
+    watching = asyncio.create_task(watcher.watch(interval=3600))
+    await asyncio.sleep(0)  # the description has started in its thread
+    watching.cancel()
+    await asyncio.gather(watching, return_exceptions=True)
+
+    assert watching.cancelled()
+    assert len(described) == 1, "the thread finished before the watch returned"
 
 
 def test_a_new_pair_is_described_when_it_is_loaded(cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
