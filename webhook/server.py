@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from certs.rotation import RotationPolicy
+from certs.policy import RotationPolicy
 from kube.metrics import count_gc_in_files, multiprocess_registry
 from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from kube.tls import CertWatcher
