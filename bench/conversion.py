@@ -91,10 +91,9 @@ async def _seed_and_list(product: LocalProduct, count: int, repeat: int, go_url:
 
         async def lists(webhook: str) -> dict[str, Any]:
             # Warm-up (connections, code paths), counting the reviews one list costs our webhook.
-            context = servers.client_context(product.cert_dir)
-            before = servers.webhook_requests(product.url, context, "/convert")
+            before = servers.webhook_requests(product.metrics_url, "/convert")
             await list_at("v1alpha1")
-            reviews = servers.webhook_requests(product.url, context, "/convert") - before
+            reviews = servers.webhook_requests(product.metrics_url, "/convert") - before
             at: dict[str, list[float]] = {"v1alpha1": [], "v1": []}
             for _ in range(repeat):
                 for version in at:
