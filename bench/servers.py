@@ -10,6 +10,7 @@ import ssl
 import sys
 import time
 import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +91,20 @@ def process_cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_bytes_read(pid: int | None) -> int:
+    """Bytes the process has read through read(2) and friends, sockets included (``rchar`` in
+    /proc/<pid>/io): tells whether a server without a request counter was sent anything."""
+    if pid is None:
+        return 0
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def _ready_by_get(url: str, context: ssl.SSLContext) -> bool:
     return request(url + "/readyz", context, method="GET", timeout=2)[0] == 200
 
@@ -157,13 +172,16 @@ def kopf_peer(cert_dir: Path, kubeconfig: Path, *, port: int = 0) -> Server:
     return server
 
 
-def webhook_requests(url: str, context: ssl.SSLContext, endpoint: str) -> float:
-    """How many requests our service has answered on ``endpoint`` (its controller-runtime metric)."""
-    status, body = request(url + "/metrics", context, method="GET", timeout=10)
-    if status != 200:
+def webhook_requests(metrics_url: str, endpoint: str) -> float:
+    """How many requests our service has answered on ``endpoint``: its controller-runtime metric, read
+    from its metrics listener (plain HTTP at ``metrics_url``; `/metrics` never shares the webhook's port)."""
+    try:
+        with urllib.request.urlopen(metrics_url + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
         return float("nan")
     total = 0.0
-    for line in body.decode().splitlines():
+    for line in text.splitlines():
         if line.startswith("controller_runtime_webhook_requests_total{") and f'webhook="{endpoint}"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total

@@ -69,6 +69,11 @@ class LocalProduct:
         self.metrics_port = 0  # the webhook's /metrics listener
         self.ca_pem = b""
 
+    @property
+    def metrics_url(self) -> str:
+        """The webhook's metrics listener (plain HTTP on loopback)."""
+        return f"http://127.0.0.1:{self.metrics_port}"
+
     # -- certificates and manifests ---------------------------------------------------------
     def _write_certs(self) -> None:
         ca = new_ca("foo-operator-local-ca")
@@ -76,21 +81,22 @@ class LocalProduct:
         write_serving_files(self.cert_dir, ca, serving, force=True)
         self.ca_pem = ca.cert_pem
 
-    def manifests(self) -> list[dict[str, Any]]:
-        """CRD (conversion by webhook) and both admission configurations, pointing at us."""
+    def manifests(self, url: str | None = None) -> list[dict[str, Any]]:
+        """CRD (conversion by webhook) and both admission configurations, pointing at us (or at
+        ``url``: another server with our certificates, registered exactly as we are)."""
+        url = url or self.url
         return [
-            crd_manifest(conversion_client_config=url_client_config(self.url, "/convert", self.ca_pem)),
-            mutating_configuration(
-                url_client_config(self.url, "/mutate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE
-            ),
+            crd_manifest(conversion_client_config=url_client_config(url, "/convert", self.ca_pem)),
+            mutating_configuration(url_client_config(url, "/mutate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE),
             validating_configuration(
-                url_client_config(self.url, "/validate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE
+                url_client_config(url, "/validate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE
             ),
         ]
 
-    def register(self) -> None:
-        """Server-side apply of our objects; re-running it converges (e.g. after a restart)."""
-        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": self.manifests()})
+    def register(self, url: str | None = None) -> None:
+        """Server-side apply of our objects; re-running it converges (e.g. after a restart). With
+        ``url``, the same objects point at that server instead (the benchmarks' Go peer)."""
+        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": self.manifests(url)})
         self.plane.kubectl(
             "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-", input=document
         )
