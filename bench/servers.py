@@ -71,6 +71,10 @@ class Server:
         """User + system CPU the server process (all its threads) has used: robust to a busy machine."""
         return process_cpu_seconds(self.pid)
 
+    def run_queue_seconds(self) -> float:
+        """Time the server was ready to run but waited for its core (see process_run_queue_seconds)."""
+        return process_run_queue_seconds(self.pid)
+
     def stop(self) -> None:
         self.component.stop()
 
@@ -89,6 +93,26 @@ def process_cpu_seconds(pid: int | None) -> float:
     except OSError:
         return float("nan")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_run_queue_seconds(pid: int | None) -> float:
+    """Time the process's threads were ready to run but waited for a core (``/proc/<pid>/task/*/schedstat``).
+
+    What tells a contended core from a slow server: a fixed-rate tail that matches this wait is the
+    machine's, not the server's (issue #17: the "50 ms stalls" were this, on a core shared with others).
+    """
+    if pid is None:
+        return float("nan")
+    waited = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                waited += int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended, or a kernel without schedstats
+    except OSError:
+        return float("nan")
+    return waited / 1e9
 
 
 def process_bytes_read(pid: int | None) -> int:

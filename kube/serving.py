@@ -176,7 +176,7 @@ def stop_on_signals(stop: asyncio.Event) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
+        except (NotImplementedError, RuntimeError, ValueError):  # uvloop off the main thread: ValueError
             pass
 
 
