@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image lint clean bench
+.PHONY: venv test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image lint clean bench dashboard
 
 # The Kubernetes matrix beyond the default (hack/versions.env): `make test` builds each and runs
 # the e2e smoke set on it once the default version's full suite has passed.
@@ -79,7 +79,7 @@ image: venv
 
 # What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
 # when missing), kubelet, kube-proxy, the pause image, CoreDNS, the product image; and
-# cert-manager's controller and cainjector for the chart's certManager mode on it. Not root: one line and
+# cert-manager's controller, webhook and cainjector for the chart's certManager mode on it. Not root: one line and
 # nothing done; the real-node e2e tier then skips (under CI=true it fails).
 build-node: venv
 	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \
@@ -94,6 +94,13 @@ run: venv build-plane $(if $(REAL_NODE),build-node)
 # Benchmarks against peers, side by side (bench/README.md): numbers and ratios; a slow machine fails nothing.
 bench: venv build-plane
 	$(PY) -m bench
+
+# The picture of the Grafana dashboard in the README (docs/images/dashboard.svg), from a ~3 min
+# run on the local plane scraped by a Prometheus server built here (hack/dashboard.py). Not in CI.
+dashboard: venv
+	@$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install --quiet -e '.[docs]'
+	nice -n 10 bash hack/build.sh prometheus
+	$(PY) -m hack.dashboard
 
 # Style (ruff: lint rules and the formatter), layering (import-linter) and types (mypy --strict);
 # every setting is in pyproject.toml.

@@ -16,11 +16,12 @@ from .report import say
 BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "admission": ([], ["--seconds", "3"]),
     "conversion": ([], ["--objects", "1000", "--repeat", "2"]),
-    "admission_overhead": ([], ["--creates", "300"]),
+    "admission_overhead": ([], ["--creates", "300", "--sequential", "30", "--kubectl", "3"]),
     "convergence": ([], ["--foos", "100", "--rss-foos", "300", "--quiet-seconds", "10", "--peer-timeout", "300"]),
     "cold_start": ([], ["--repeat", "2", "--foos", "100"]),
     "profile": ([], ["--seconds", "3"]),
     "flood": ([], ["--seconds", "5", "--adversaries", "10", "--slow", "2"]),
+    "workers": ([], ["--seconds", "3", "--rounds", "1"]),
 }
 
 

@@ -1,107 +1,259 @@
-"""End-to-end admission overhead: Foo creates/s through kube-apiserver with our webhooks vs none.
+"""End to end admission: Foo creates through kube-apiserver with our webhooks, the Go peer's, or none.
 
-    .venv/bin/python -m bench.admission_overhead [--creates 2000] [--concurrency 32]
+    .venv/bin/python -m bench.admission_overhead [--creates 2000] [--concurrency 32] [--sequential 200]
+                                                 [--kubectl 10] [--cycles 1]
 
-A minimal plane (etcd + kube-apiserver) and our product (CRD + webhook service, registered as
-the chart registers it). Three rounds of ``--creates`` new Foos from a bounded async client with
-the admin certificate: webhooks registered, unregistered, registered again; the two registered
-rounds bracket the bare one so a store that grows during the run favours neither side. Nothing is
-pinned: apiserver, etcd, webhook and client share the machine as they would on a node.
+A minimal plane (etcd + kube-apiserver), our product (CRD + webhook service, registered as the
+chart registers it) and the Go controller-runtime peer serving the same certificates. Three states:
+our webhooks registered; the Go peer's registered the same way (the same configurations and the
+CRD's conversion webhook, only the URL differs); none. Each state's round is ``--creates`` new
+Foos from a bounded async client (creates/s), then ``--sequential`` creates one at a time (the round
+trip one create waits for), then ``--kubectl`` real `kubectl apply -f` of one Foo each (what a user
+feels, process start included). States run ours, Go, none, none, Go, ours (``--cycles`` times), so
+each is as often early as late while the store grows. Nothing is pinned: apiserver, etcd, the
+webhooks and the client share the machine as they would on a node.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+from hack.cluster import LocalControlPlane
 from hack.product import LocalProduct
 
 from . import servers
 from .planes import AdminClient, plain_foo, plane
-from .report import fmt, ratio, save, say, table
+from .report import fmt, percentile, ratio, save, say, table
+
+STATES = ("ours", "go", "none")
+STATE_NAMES = {"ours": "our webhooks", "go": "Go peer's webhooks", "none": "no webhooks"}
+# A probe Foo carries this many bytes of annotation, so a server that was sent it has read at
+# least that much: far above what the Go peer reads on its own (its certificate files).
+PROBE_BYTES = 32 * 1024
 
 
-def _webhook_calls(product: LocalProduct) -> float:
-    context = servers.client_context(product.cert_dir)
-    return sum(servers.webhook_requests(product.url, context, e) for e in ("/mutate-foo", "/validate-foo"))
+def round_order(cycles: int) -> list[str]:
+    """ours, go, none, none, go, ours per cycle: every state as often early as late."""
+    return (list(STATES) + list(reversed(STATES))) * cycles
+
+
+def pooled(rounds: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each state's rounds together: mean creates/s, percentiles over every sequential create and
+    every `kubectl apply` of that state."""
+    result: dict[str, dict[str, Any]] = {}
+    for state in STATES:
+        mine = [r for r in rounds if r["state"] == state]
+        if not mine:
+            continue
+        sequential = [ms for r in mine for ms in r["sequential_ms"]]
+        kubectl = [ms for r in mine for ms in r["kubectl_ms"]]
+        result[state] = {
+            "creates_per_second": statistics.mean(r["creates_per_second"] for r in mine),
+            "create_p50_ms": percentile(sequential, 50),
+            "create_p99_ms": percentile(sequential, 99),
+            "kubectl_p50_ms": percentile(kubectl, 50),
+            "kubectl_p99_ms": percentile(kubectl, 99),
+            "failed": sum(r["failed"] for r in mine),
+        }
+    return result
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def added_latency(states: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """What registering each side's webhooks adds to one create: its percentiles minus none's."""
+    none = states.get("none", {})
+    return {
+        side: {
+            key: _minus(states[side].get(key), none.get(key))
+            for key in ("create_p50_ms", "create_p99_ms", "kubectl_p50_ms", "kubectl_p99_ms")
+        }
+        for side in ("ours", "go")
+        if side in states
+    }
+
+
+class Sides:
+    """Our product and the Go peer on one plane; which of them kube-apiserver calls, and proof of it."""
+
+    def __init__(self, product: LocalProduct, go: servers.Server) -> None:
+        self.product = product
+        self.go = go
+
+    def our_calls(self) -> dict[str, float]:
+        return {e: servers.webhook_requests(self.product.metrics_url, e) for e in ("/mutate-foo", "/validate-foo")}
+
+    def register(self, state: str) -> None:
+        if state == "none":
+            self.product.unregister_admission()
+        else:
+            self.product.register(self.go.url if state == "go" else None)
+
+    async def wait_for(self, client: AdminClient, state: str) -> None:
+        """Until a create reaches exactly the side ``state`` names (the apiserver's informers caught up
+        with the configurations, and with the CRD's new storage when its conversion URL changed)."""
+        annotation = {"bench/padding": "x" * PROBE_BYTES}
+        for attempt in range(300):
+            ours, go_read = self.our_calls(), servers.process_bytes_read(self.go.pid)
+            probe = plain_foo(attempt, prefix=f"probe-{state}-{int(time.time())}")
+            probe["metadata"]["annotations"] = annotation
+            outcome = await client.create_foos([probe])
+            after = self.our_calls()
+            go_read = servers.process_bytes_read(self.go.pid) - go_read
+            # Reached means both webhooks (mutate, then validate) saw the probe; missed, neither did.
+            ours_right = all((after[e] > ours[e]) if state == "ours" else (after[e] == ours[e]) for e in ours)
+            go_right = go_read >= 2 * PROBE_BYTES if state == "go" else go_read < PROBE_BYTES
+            if not outcome.failed and ours_right and go_right:
+                return
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"kube-apiserver never called {STATE_NAMES[state]} alone")
+
+
+def _kubectl_applies(p: LocalControlPlane, prefix: str, count: int, workdir: Path) -> list[float]:
+    """`kubectl apply -f foo.json` of ``count`` new Foos, one process each: milliseconds per apply."""
+    times = []
+    for i in range(count):
+        path = workdir / f"{prefix}-{i}.json"
+        path.write_text(json.dumps(plain_foo(i, prefix=prefix)))
+        started = time.perf_counter()
+        p.kubectl("apply", "-f", str(path))
+        times.append((time.perf_counter() - started) * 1000)
+    return times
 
 
 async def _round(
-    client: AdminClient, product: LocalProduct, name: str, prefix: str, count: int, concurrency: int
+    client: AdminClient, sides: Sides, state: str, index: int, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
-    before = _webhook_calls(product)
-    outcome = await client.create_foos([plain_foo(i, prefix=prefix) for i in range(count)], concurrency=concurrency)
-    calls = _webhook_calls(product) - before
-    say(f"{name}: {outcome.per_second:,.0f} creates/s, {outcome.failed} failed, {calls:,.0f} webhook calls")
-    if outcome.failed:
-        say(f"  first failure: {outcome.first_error}")
-    return {**outcome.summary(), "webhook_calls": int(calls)}
+    prefix = f"{state}-{index}"
+    calls = sum(sides.our_calls().values())
+    burst = await client.create_foos(
+        [plain_foo(i, prefix=f"{prefix}-b") for i in range(args.creates)], concurrency=args.concurrency
+    )
+    sequential = await client.create_foos(
+        [plain_foo(i, prefix=f"{prefix}-s") for i in range(args.sequential)], concurrency=1
+    )
+    kubectl = _kubectl_applies(sides.product.plane, f"{prefix}-k", args.kubectl, workdir)
+    calls = sum(sides.our_calls().values()) - calls
+    say(
+        f"{STATE_NAMES[state]}: {burst.per_second:,.0f} creates/s, one create p50 {fmt(sequential.percentile_ms(50))} ms"
+        f" p99 {fmt(sequential.percentile_ms(99))} ms, kubectl apply p50 {fmt(percentile(kubectl, 50))} ms,"
+        f" {burst.failed + sequential.failed} failed, {calls:,.0f} calls to ours"
+    )
+    if burst.failed or sequential.failed:
+        say(f"  first failure: {burst.first_error or sequential.first_error}")
+    return {
+        "state": state,
+        "creates_per_second": burst.per_second,
+        "burst": burst.summary(),
+        "sequential_ms": [s * 1000 for s in sequential.latencies],
+        "kubectl_ms": kubectl,
+        "failed": burst.failed + sequential.failed,
+        "our_webhook_calls": int(calls),
+    }
 
 
-async def _wait_for_admission(client: AdminClient, product: LocalProduct, registered: bool) -> None:
-    """Until a create does (or does not) reach the webhook: the apiserver's informer has caught up."""
-    for attempt in range(100):
-        before = _webhook_calls(product)
-        await client.create_foos([plain_foo(attempt, prefix=f"probe-{int(registered)}-{int(time.time())}")])
-        if (_webhook_calls(product) > before) == registered:
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"admission never became {'registered' if registered else 'unregistered'}")
-
-
-async def _run(product: LocalProduct, count: int, concurrency: int) -> dict[str, Any]:
-    async with AdminClient(product.plane, connections=concurrency) as client:
-        say("warm-up: 200 creates")
-        await client.create_foos([plain_foo(i, prefix="warm") for i in range(200)], concurrency=concurrency)
-        rounds = {"webhooks (1)": await _round(client, product, "webhooks registered", "a", count, concurrency)}
-        product.unregister_admission()
-        await _wait_for_admission(client, product, registered=False)
-        rounds["none"] = await _round(client, product, "no webhooks", "b", count, concurrency)
-        product.register()
-        await _wait_for_admission(client, product, registered=True)
-        rounds["webhooks (2)"] = await _round(client, product, "webhooks registered again", "c", count, concurrency)
+async def _run(sides: Sides, args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
+    async with AdminClient(sides.product.plane, connections=args.concurrency) as client:
+        say("warm-up: 200 creates through each side")
+        rounds: list[dict[str, Any]] = []
+        for state in ("go", "ours"):
+            sides.register(state)
+            await sides.wait_for(client, state)
+            await client.create_foos(
+                [plain_foo(i, prefix=f"warm-{state}") for i in range(200)], concurrency=args.concurrency
+            )
+        for index, state in enumerate(round_order(args.cycles)):
+            if index == 0 or rounds[-1]["state"] != state:
+                sides.register(state)
+                await sides.wait_for(client, state)
+            rounds.append(await _round(client, sides, state, index, args, workdir))
         return rounds
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.admission_overhead", description=__doc__.split("\n")[0])
-    parser.add_argument("--creates", type=int, default=2000, help="Foos created per round")
+    parser.add_argument("--creates", type=int, default=2000, help="Foos created concurrently per round")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    parser.add_argument("--sequential", type=int, default=200, help="Foos created one at a time per round")
+    parser.add_argument("--kubectl", type=int, default=10, help="`kubectl apply -f` of one Foo, per round")
+    parser.add_argument("--cycles", type=int, default=1, help="times the order ours, Go, none, none, Go, ours runs")
     args = parser.parse_args(argv)
 
-    with plane("admission-overhead") as p:
+    with plane("admission-overhead") as p, tempfile.TemporaryDirectory(prefix="foo-bench-") as tmp:
         product = LocalProduct(p)
         product.start()
         try:
-            rounds = asyncio.run(_run(product, args.creates, args.concurrency))
+            with servers.go_peer(product.cert_dir, pin=False) as go:
+                rounds = asyncio.run(_run(Sides(product, go), args, Path(tmp)))
         finally:
             product.stop()
 
-    with_webhooks = statistics.mean([rounds["webhooks (1)"]["per_second"], rounds["webhooks (2)"]["per_second"]])
-    bare = rounds["none"]["per_second"]
-    print(f"\nFoo creates through kube-apiserver ({args.creates:,} per round, {args.concurrency} in flight)")
+    states = pooled(rounds)
+    added = added_latency(states)
+    print(
+        f"\nFoo creates through kube-apiserver: {args.creates:,} per round with {args.concurrency} in flight, "
+        f"{args.sequential} one at a time, {args.kubectl} × kubectl apply"
+    )
     print(
         table(
-            ["round", "creates/s", "p50 ms", "p99 ms", "failed", "webhook calls"],
+            ["round", "creates/s", "one create p50 ms", "p99 ms", "kubectl apply p50 ms", "failed", "calls to ours"],
             [
-                [name, r["per_second"], r["p50_ms"], r["p99_ms"], r["failed"], r["webhook_calls"]]
-                for name, r in rounds.items()
+                [
+                    STATE_NAMES[r["state"]],
+                    r["creates_per_second"],
+                    percentile(r["sequential_ms"], 50),
+                    percentile(r["sequential_ms"], 99),
+                    percentile(r["kubectl_ms"], 50),
+                    r["failed"],
+                    r["our_webhook_calls"],
+                ]
+                for r in rounds
             ],
         )
     )
-    overhead = ratio(with_webhooks, bare)
-    print(f"\nwith our webhooks / without: {fmt(overhead, 2)} of the creates/s ({with_webhooks:,.0f} vs {bare:,.0f})")
+    print("\nAdded by the webhooks to one create (each side minus no webhooks; rounds pooled)")
+    print(
+        table(
+            ["webhooks", "creates/s", "one create p50 +ms", "p99 +ms", "kubectl apply p50 +ms", "p99 +ms"],
+            [
+                [
+                    STATE_NAMES[side],
+                    states[side]["creates_per_second"],
+                    fmt(a["create_p50_ms"], 2),
+                    fmt(a["create_p99_ms"], 2),
+                    fmt(a["kubectl_p50_ms"], 2),
+                    fmt(a["kubectl_p99_ms"], 2),
+                ]
+                for side, a in added.items()
+            ],
+        )
+    )
+    per_second = {state: s["creates_per_second"] for state, s in states.items()}
+    ours_to_go = ratio(per_second.get("ours"), per_second.get("go"))
+    print(
+        f"\ncreates/s, ours ÷ Go: {fmt(ours_to_go, 2)}; ours ÷ none: {fmt(ratio(per_second.get('ours'), per_second.get('none')), 2)};"
+        f" Go ÷ none: {fmt(ratio(per_second.get('go'), per_second.get('none')), 2)}"
+    )
     path = save(
         "admission_overhead",
         {
             "settings": vars(args),
+            "order": round_order(args.cycles),
             "rounds": rounds,
-            "creates_per_second_with_webhooks": with_webhooks,
-            "creates_per_second_without": bare,
-            "ratio": overhead,
+            "states": states,
+            "added_latency_ms": added,
+            "creates_per_second": per_second,
+            "ratio_ours_to_go": ours_to_go,
+            "ratio_ours_to_none": ratio(per_second.get("ours"), per_second.get("none")),
         },
     )
     print(f"\nwrote {path}")

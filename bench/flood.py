@@ -39,7 +39,7 @@ from fooapi import LEGACY_API_VERSION
 
 from . import servers
 from .foos import conversion_of, create_review, new_foo
-from .report import fmt, save, say, table
+from .report import fmt, percentile, save, say, table
 
 MiB = 1024 * 1024
 
@@ -158,11 +158,8 @@ async def valid(session: aiohttp.ClientSession, url: str, index: int, tally: Tal
         await asyncio.sleep(0.01)
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def _ms(seconds: float | None) -> float:
+    return float("nan") if seconds is None else seconds * 1000
 
 
 async def _hostile_side(url: str, context: ssl.SSLContext, args: argparse.Namespace, tally: Tally) -> None:
@@ -237,8 +234,8 @@ def flood(url: str, pid: int, cert_dir: Path, args: argparse.Namespace) -> dict[
             "count": len(latency),
             "failed": len(failures),
             "failures": failures[:10],
-            "p50_ms": percentile(latency, 0.50) * 1000,
-            "p99_ms": percentile(latency, 0.99) * 1000,
+            "p50_ms": _ms(percentile(latency, 50)),
+            "p99_ms": _ms(percentile(latency, 99)),
             "max_ms": max(latency, default=float("nan")) * 1000,
         },
         "hostile_answers": dict(tallies["hostile"].hostile),

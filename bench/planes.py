@@ -17,7 +17,7 @@ import aiohttp
 from fooapi.crd import CRD_NAME, crd_manifest
 from hack.cluster import LocalControlPlane
 
-from .report import RESULTS_DIR, say
+from .report import RESULTS_DIR, percentile, say
 
 
 @contextmanager
@@ -54,10 +54,8 @@ class Outcome:
         return self.done / self.seconds if self.seconds else 0.0
 
     def percentile_ms(self, q: float) -> float | None:
-        if not self.latencies:
-            return None
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] * 1000
+        value = percentile(self.latencies, q)
+        return None if value is None else value * 1000
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -23,6 +23,14 @@ def ratio(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs
 
 
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank ``q``-th percentile (0-100) of ``values``, or None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+
+
 def fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "-"

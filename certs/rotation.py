@@ -23,21 +23,12 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
 from .authority import KeyPair, issue_serving, new_ca
+from .policy import RotationPolicy
 
 # Secret data keys. tls.crt/tls.key/ca.crt follow the kubernetes.io/tls convention.
 TLS_CERT, TLS_KEY, CA_CERT, CA_KEY = "tls.crt", "tls.key", "ca.crt", "ca.key"
 NEXT_CA_CERT, NEXT_CA_KEY, CA_BUNDLE = "next-ca.crt", "next-ca.key", "ca-bundle.crt"
 CHANGED_AT = "bundle-changed-at"  # when the bundle or the issuing CA last changed (ISO 8601)
-
-
-@dataclass(frozen=True)
-class RotationPolicy:
-    ca_validity: datetime.timedelta = datetime.timedelta(days=3650)
-    serving_validity: datetime.timedelta = datetime.timedelta(days=365)
-    # Renew once less than this fraction of a certificate's lifetime is left.
-    renew_fraction: float = 1 / 3
-    # How long each step of a CA change waits for every apiserver and replica to catch up.
-    overlap: datetime.timedelta = datetime.timedelta(minutes=5)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from kube.client import CRDS, ApiError, KubeClient, Resource
 from kube.leader import LeaderElector
 
 from .files import CA_CERT, TLS_CERT, TLS_KEY, write_atomic
-from .rotation import RotationPolicy, SecretState, next_state
+from .policy import RotationPolicy
+from .rotation import SecretState, next_state
 
 log = logging.getLogger(__name__)
 

@@ -69,6 +69,7 @@ class Binaries:
     sample_controller: Path  # only built by `hack/build.sh sample-controller`
     sample_controller_crd: Path
     promtool: Path  # Prometheus' rule checker, for the chart's PrometheusRule (not part of the plane)
+    prometheus: Path  # the Prometheus server, only built by `hack/build.sh prometheus` (make dashboard)
     k8s_version: str
     # True when kube-apiserver/kubectl come from KUBEBUILDER_ASSETS or TEST_ASSET_*, so their
     # version is whatever the user supplied, not `k8s_version`.
@@ -85,11 +86,13 @@ class Binaries:
             listing = ", ".join(f"{n} ({getattr(self, n)})" for n in gone)
             if any(n in self.user_supplied for n in gone):
                 raise MissingBinaryError(f"missing: {listing}; check TEST_ASSET_* / KUBEBUILDER_ASSETS")
-            hint = (
-                "bash hack/build.sh sample-controller"
-                if any(n.startswith("sample") for n in gone)
-                else "bash hack/build.sh"
-            )
+            # Targets that `hack/build.sh` builds only when named.
+            optional = [
+                target
+                for target in ("sample-controller", "prometheus")
+                if any(n.startswith(target.replace("-", "_")) for n in gone)
+            ]
+            hint = " ".join(["bash hack/build.sh", *optional])
             raise MissingBinaryError(
                 f"not built: {listing}; run `{hint}` first (same *_VERSION and FOO_OPERATOR_CACHE)"
             )
@@ -140,6 +143,7 @@ def find_binaries(env: Mapping[str, str] | None = None) -> Binaries:
         sample_controller=bin_dir / f"sample-controller-{sc}" / "sample-controller",
         sample_controller_crd=share / f"sample-controller-{sc}" / "crd-status-subresource.yaml",
         promtool=bin_dir / f"prometheus-{v['PROMETHEUS_VERSION']}" / "promtool",
+        prometheus=bin_dir / f"prometheus-{v['PROMETHEUS_VERSION']}" / "prometheus",
         k8s_version=v["K8S_VERSION"],
         user_supplied=frozenset(user),
     )
@@ -161,11 +165,12 @@ class CertManager:
 
     version: str
     controller: Path
+    webhook: Path
     cainjector: Path
     crds: Path  # every CRD of the module's deploy/crds, one YAML stream
 
     def missing(self) -> list[Path]:
-        return [p for p in (self.controller, self.cainjector, self.crds) if not p.is_file()]
+        return [p for p in (self.controller, self.webhook, self.cainjector, self.crds) if not p.is_file()]
 
 
 def cert_manager(env: Mapping[str, str] | None = None) -> CertManager:
@@ -175,12 +180,13 @@ def cert_manager(env: Mapping[str, str] | None = None) -> CertManager:
     version = next(
         line.split()[-1]
         for line in (src / "go.mod").read_text().splitlines()
-        if "github.com/cert-manager/cert-manager " in line
+        if line.split()[:1] == ["github.com/cert-manager/cert-manager"]  # its require line
     )
     bin_dir = cache_dir(env) / "bin" / f"cert-manager-{version}-{digest[:12]}"
     return CertManager(
         version=version,
         controller=bin_dir / "controller",
+        webhook=bin_dir / "webhook",
         cainjector=bin_dir / "cainjector",
         crds=cache_dir(env) / "share" / f"cert-manager-{version}" / "crds.yaml",
     )

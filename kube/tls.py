@@ -4,6 +4,10 @@ Like controller-runtime's certwatcher: a new pair is used for new connections wi
 restart; a broken pair (half-written, mismatched) keeps the old one and says why in the log.
 The swap uses the SNI callback, which OpenSSL calls on every handshake, to hand each new
 connection the newest context.
+
+cryptography is imported only to describe a certificate (its subject and expiry, for the log and
+a metric) or to make one: OpenSSL alone loads and checks the pair, and importing cryptography
+costs ~50 ms of CPU, so the pair a server starts with is described once it listens.
 """
 
 from __future__ import annotations
@@ -15,13 +19,12 @@ import logging
 import ssl
 from collections.abc import Callable
 from pathlib import Path
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from typing import TYPE_CHECKING
 
 from .tlspolicy import TLSPolicy
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,7 @@ class CertWatcher:
         self._on_load = on_load
         self._fingerprint = b""
         self._current: ssl.SSLContext | None = None
+        self._undescribed: bytes | None = None  # the PEM of a pair loaded but not yet described
 
     @property
     def loaded(self) -> bool:
@@ -77,12 +81,19 @@ class CertWatcher:
 
     def reload(self) -> bool:
         """Load the files if they changed; True when a new pair is now in use."""
+        if not self._load():
+            return False
+        self.describe()
+        return True
+
+    def _load(self) -> bool:
+        """Use the files if they changed (OpenSSL checks the pair); the description waits."""
         try:
             fingerprint = self._read_fingerprint()
             if fingerprint == self._fingerprint:
                 return False
+            certificate_pem = self.cert_file.read_bytes()
             context = self._build()
-            certificate = x509.load_pem_x509_certificate(self.cert_file.read_bytes())
         except (OSError, ssl.SSLError, ValueError) as err:
             if self._current is None:
                 raise
@@ -90,6 +101,21 @@ class CertWatcher:
             return False
         self._current = context
         self._fingerprint = fingerprint
+        self._undescribed = certificate_pem
+        return True
+
+    def describe(self) -> None:
+        """Log the subject and expiry of the pair in use and hand it to ``on_load``, once per pair."""
+        certificate_pem, self._undescribed = self._undescribed, None
+        if certificate_pem is None:
+            return
+        from cryptography import x509
+
+        try:
+            certificate = x509.load_pem_x509_certificate(certificate_pem)
+        except ValueError as err:  # OpenSSL took it; a certificate cryptography cannot read still serves
+            log.warning("serving certificate loaded, but cannot be described", extra={"error": str(err)})
+            return
         log.info(
             "serving certificate loaded",
             extra={
@@ -99,12 +125,11 @@ class CertWatcher:
         )
         if self._on_load is not None:
             self._on_load(certificate)
-        return True
 
     def server_context(self) -> ssl.SSLContext:
         """The context to give the server once; it hands each handshake the newest pair."""
         if self._current is None:
-            self.reload()
+            self._load()  # described by ``watch``, once the server listens
         base = self._build()
 
         def pick(ssl_object: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext) -> None:
@@ -115,7 +140,14 @@ class CertWatcher:
         return base
 
     async def watch(self, interval: float = 5.0) -> None:
-        """Poll the files forever (cancel to stop); cheap: a hash of three small files."""
+        """Describe the pair in use, then poll the files forever (cancel to stop); cheap: a hash
+        of three small files. The first description runs in a thread: it imports cryptography."""
+        describing = asyncio.ensure_future(asyncio.to_thread(self.describe))
+        try:
+            await asyncio.shield(describing)
+        finally:
+            if not describing.done():  # cancelled meanwhile: no thread outlives the server that started it
+                await asyncio.wait([describing])
         while True:
             await asyncio.sleep(interval)
             self.reload()
@@ -124,6 +156,11 @@ class CertWatcher:
 def write_self_signed(directory: Path, host: str = "localhost", days: int = 365) -> tuple[Path, Path]:
     """A self-signed pair in ``directory`` (key 0600), as controller-runtime makes for secure
     metrics when given no certificate: callers authenticate with tokens, not by this identity."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
     now = datetime.datetime.now(datetime.UTC)

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import gc
+
+if __name__ == "__main__":
+    # Start-up makes ~100,000 objects that live as long as the process (modules, classes,
+    # functions); the collector would walk them again and again while they are being made
+    # (~25 ms of CPU before /readyz, bench.cold_start). run_server freezes them, then turns it on.
+    gc.disable()
+
 import argparse
 import sys
 from datetime import timedelta
 
-from certs.authority import service_dns_names
-from certs.rotation import RotationPolicy
+from certs.policy import RotationPolicy
 from fooapi import DEFAULT_IMAGE
-from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit
+from kube.budget import RESERVED_MIB, WORKER_BUDGET_MIB, MiB, budget_for_memory_limit, processes_memory_feeds
 from kube.cli import (
     KUBECONFIG_HELP,
     command_parser,
+    count_or_auto,
     env_default,
     fail,
     int_between,
@@ -22,6 +30,7 @@ from kube.cli import (
 )
 from kube.logs import setup_logging
 from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
+from kube.workers import Worker, supervise
 
 from .app import Settings, admission_deadline
 from .manifests import TIMEOUT_SECONDS
@@ -33,6 +42,15 @@ PROG = "foo-operator-webhook"
 def parser() -> argparse.ArgumentParser:
     parser = command_parser(PROG, "foo-operator webhook service: admission and conversion over TLS.")
     add_serving_flags(parser, default_port=9443)
+    parser.add_argument(
+        "--workers",
+        type=count_or_auto,
+        default=env_default("WEBHOOK_WORKERS", "auto"),
+        help="processes serving the port together (SO_REUSEPORT), with a supervisor when more than 1; "
+        "auto: the container's CPU limit from its cgroup, rounded down, else the CPUs it may run on, "
+        f"at most one per {RESERVED_MIB + WORKER_BUDGET_MIB} MiB of --memory-limit-mib [env WEBHOOK_WORKERS] "
+        "(default: auto)",
+    )
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
     parser.add_argument(
         "--admission-body-limit-mib", type=positive_int, default=8, help="largest AdmissionReview body accepted, in MiB"
@@ -49,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
         default=env_default("MEMORY_LIMIT_MIB", "256"),
         help="the container's memory limit [env MEMORY_LIMIT_MIB, which the chart sets from "
         f"limits.memory through the downward API]; request bodies may hold all of it but "
-        f"{RESERVED_MIB} MiB at once",
+        f"{RESERVED_MIB} MiB per worker at once",
     )
     parser.add_argument(
         "--admission-timeout-seconds",
@@ -62,7 +80,8 @@ def parser() -> argparse.ArgumentParser:
         "--max-in-flight-mib",
         type=positive_int,
         default=None,
-        help="bytes of request bodies, raw and parsed, held at once (default: from --memory-limit-mib)",
+        help="bytes of request bodies, raw and parsed, held at once by each worker (default: from "
+        "--memory-limit-mib, split between the workers)",
     )
     rotation = parser.add_argument_group("certificate rotation (the service keeps its own CA in a Secret)")
     rotation.add_argument("--cert-rotation", action="store_true", help="generate and rotate certificates")
@@ -121,6 +140,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _rotation(args: argparse.Namespace) -> RotationOptions | None:
     if not args.cert_rotation:
         return None
+    # Here, not at the top: certs.authority imports cryptography, which a webhook serving
+    # certificates from files does not need before its first review (bench.cold_start).
+    from certs.authority import service_dns_names
+
     return RotationOptions(
         namespace=args.namespace,
         secret_name=args.cert_secret,
@@ -142,7 +165,8 @@ def _rotation(args: argparse.Namespace) -> RotationOptions | None:
     )
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
+def settings_from(args: argparse.Namespace, processes: int = 1) -> Settings:
+    """The app's settings; with ``processes`` workers the memory limit's budget is split between them."""
     return Settings(
         default_image=args.default_image,
         admission_body_limit=args.admission_body_limit_mib * MiB,
@@ -151,7 +175,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         in_flight_budget=(
             args.max_in_flight_mib * MiB
             if args.max_in_flight_mib is not None
-            else budget_for_memory_limit(args.memory_limit_mib)
+            else budget_for_memory_limit(args.memory_limit_mib, processes)
         ),
     )
 
@@ -172,9 +196,35 @@ def main(argv: list[str] | None = None) -> int:
     )
     if problem is not None:
         return fail(PROG, problem, 2)
-    settings = settings_from(args)
-    options = serving_options(args, ServerOptions, rotation=_rotation(args), kubeconfig=args.kubeconfig)
+    count = workers(args)
+    if count > 1:
+        return supervise(count, lambda worker: serve_as(args, worker), prog=PROG)
+    return serve_as(args, None)
+
+
+def serve_as(args: argparse.Namespace, worker: Worker | None) -> int:
+    """Serve as the only process (``worker`` None) or as one of several."""
+    settings = settings_from(args, worker.count if worker is not None else 1)
+    options = serving_options(
+        args,
+        ServerOptions,
+        reuse_port=worker is not None,
+        rotation=_rotation(args),
+        kubeconfig=args.kubeconfig,
+        worker=worker,
+    )
     return run_server(serve(options, settings), args, PROG)
+
+
+def workers(args: argparse.Namespace) -> int:
+    """--workers as a count. ``auto``: one per CPU of the container (kube.cpus, read only when
+    asked), but no more than its memory limit feeds, each with room for request bodies: the
+    chart sets no CPU limit, and a 64-core node must not put 64 workers into 256 MiB."""
+    if args.workers is not None:
+        return int(args.workers)
+    from kube.cpus import auto_workers
+
+    return min(auto_workers(), processes_memory_feeds(args.memory_limit_mib))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""Webhook metrics, named as controller-runtime names them so existing dashboards work."""
+"""Webhook metrics, named as controller-runtime names them so existing dashboards work.
+
+With several workers (``--workers``) prometheus-client keeps each worker's values in files and
+any worker's /metrics reads them all: counters and histograms are summed; each gauge says
+how (``multiprocess_mode``, ignored by a single process).
+"""
 
 from __future__ import annotations
 
@@ -39,10 +44,13 @@ class WebhookMetrics:
                 "Current number of admission requests being served.",
                 ["webhook"],
                 registry=registry,
+                multiprocess_mode="livesum",  # the pod's requests in flight: the live workers' sum
             ),
             certificate_expiry=Gauge(
                 "foo_operator_certificate_expiry_timestamp_seconds",
                 "Unix time at which the serving certificate expires.",
                 registry=registry,
+                # The earliest any live worker serves: one that has not reloaded yet still counts.
+                multiprocess_mode="livemin",
             ),
         )

@@ -1,17 +1,31 @@
-"""Run the webhook app over TLS (kube.serving), with the optional certificate rotator."""
+"""Run the webhook app over TLS (kube.serving), with the optional certificate rotator.
+
+As one of several workers (kube.workers) the process also shares its ports, reports its
+metrics through prometheus-client's multiprocess files and is ready only when every worker
+serves. With ``--cert-rotation`` only worker 0 runs the rotator: the Lease already lets one
+process in the Deployment write the Secret, and N workers each holding a Kubernetes client,
+a lease loop and a rotation round every 30 s would only compete for it. The others watch the
+files worker 0 writes into the shared certificate directory (CertWatcher, at least every
+rotation round), well inside the rotation's overlap.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from certs.rotation import RotationPolicy
+from prometheus_client import CollectorRegistry
+
+from certs.policy import RotationPolicy
+from kube.metrics import count_gc_in_files, multiprocess_registry
 from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from kube.tls import CertWatcher
+from kube.workers import Worker
 
 from .app import Settings, build_app
 from .metrics import WebhookMetrics
@@ -41,22 +55,45 @@ class RotationOptions:
 class ServerOptions(ServingOptions):
     rotation: RotationOptions | None = None
     kubeconfig: str | None = None  # for --metrics-secure's reviews (rotation has its own)
+    worker: Worker | None = None  # one of several processes (--workers N); None: the only one
 
 
 async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT), then drain and return."""
-    metrics = WebhookMetrics.create()
+    worker = options.worker
+    # A worker's values go to the shared files; the registry it serves reads every worker's.
+    metrics = WebhookMetrics.create(CollectorRegistry() if worker is not None else None)
     watcher = _certificate_watcher(options, metrics)
     stop = stop or asyncio.Event()
     stop_on_signals(stop)
-    rotation = await _start_rotation(options, watcher) if options.rotation is not None else None
+    rotates = options.rotation is not None and (worker is None or worker.first)
+    rotation = await _start_rotation(options, watcher) if rotates else None
     try:
         if rotation is not None and not await rotation.wrote_files(stop):
             return
+        if options.rotation is not None and rotation is None:
+            if not await _files_written(options, stop):
+                return
+            # Worker 0 writes new files every rotation round; the others must read them as often,
+            # as other replicas' rotators do, for the overlap to cover them.
+            interval = min(options.cert_reload_interval, options.rotation.interval)
+            options = dataclasses.replace(options, cert_reload_interval=interval)
         await _serve_app(options, settings, watcher, metrics, stop, background=rotation.tasks if rotation else [])
     finally:
         if rotation is not None:
             await rotation.close()
+
+
+async def _files_written(options: ServerOptions, stop: asyncio.Event, poll: float = 0.1) -> bool:
+    """A worker other than the rotator's waits for the serving pair it writes; False if stopped first."""
+    pair = (options.cert_dir / options.cert_name, options.cert_dir / options.key_name)
+    while not all(path.is_file() for path in pair):
+        try:
+            await asyncio.wait_for(stop.wait(), poll)
+            return False
+        except TimeoutError:
+            pass
+    return True
 
 
 def _certificate_watcher(options: ServerOptions, metrics: WebhookMetrics) -> CertWatcher:
@@ -80,10 +117,19 @@ async def _serve_app(
     background: list[asyncio.Task[None]],
 ) -> None:
     """The admission app on its TLS listener and the metrics listener, until ``stop``."""
-    readiness = Readiness(checks=[lambda: watcher.loaded])
+    worker = options.worker
+    readiness = Readiness(
+        checks=[lambda: watcher.loaded],
+        announce=worker.announce if worker is not None else None,
+        shared=worker.readiness if worker is not None else None,
+    )
     app = build_app(settings, readiness=readiness, webhook_metrics=metrics)
     kubeconfig = options.rotation.kubeconfig if options.rotation else options.kubeconfig
-    metrics_server = await serving_metrics(options, metrics.registry, name="webhook", kubeconfig=kubeconfig)
+    served = metrics.registry
+    if worker is not None:
+        count_gc_in_files()
+        served = multiprocess_registry(worker.pids)
+    metrics_server = await serving_metrics(options, served, name="webhook", kubeconfig=kubeconfig)
     await serve_until_stopped(
         app, options, watcher, stop, name="webhook", background=background, metrics=metrics_server
     )

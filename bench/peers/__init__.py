@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 from hack.binaries import cache_dir
@@ -42,19 +43,25 @@ def go_webhook_binary() -> Path:
 
 
 def _tool_venv(name: str, binary: str, *requirements: str) -> Path:
-    """A virtualenv of its own under the bench cache holding ``requirements``, made on first use."""
+    """A virtualenv of its own under the bench cache holding ``requirements``, made on first use and
+    brought up to date when the requirements change (they are recorded in it)."""
     venv = bench_cache() / name
-    if (venv / "bin" / binary).exists():
+    recorded = venv / "bench-requirements.txt"
+    wanted = "\n".join(requirements) + "\n"
+    if (venv / "bin" / binary).exists() and recorded.exists() and recorded.read_text() == wanted:
         return venv
     _log(f"installing {' '.join(requirements)} into {venv}")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", *requirements], check=True)
+    recorded.write_text(wanted)
     return venv
 
 
 def kopf_venv() -> Path:
-    """A virtualenv holding kopf (not one of our dependencies), made on first use."""
-    return _tool_venv("kopf-venv", "kopf", f"kopf=={KOPF_VERSION}", "uvloop")
+    """A virtualenv holding kopf (not one of our dependencies), made on first use; with the
+    libraries fooapi imports, at our versions, since the kopf peer calls fooapi's rules."""
+    fooapi_needs = [f"{name}=={version(name)}" for name in ("pydantic", "orjson")]
+    return _tool_venv("kopf-venv", "kopf", f"kopf=={KOPF_VERSION}", "uvloop", *fooapi_needs)
 
 
 def py_spy() -> Path:

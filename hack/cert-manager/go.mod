@@ -1,9 +1,14 @@
-module foo-operator.local/hack/cert-manager
+// The path is under cert-manager's own, as the path of its cmd/webhook module is: the webhook's
+// server is in github.com/cert-manager/cert-manager/internal/webhook, which Go lets only packages
+// beneath github.com/cert-manager/cert-manager import. No such path exists in cert-manager's
+// module (its commands are modules of their own), so nothing it serves is shadowed.
+module github.com/cert-manager/cert-manager/cmd/foo-operator-wrappers
 
 go 1.26.0
 
 require (
 	github.com/cert-manager/cert-manager v1.21.2
+	github.com/spf13/pflag v1.0.10
 	k8s.io/apiextensions-apiserver v0.36.2
 	k8s.io/apimachinery v0.36.2
 	k8s.io/client-go v0.36.2
@@ -69,7 +74,6 @@ require (
 	github.com/prometheus/common v0.67.5 // indirect
 	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.6.8 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.14 // indirect

@@ -1,8 +1,11 @@
 """certManager mode with real cert-manager: renewals of the serving certificate fail no request.
 
-cert-manager's controller and cainjector (hack/cert-manager, built from its Go module) run as
-processes against the plane, with its CRDs from the same module; the chart runs in certManager
-mode on the real node from the image built here. The serving certificate is renewed twice the
+cert-manager's controller, webhook and cainjector (hack/cert-manager, built from its Go module)
+run as processes against the plane, with its CRDs from the same module and its webhook registered
+as its chart registers it (`webhook.url.host`: here the loopback process), its serving certificate
+from the CA it keeps in a Secret, the caBundles from cainjector; so every Issuer and Certificate
+the chart makes passes cert-manager's own validation. The chart runs in certManager mode on the
+real node from the image built here. The serving certificate is renewed twice the
 way `cmctl renew` does it (an Issuing condition on the Certificate's status) while Foo writes
 (through the webhook pod), v1alpha1 Foo reads (conversion) and FooHealth reads (the insights pod,
 through the APIService) run without pause. Every request must succeed, every caBundle must stay
@@ -31,7 +34,7 @@ from cryptography import x509
 
 from fooapi.crd import CRD_NAME
 from hack.binaries import BUILD_SCRIPT, cert_manager
-from hack.cluster import LocalControlPlane
+from hack.cluster import LocalControlPlane, free_port
 from hack.node import RealNode, chart_values, plane_with_real_node
 from hack.pki import served_certificate
 from hack.procs import Component
@@ -47,6 +50,9 @@ APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
 SERVING = f"{RELEASE}-webhook"  # the serving Certificate, its Secret is SERVING-tls
 CA = f"{RELEASE}-webhook-ca"  # the CA Certificate and its Secret
 SERVING_PORTS = {"webhook": 9443, "insights": 8443}
+# cert-manager's own webhook as its chart names it: the CA Secret is `<webhook>-ca` in its namespace.
+CM_NAMESPACE = "cert-manager"
+CM_WEBHOOK = "cert-manager-webhook"
 
 
 @dataclass
@@ -88,6 +94,71 @@ def _build_cert_manager() -> None:
         )
 
 
+def _cert_manager_webhook_configurations(port: int) -> list[dict[str, Any]]:
+    """The Validating- and MutatingWebhookConfiguration cert-manager's chart renders with
+    `webhook.url.host=localhost:<port>` (the host its serving certificate names), caBundle from
+    the webhook's CA Secret by cainjector."""
+
+    def configuration(kind: str, path: str, rule: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": kind,
+            "metadata": {
+                "name": CM_WEBHOOK,
+                "annotations": {"cert-manager.io/inject-ca-from-secret": f"{CM_NAMESPACE}/{CM_WEBHOOK}-ca"},
+            },
+            "webhooks": [
+                {
+                    "name": "webhook.cert-manager.io",
+                    "rules": [rule],
+                    "admissionReviewVersions": ["v1"],
+                    "matchPolicy": "Equivalent",
+                    "timeoutSeconds": 30,
+                    "failurePolicy": "Fail",
+                    "sideEffects": "None",
+                    "clientConfig": {"url": f"https://localhost:{port}{path}"},
+                    **extra,
+                }
+            ],
+        }
+
+    validating_rule = {
+        "apiGroups": ["cert-manager.io", "acme.cert-manager.io"],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE", "UPDATE"],
+        "resources": ["*/*"],
+    }
+    mutating_rule = {
+        "apiGroups": ["cert-manager.io"],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE"],
+        "resources": ["certificaterequests"],
+    }
+    # The chart's default values.webhook.validatingWebhookConfiguration.namespaceSelector.
+    opt_out = {
+        "namespaceSelector": {
+            "matchExpressions": [{"key": "cert-manager.io/disable-validation", "operator": "NotIn", "values": ["true"]}]
+        }
+    }
+    return [
+        configuration("ValidatingWebhookConfiguration", "/validate", validating_rule, opt_out),
+        configuration("MutatingWebhookConfiguration", "/mutate", mutating_rule, {}),
+    ]
+
+
+def _probe_issuer() -> str:
+    """An Issuer to create with --dry-run=server: it passes only once cert-manager's webhook
+    serves and cainjector has filled its caBundles (failurePolicy Fail refuses it until then)."""
+    return json.dumps(
+        {
+            "apiVersion": "cert-manager.io/v1",
+            "kind": "Issuer",
+            "metadata": {"name": "probe", "namespace": CM_NAMESPACE},
+            "spec": {"selfSigned": {}},
+        }
+    )
+
+
 @pytest.fixture(scope="module")
 def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     _build_cert_manager()
@@ -101,21 +172,47 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
         print(f"plane, real node and the image up in {time.monotonic() - began:.1f}s")
         plane.kubectl("apply", "--server-side", "-f", str(binaries.crds))
         plane.kubectl("wait", "--for=condition=Established", "-f", str(binaries.crds), "--timeout=60s")
-        processes = [
-            Component(
+        plane.kubectl("create", "namespace", CM_NAMESPACE)
+        webhook_port = free_port()
+        # Its chart's flags, less the in-cluster names: the one the API server dials here.
+        webhook_flags = [
+            f"--secure-port={webhook_port}",
+            f"--dynamic-serving-ca-secret-namespace={CM_NAMESPACE}",
+            f"--dynamic-serving-ca-secret-name={CM_WEBHOOK}-ca",
+            "--dynamic-serving-dns-names=localhost",
+            f"--healthz-port={free_port()}",
+            "--metrics-listen-address=0",
+        ]
+        processes = {
+            name: Component(
                 f"cert-manager-{name}",
-                [str(path), f"--kubeconfig={plane.kubeconfig}", "-v=2"],
+                [str(path), f"--kubeconfig={plane.kubeconfig}", "-v=2", *flags],
                 plane.logs_dir / f"cert-manager-{name}.log",
             )
-            for name, path in (("controller", binaries.controller), ("cainjector", binaries.cainjector))
-        ]
-        for process in processes:
+            for name, path, flags in (
+                ("controller", binaries.controller, []),
+                ("webhook", binaries.webhook, webhook_flags),
+                ("cainjector", binaries.cainjector, []),
+            )
+        }
+        for process in processes.values():
             process.start()
-        values = chart_values(node, node_image["ref"])
-        values["tls"] = {"mode": "certManager"}
-        values_file = workdir / "values.yaml"
-        values_file.write_text(yaml.safe_dump(values))
         try:
+            for configuration in _cert_manager_webhook_configurations(webhook_port):
+                plane.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(configuration))
+            began = time.monotonic()
+            wait_for(
+                "cert-manager's webhook to admit (its CA Secret made, the caBundles injected)",
+                lambda: plane.kubectl("create", "--dry-run=server", "-f", "-", input=_probe_issuer()),
+                timeout=60,
+                interval=0.5,
+                server=processes["webhook"],
+            )
+            print(f"cert-manager's webhook admitting after {time.monotonic() - began:.1f}s")
+            values = chart_values(node, node_image["ref"])
+            values["tls"] = {"mode": "certManager"}
+            values_file = workdir / "values.yaml"
+            values_file.write_text(yaml.safe_dump(values))
             began = time.monotonic()
             plane.helm(
                 "install",
@@ -135,7 +232,7 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
             yield Cluster(plane, node)
         finally:
             plane.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=60s", check=False)
-            for process in processes:
+            for process in processes.values():
                 process.stop()
 
 
@@ -255,3 +352,21 @@ def test_two_renewals_under_load_fail_no_request_and_move_no_ca_bundle(cluster: 
     for component, pod in cluster.pods().items():
         assert pod["metadata"]["name"] == pods[component]["metadata"]["name"], f"the {component} pod was replaced"
         assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, f"the {component} pod restarted"
+
+
+def test_cert_manager_own_webhook_denies_an_invalid_certificate_with_its_message(cluster: Cluster) -> None:
+    # The CRD's schema requires an issuerRef, so the API server itself would refuse one without:
+    # a Certificate that names nothing to certify passes the schema and only the webhook refuses it.
+    nameless = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": "names-nothing", "namespace": NAMESPACE},
+        "spec": {"secretName": "names-nothing-tls", "issuerRef": {"name": f"{RELEASE}-ca"}},
+    }
+    refused = cluster.plane.kubectl("apply", "-f", "-", input=json.dumps(nameless), check=False)
+    assert refused.returncode != 0, refused.stdout
+    assert 'admission webhook "webhook.cert-manager.io" denied the request' in refused.stderr, refused.stderr
+    assert "at least one of commonName" in refused.stderr, refused.stderr
+    # What the chart made went through the same webhook and was admitted.
+    for kind in ("issuer", "certificate"):
+        assert cluster.get(kind, "-n", NAMESPACE)["items"], f"the chart made no {kind}"

@@ -26,13 +26,18 @@ LOAD_SECONDS = 25.0
 WRITERS = 4
 
 
-@pytest.fixture
-def rotating_webhook(foo_operator: LocalProduct, namespace: str, tmp_path: Path) -> Iterator[LocalProduct]:
-    """The session's webhook replaced, on the same URL, by one in rotator mode; restored after."""
+@pytest.fixture(params=["1", "2"], ids=["one-process", "two-workers"])
+def rotating_webhook(
+    foo_operator: LocalProduct, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[LocalProduct]:
+    """The session's webhook replaced, on the same URL, by one in rotator mode; restored after.
+    With two workers, worker 0 rotates and worker 1 serves the files it writes."""
     foo_operator.stop_webhook()
     foo_operator.start_webhook(
         cert_dir=tmp_path / "rotated",
         extra_args=[
+            "--workers",
+            request.param,
             "--cert-rotation",
             "--kubeconfig",
             str(foo_operator.plane.kubeconfig),

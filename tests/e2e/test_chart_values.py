@@ -35,7 +35,7 @@ EVERY_KNOB: dict[str, Any] = {
         "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
         "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}],
     },
-    "insights": {"hostNetwork": True, "containerPort": 10444, "revisionHistoryLimit": 1},
+    "insights": {"hostNetwork": True, "containerPort": 10444, "metricsPort": 10445, "revisionHistoryLimit": 1},
     "controller": {
         "livenessProbe": {"httpGet": None, "exec": {"command": ["true"]}},
         "extraEnv": [{"name": "GOMAXPROCS", "value": "2"}],

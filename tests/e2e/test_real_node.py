@@ -20,8 +20,11 @@ own, serving on the node's bridge; hack/node.py puts the machine back afterwards
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import ssl
+import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -39,6 +42,7 @@ from hack.cluster import LocalControlPlane
 from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
 from hack.pki import KUBERNETES_SERVICE_IP, served_certificate
 from tests.e2e.load import dry_run_foo_create, steady_requests
+from tests.e2e.storage import DONE_LINE, etcd_foos
 from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for, wait_for_more
 
@@ -411,6 +415,23 @@ def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
 
 
 # ----------------------------------------------------------------------------- upgrades, rotation
+def _upgrade(release: Cluster, *settings: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`helm upgrade --reuse-values` of the release with ``settings``, waiting for its pods and hooks."""
+    return release.plane.helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "-n",
+        NAMESPACE,
+        "--reuse-values",
+        *settings,
+        "--wait",
+        "--timeout=180s",
+        timeout=240,
+        check=check,
+    )
+
+
 def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_without_a_failed_write(
     release: Cluster,
 ) -> None:
@@ -423,19 +444,7 @@ def test_helm_upgrade_keeps_the_ca_and_certificate_and_rolls_the_webhook_pod_wit
     bundles_before = ca_bundles(release)
     with steady_requests(plane, [dry_run_foo_create(FOOS)]) as (outcomes, failures):
         wait_for_more("writes before the upgrade", lambda: outcomes["write"], 10)
-        plane.helm(
-            "upgrade",
-            RELEASE,
-            str(CHART),
-            "-n",
-            NAMESPACE,
-            "--reuse-values",
-            "--set-string",
-            f"webhook.podAnnotations.rolled={time.time_ns()}",
-            "--wait",
-            "--timeout=180s",
-            timeout=240,
-        )
+        _upgrade(release, "--set-string", f"webhook.podAnnotations.rolled={time.time_ns()}")
 
         def replaced() -> bool:
             pods = release.pods("webhook")
@@ -593,6 +602,160 @@ def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Clus
             timeout=60,
         )
         plane.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
+
+
+# ----------------------------------------------------------------------------- migrate-storage hook
+MIGRATE_STORAGE = f"{RELEASE}-migrate-storage"  # the hook Job, its ServiceAccount and RBAC
+MIGRATED = "foo-real-migrated"  # the namespace of the Foos stored at v1alpha1 for the hook to re-write
+STORED_AT = {"v1": "samplecontroller.k8s.io/v1", "v1alpha1": "samplecontroller.k8s.io/v1alpha1"}
+
+
+def _store_foos_at(plane: LocalControlPlane, version: str) -> None:
+    """Make ``version`` the CRD's storage version, as the switch from sample-controller does."""
+    versions = json.loads(plane.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)["spec"]["versions"]
+    patch = [
+        {"op": "replace", "path": f"/spec/versions/{i}/storage", "value": v["name"] == version}
+        for i, v in enumerate(versions)
+    ]
+    plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(patch))
+
+
+def _stored_versions(plane: LocalControlPlane) -> list[str]:
+    crd = json.loads(plane.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
+    return list(crd["status"]["storedVersions"])
+
+
+def _upgrade_with_the_hook(release: Cluster, *settings: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`helm upgrade` with the migrate-storage hook Job on (and ``settings``)."""
+    return _upgrade(release, "--set", "migrateStorage.job.enabled=true", *settings, check=check)
+
+
+def _hook_off(release: Cluster) -> None:
+    """The release as the fixture made it, as far as the hook goes: off, default arguments."""
+    _upgrade(
+        release,
+        "--set",
+        "migrateStorage.job.enabled=false,migrateStorage.job.backoffLimit=6",
+        "--set-json",
+        "migrateStorage.job.extraArgs=[]",
+    )
+
+
+@contextlib.contextmanager
+def _followed_logs(plane: LocalControlPlane, selector: str) -> Iterator[dict[str, str]]:
+    """Each matching pod's whole log (pod name -> text), read with `kubectl logs -f` from the
+    moment its container starts: Helm deletes a hook Job that succeeded, its pod with it, as soon
+    as it sees it complete, so afterwards there is nothing left to read."""
+    logs: dict[str, str] = {}
+    stop = threading.Event()
+
+    def follow() -> None:
+        while not stop.is_set():
+            listed = plane.kubectl("get", "pods", "-n", NAMESPACE, "-l", selector, "-o", "json", check=False)
+            for pod in json.loads(listed.stdout or '{"items": []}')["items"]:
+                name = pod["metadata"]["name"]
+                states = [status["state"] for status in pod["status"].get("containerStatuses") or []]
+                if name in logs or not any("running" in state or "terminated" in state for state in states):
+                    continue
+                followed = plane.kubectl("logs", "-f", name, "-n", NAMESPACE, check=False, timeout=300)
+                if followed.returncode == 0:
+                    logs[name] = followed.stdout
+            stop.wait(0.2)
+
+    follower = threading.Thread(target=follow, name="hook-logs", daemon=True)
+    follower.start()
+    try:
+        yield logs
+    finally:
+        stop.set()
+        follower.join(timeout=60)
+
+
+def test_the_migrate_storage_hook_job_rewrites_every_foo_at_v1_and_prunes_stored_versions(release: Cluster) -> None:
+    """The hook Job runs on the real node from the product image after `helm upgrade`: the Foos
+    stored at v1alpha1 are in etcd at v1 afterwards, status.storedVersions is [v1], its log ends
+    with the summary, and Helm deleted the Job that succeeded."""
+    plane = release.plane
+    plane.kubectl("create", "namespace", MIGRATED, check=False)  # left by an earlier run of this test
+    names = [f"stored-at-v1alpha1-{i}" for i in range(3)]
+    _store_foos_at(plane, "v1alpha1")
+    try:
+        assert _stored_versions(plane) == ["v1", "v1alpha1"]
+
+        def written_at_v1alpha1() -> bool:
+            # The apiserver reloads a CRD's storage a moment after the CRD changes: write until
+            # etcd shows every Foo at v1alpha1.
+            for name in names:
+                plane.kubectl("apply", "-n", MIGRATED, "-f", "-", input=foo_yaml(name))
+                plane.kubectl("annotate", "foo", name, "-n", MIGRATED, f"e2e/written={time.time_ns()}", "--overwrite")
+            stored = etcd_foos(plane, MIGRATED)
+            return {stored[name][0] for name in names} == {STORED_AT["v1alpha1"]}
+
+        wait_for("the Foos to be stored at v1alpha1", written_at_v1alpha1, timeout=30, interval=0.5)
+    finally:
+        _store_foos_at(plane, "v1")
+    try:
+        began = time.monotonic()
+        with _followed_logs(plane, "app.kubernetes.io/component=migrate-storage") as logs:
+            _upgrade_with_the_hook(release)
+        print(f"helm upgrade with the migrate-storage hook: {time.monotonic() - began:.1f}s")
+        assert _stored_versions(plane) == ["v1"]
+        stored = etcd_foos(plane, MIGRATED)
+        assert {stored[name][0] for name in names} == {STORED_AT["v1"]}, stored
+        assert len(logs) == 1, f"one pod, one run: {logs}"
+        (log,) = logs.values()
+        print(f"the hook's log:\n{log}")
+        done = DONE_LINE.search(log)
+        assert done is not None, log
+        counts = {k: int(v) for k, v in done.groupdict().items() if k != "seconds"}
+        assert counts["rewritten"] >= len(names), counts
+        assert counts["rewritten"] + counts["current"] == counts["total"], counts
+        assert counts["failed"] == 0, counts
+        assert log.splitlines()[-1] == "status.storedVersions: [v1, v1alpha1] -> [v1]"
+        gone = plane.kubectl("get", "job", MIGRATE_STORAGE, "-n", NAMESPACE, check=False)
+        assert gone.returncode != 0 and "NotFound" in gone.stderr, "Helm kept the hook Job that succeeded"
+    finally:
+        _hook_off(release)
+
+
+def test_a_failing_migrate_storage_hook_fails_helm_upgrade_after_its_backoff_and_stays_to_be_read(
+    release: Cluster,
+) -> None:
+    """A hook run that cannot succeed (here: an argument the command refuses) is retried
+    backoffLimit times; `helm upgrade` then fails naming the Job and why, and the failed Job and
+    its pods stay, each log the command's one line."""
+    plane = release.plane
+    try:
+        began = time.monotonic()
+        failed = _upgrade_with_the_hook(
+            release,
+            "--set",
+            "migrateStorage.job.backoffLimit=1",
+            "--set-json",
+            'migrateStorage.job.extraArgs=["--dry-run=everything"]',
+            check=False,
+        )
+        print(f"helm upgrade with a failing hook: exit {failed.returncode} after {time.monotonic() - began:.1f}s")
+        print(failed.stderr)
+        assert failed.returncode != 0
+        assert "post-upgrade hooks failed" in failed.stderr, failed.stderr
+        assert f"job {MIGRATE_STORAGE} failed: BackoffLimitExceeded" in failed.stderr, failed.stderr
+        job = release.get("job", MIGRATE_STORAGE, "-n", NAMESPACE)
+        assert job["status"].get("failed") == 2, job["status"]  # the first run and one retry
+        pods = release.get("pods", "-n", NAMESPACE, "-l", f"job-name={MIGRATE_STORAGE}")["items"]
+        assert len(pods) == 2
+        for pod in pods:
+            assert pod["spec"]["nodeName"] == release.node.name
+            log = plane.kubectl("logs", pod["metadata"]["name"], "-n", NAMESPACE).stdout
+            assert log.strip() == (
+                "foo-operator migrate-storage: error: argument --dry-run: invalid choice: 'everything' "
+                "(choose from 'none', 'client', 'server') (see foo-operator migrate-storage --help)"
+            ), log
+    finally:
+        _hook_off(release)
+        # A failed hook's Job, ServiceAccount and RBAC stay until the next hook run replaces them.
+        plane.kubectl("delete", "job,serviceaccount", MIGRATE_STORAGE, "-n", NAMESPACE, "--ignore-not-found")
+        plane.kubectl("delete", "clusterrole,clusterrolebinding", MIGRATE_STORAGE, "--ignore-not-found")
 
 
 # ----------------------------------------------------------------------------- uninstall

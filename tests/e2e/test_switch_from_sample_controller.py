@@ -16,13 +16,10 @@ test order (each step builds on the last):
 
 from __future__ import annotations
 
-import base64
 import json
-import re
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +33,7 @@ from hack.binaries import BUILD_SCRIPT, find_binaries
 from hack.cluster import LocalControlPlane
 from hack.procs import Component, wait_until
 from hack.product import LocalProduct
+from tests.e2e.storage import DONE_LINE, etcd_foos
 from tests.e2e.waiting import wait_for
 
 # One journey in steps (module docstring): they run in file order, also when the suite is shuffled.
@@ -46,11 +44,6 @@ NAMESPACE = "switch-from-sample-controller"
 SCALED = "foo-00"  # scaled by the user after the switch
 COLLECTED = "foo-19"  # deleted at the end: its Deployment must be garbage-collected
 FOO_OPERATOR = Path(sys.executable).parent / "foo-operator"
-DONE_LINE = re.compile(
-    r"^done: (?P<total>\d+) Foos? in (?P<seconds>[\d.]+)s: (?P<rewritten>\d+) rewritten, (?P<current>\d+) already "
-    r"stored at v1, (?P<gone>\d+) deleted meanwhile, (?P<failed>\d+) failed$",
-    re.M,
-)
 
 
 # ---- helpers ----------------------------------------------------------------------------------------
@@ -82,23 +75,6 @@ def scale_at_v1alpha1(plane: LocalControlPlane, foo_name: str, replicas: int) ->
 
 def crd(plane: LocalControlPlane) -> Object:
     return dict(json.loads(plane.kubectl("get", "crd", CRD_NAME, "-o", "json", "--show-managed-fields").stdout))
-
-
-def etcd_foos(plane: LocalControlPlane) -> dict[str, tuple[str, int]]:
-    """What etcd really holds: name -> (apiVersion of the stored bytes, mod revision)."""
-    prefix = f"/registry/samplecontroller.k8s.io/foos/{NAMESPACE}/".encode()
-    body = {
-        "key": base64.b64encode(prefix).decode(),
-        "range_end": base64.b64encode(prefix[:-1] + bytes([prefix[-1] + 1])).decode(),
-    }
-    request = urllib.request.Request(f"http://127.0.0.1:{plane.etcd_port}/v3/kv/range", data=json.dumps(body).encode())
-    with urllib.request.urlopen(request, timeout=10) as response:
-        answer = json.load(response)
-    out = {}
-    for kv in answer.get("kvs", []):
-        name = base64.b64decode(kv["key"]).decode().rsplit("/", 1)[1]
-        out[name] = (json.loads(base64.b64decode(kv["value"]))["apiVersion"], int(kv["mod_revision"]))
-    return out
 
 
 def legacy_foo(i: int) -> Object:
@@ -242,7 +218,7 @@ def legacy(plane: LocalControlPlane) -> Legacy:
         controller.stop()
     print(f"sample-controller converged {FOOS} Foos in {time.monotonic() - began:.1f}s")
     specs = {name: f["spec"] for name, f in foos(plane, "v1alpha1").items()}
-    return Legacy(plane, specs, workloads(plane), etcd_foos(plane))
+    return Legacy(plane, specs, workloads(plane), etcd_foos(plane, NAMESPACE))
 
 
 @pytest.fixture(scope="module")
@@ -383,7 +359,7 @@ def test_migrate_storage_rewrites_every_foo_at_v1_and_prunes_v1alpha1(legacy: Le
     print(f"migrated {FOOS} Foos: command {took:.1f}s, walk {done['seconds']}s")
 
     assert crd(plane)["status"]["storedVersions"] == ["v1"]
-    stored = etcd_foos(plane)
+    stored = etcd_foos(plane, NAMESPACE)
     assert {version for version, _ in stored.values()} == {"samplecontroller.k8s.io/v1"}
     after = resource_versions(plane)
     assert sum(after[name] != before[name] for name in before) == counts["rewritten"]
@@ -406,14 +382,14 @@ def test_after_the_migration_no_deployment_or_pod_changed(legacy: Legacy, produc
 
 def test_a_second_migration_writes_nothing(legacy: Legacy, product: LocalProduct) -> None:
     plane = legacy.plane
-    versions, stored = resource_versions(plane), etcd_foos(plane)
+    versions, stored = resource_versions(plane), etcd_foos(plane, NAMESPACE)
     result, _ = migrate_storage(plane)
     assert result.returncode == 0, result.stderr
     done = DONE_LINE.search(result.stdout)
     assert done is not None and (int(done["rewritten"]), int(done["current"])) == (0, FOOS), result.stdout
     assert result.stdout.splitlines()[-1] == "status.storedVersions: already [v1]"
     assert resource_versions(plane) == versions
-    assert etcd_foos(plane) == stored  # not one etcd write
+    assert etcd_foos(plane, NAMESPACE) == stored  # not one etcd write
 
 
 # ---- 4. the way back -----------------------------------------------------------------------------------------
@@ -472,7 +448,7 @@ def test_the_whole_way_back_to_sample_controllers_own_crd(legacy: Legacy, produc
     result, _ = migrate_storage(plane)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "status.storedVersions: [v1, v1alpha1] -> [v1alpha1]"
-    assert {version for version, _ in etcd_foos(plane).values()} == {"samplecontroller.k8s.io/v1alpha1"}
+    assert {version for version, _ in etcd_foos(plane, NAMESPACE).values()} == {"samplecontroller.k8s.io/v1alpha1"}
 
     plane.kubectl("replace", "-f", str(find_binaries().sample_controller_crd))
     product.unregister_admission()  # what `helm uninstall` removes

@@ -155,6 +155,8 @@ def _start_replica(name: str, netns: NetNamespace, cert_dir: Path, log_file: Pat
             str(DRAIN_SECONDS),
             "--metrics-bind-address",
             f"{netns.ns_ip}:{METRICS_PORT}",
+            "--workers",
+            "1",  # this test signals the serving process itself and reads its connections
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

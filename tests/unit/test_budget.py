@@ -53,6 +53,12 @@ def test_parse_cost_is_never_below_what_parsing_allocates(shape: str) -> None:
     assert parse_cost(body) >= _parsed_bytes(body)
 
 
+@pytest.mark.parametrize("body", [b"", b"{}", b'{"a":[1,2,{"b":":,[{"}]}', *HOSTILE.values()])
+def test_parse_cost_charges_each_byte_container_value_and_key(body: bytes) -> None:
+    containers, values, keys = body.count(b"{") + body.count(b"["), body.count(b","), body.count(b":")
+    assert parse_cost(body) == len(body) + 96 * containers + 64 * values + 96 * keys
+
+
 def test_a_list_of_ten_thousand_foos_fits_the_budget_of_a_256mi_pod() -> None:
     # kube-apiserver sends a list read at a non-storage version as ONE ConversionReview (~15 MB
     # of Foos as stored: managedFields, last-applied annotation, status with conditions).

@@ -107,6 +107,70 @@ def test_host_network_puts_the_pods_on_the_node_with_the_configured_port(compone
     assert "hostNetwork" not in find(render(), "Deployment", f"foo-operator-{component}")["spec"]["template"]["spec"]
 
 
+BOTH_ON_THE_NODE = {"webhook": {"hostNetwork": True}, "insights": {"hostNetwork": True}}
+
+
+def metrics_ports(objects: Objects) -> dict[str, tuple[int, str]]:
+    """Each Deployment's metrics containerPort and the address its --metrics-bind-address names."""
+    ports = {}
+    for name in DEPLOYMENTS:
+        main = container(find(objects, "Deployment", name))
+        (port,) = [p["containerPort"] for p in main["ports"] if p["name"] == "metrics"]
+        (bind,) = [a.split("=", 1)[1] for a in main["args"] if a.startswith("--metrics-bind-address=")]
+        ports[name] = (port, bind)
+    return ports
+
+
+@pytest.mark.parametrize(
+    ("values", "port", "names"),
+    [
+        ({}, "8080", "(metrics.port and metrics.port)"),
+        (
+            {"insights": {"metricsPort": 8082, "containerPort": 9443}},
+            "9443",
+            "(webhook.containerPort and insights.containerPort)",
+        ),
+        (
+            {"metrics": {"port": 9090}, "insights": {"metricsPort": 9443}},
+            "9443",
+            "(webhook.containerPort and insights.metricsPort)",
+        ),
+    ],
+)
+def test_webhook_and_insights_both_on_the_node_network_may_not_share_a_port(
+    values: dict[str, Any], port: str, names: str
+) -> None:
+    error = render_error(
+        {**values, "webhook": {"hostNetwork": True}, "insights": {**values.get("insights", {}), "hostNetwork": True}}
+    )
+    assert "webhook.hostNetwork and insights.hostNetwork: a webhook and an insights pod on one node" in error
+    assert f"would both bind port {port} on it {names}" in error
+    assert "give the insights pods another port (insights.metricsPort or insights.containerPort)" in error
+
+
+def test_insights_metrics_port_sets_the_insights_pods_metrics_port_apart() -> None:
+    objects = render({"webhook": {"hostNetwork": True}, "insights": {"hostNetwork": True, "metricsPort": 8082}})
+    assert metrics_ports(objects) == {
+        "foo-operator-webhook": (8080, ":8080"),
+        "foo-operator-insights": (8082, ":8082"),
+        "foo-operator-controller": (8080, ":8080"),
+    }
+    # The metrics Service targets the named port; the NetworkPolicy opens the pod's own number.
+    policy = find(
+        render({"insights": {"metricsPort": 8082}, "networkPolicy": {"enabled": True}}),
+        "NetworkPolicy",
+        "foo-operator-insights",
+    )
+    assert policy["spec"]["ingress"][1]["ports"] == [{"port": 8082, "protocol": "TCP"}]
+
+
+def test_one_component_on_the_node_network_or_metrics_off_shares_no_node_port() -> None:
+    render({"webhook": {"hostNetwork": True}})
+    render({"insights": {"hostNetwork": True}})
+    render({**BOTH_ON_THE_NODE, "metrics": {"enabled": False}})
+    assert metrics_ports(render())["foo-operator-insights"] == (8080, ":8080"), "metrics.port by default"
+
+
 @pytest.mark.parametrize("component", ["webhook", "insights", "controller"])
 def test_extra_env_volumes_and_mounts_are_added_to_what_the_chart_needs(component: str) -> None:
     extra = {
@@ -161,6 +225,12 @@ def test_probe_overrides_merge_over_the_defaults() -> None:
     assert liveness == {"exec": {"command": ["true"]}, "periodSeconds": 10, "failureThreshold": 3}
 
 
+@pytest.mark.parametrize(("workers", "flag"), [(None, None), (3, 3), (1, 1)])
+def test_webhook_workers_default_to_auto_and_reach_the_flag(workers: int | None, flag: int | None) -> None:
+    objects = render({} if workers is None else {"webhook": {"workers": workers}})
+    assert webhook_flags(objects).workers == flag  # None: auto
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
@@ -178,6 +248,8 @@ def test_probe_overrides_merge_over_the_defaults() -> None:
         ({"webhook": {"revisionHistoryLimit": -1}}, "at '/webhook/revisionHistoryLimit'"),
         ({"webhook": {"readinessProbe": {"periodSeconds": "often"}}}, "at '/webhook/readinessProbe/periodSeconds'"),
         ({"commonLabels": {"team": 7}}, "at '/commonLabels/team'"),
+        ({"webhook": {"workers": 0}}, "at '/webhook/workers'"),
+        ({"webhook": {"workers": "many"}}, "at '/webhook/workers'"),
     ],
 )
 def test_malformed_knobs_fail_the_install_naming_the_value(values: dict[str, Any], message: str) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from certs.rotation import RotationPolicy, SecretState, next_state
+from certs.policy import RotationPolicy
+from certs.rotation import SecretState, next_state
 
 NAMES = ["foo-operator-webhook", "foo-operator-webhook.ops.svc"]
 # Certificates are stamped with the real clock, so the story starts now.

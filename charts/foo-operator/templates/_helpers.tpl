@@ -307,15 +307,48 @@ metrics (a TokenReview and a SubjectAccessReview per scraper, cached).
 {{- if and .Values.metrics.enabled .Values.metrics.secure }}true{{ end }}
 {{- end }}
 
-{{/* The metrics flags every process takes (kube/serving.py, controller/settings.py). */}}
+{{/* The port a component's /metrics listens on: (dict "root" $ "component" "insights").
+metrics.port, or insights.metricsPort for the insights pods when set. */}}
+{{- define "foo-operator.metricsPort" -}}
+{{- if and (eq .component "insights") .root.Values.insights.metricsPort }}
+{{- .root.Values.insights.metricsPort }}
+{{- else }}
+{{- .root.Values.metrics.port }}
+{{- end }}
+{{- end }}
+
+{{/* The metrics flags every process takes (kube/serving.py, controller/settings.py):
+(dict "root" $ "component" "insights"). */}}
 {{- define "foo-operator.metricsArgs" -}}
-{{- if .Values.metrics.enabled }}
-- --metrics-bind-address=:{{ .Values.metrics.port }}
-{{- if .Values.metrics.secure }}
+{{- if .root.Values.metrics.enabled }}
+- --metrics-bind-address=:{{ include "foo-operator.metricsPort" . }}
+{{- if .root.Values.metrics.secure }}
 - --metrics-secure
 {{- end }}
 {{- else }}
 - --metrics-bind-address=0
+{{- end }}
+{{- end }}
+
+{{/*
+With hostNetwork on both, a webhook and an insights pod on one node bind their ports on the
+node's one network namespace: any port both listen on (serving or metrics) would leave the
+second pod crash-looping on "address already in use". Refused at install, naming the ports.
+*/}}
+{{- define "foo-operator.checkHostNetworkPorts" -}}
+{{- $v := .Values }}
+{{- if and $v.webhook.hostNetwork $v.insights.enabled $v.insights.hostNetwork }}
+{{- $webhook := dict (toString $v.webhook.containerPort) "webhook.containerPort" }}
+{{- $insights := dict (toString $v.insights.containerPort) "insights.containerPort" }}
+{{- if $v.metrics.enabled }}
+{{- $_ := set $webhook (include "foo-operator.metricsPort" (dict "root" . "component" "webhook")) "metrics.port" }}
+{{- $_ := set $insights (include "foo-operator.metricsPort" (dict "root" . "component" "insights")) (ternary "insights.metricsPort" "metrics.port" (not (empty $v.insights.metricsPort))) }}
+{{- end }}
+{{- range $port, $name := $insights }}
+{{- if hasKey $webhook $port }}
+{{- fail (printf "webhook.hostNetwork and insights.hostNetwork: a webhook and an insights pod on one node would both bind port %s on it (%s and %s); give the insights pods another port (insights.metricsPort or insights.containerPort), or turn metrics off" $port (get $webhook $port) $name) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -327,11 +360,11 @@ metrics (a TokenReview and a SubjectAccessReview per scraper, cached).
 {{- end }}
 {{- end }}
 
-{{/* The container port /metrics listens on. */}}
+{{/* The container port /metrics listens on: (dict "root" $ "component" "insights"). */}}
 {{- define "foo-operator.metricsContainerPort" -}}
-{{- if .Values.metrics.enabled }}
+{{- if .root.Values.metrics.enabled }}
 - name: metrics
-  containerPort: {{ .Values.metrics.port }}
+  containerPort: {{ include "foo-operator.metricsPort" . }}
   protocol: TCP
 {{- end }}
 {{- end }}

@@ -1,0 +1,100 @@
+"""What a webhook loads before it serves: start-up time is what a rolling update waits for."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from certs.__main__ import main as certs_main
+from kube.tls import CertWatcher
+
+# Each costs tens of milliseconds of CPU to import, and none is needed to answer a review from
+# certificate files: cryptography describes or makes certificates, kubernetes_asyncio talks to
+# the API (--cert-rotation, --metrics-secure), pydantic models the insights API, and
+# importlib.metadata reads the version for --version.
+NOT_BEFORE_THE_FIRST_REVIEW = ("cryptography", "kubernetes_asyncio", "pydantic", "importlib.metadata")
+
+_UP_TO_LISTENING = """
+import sys
+from pathlib import Path
+from kube.tls import CertWatcher
+from webhook.__main__ import parse_args, settings_from
+from webhook.app import build_app
+from webhook.metrics import WebhookMetrics
+from webhook.server import serve
+
+cert_dir = Path(sys.argv[1])
+args = parse_args(["--cert-dir", str(cert_dir), "--metrics-bind-address", "0"])
+build_app(settings_from(args), webhook_metrics=WebhookMetrics.create())
+CertWatcher(cert_dir / "tls.crt", cert_dir / "tls.key").server_context()
+print(" ".join(name for name in sys.argv[2:] if name in sys.modules))
+"""
+
+
+@pytest.fixture
+def cert_dir(tmp_path: Path) -> Path:
+    assert certs_main(["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(tmp_path)]) == 0
+    return tmp_path
+
+
+def test_everything_up_to_listening_leaves_the_heavy_modules_unimported(cert_dir: Path) -> None:
+    # A fresh interpreter: this test process has imported all of them already.
+    loaded = subprocess.run(
+        [sys.executable, "-c", _UP_TO_LISTENING, str(cert_dir), *NOT_BEFORE_THE_FIRST_REVIEW],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    assert loaded == [], f"imported before the webhook listens: {loaded}"
+
+
+async def test_the_pair_a_server_starts_with_is_described_once_it_listens(cert_dir: Path) -> None:
+    described: list[Any] = []
+    watcher = CertWatcher(cert_dir / "tls.crt", cert_dir / "tls.key", on_load=described.append)
+
+    watcher.server_context()
+    assert watcher.loaded and described == [], "the context is built before anything describes the pair"
+
+    watching = asyncio.create_task(watcher.watch(interval=3600))
+    try:
+        for _ in range(200):
+            if described:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+    assert [certificate.subject.rfc4514_string() for certificate in described] == ["CN=foo-webhook.ns.svc"]
+
+
+async def test_a_server_stopped_while_its_pair_is_described_waits_for_the_description(cert_dir: Path) -> None:
+    described: list[Any] = []
+    watcher = CertWatcher(cert_dir / "tls.crt", cert_dir / "tls.key", on_load=described.append)
+    watcher.server_context()
+
+    watching = asyncio.create_task(watcher.watch(interval=3600))
+    await asyncio.sleep(0)  # the description has started in its thread
+    watching.cancel()
+    await asyncio.gather(watching, return_exceptions=True)
+
+    assert watching.cancelled()
+    assert len(described) == 1, "the thread finished before the watch returned"
+
+
+def test_a_new_pair_is_described_when_it_is_loaded(cert_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    described: list[Any] = []
+    watcher = CertWatcher(cert_dir / "tls.crt", cert_dir / "tls.key", on_load=described.append)
+    watcher.server_context()
+    other = tmp_path_factory.mktemp("other")
+    assert certs_main(["generate", "--service", "other-webhook", "--namespace", "ns", "--out", str(other)]) == 0
+    for name in ("tls.crt", "tls.key"):
+        (cert_dir / name).write_bytes((other / name).read_bytes())
+
+    assert watcher.reload()
+    assert [certificate.subject.rfc4514_string() for certificate in described] == ["CN=other-webhook.ns.svc"]
