@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e e2e-shuffled smoke smoke-matrix run build-plane build-node image lint clean bench dashboard
+.PHONY: venv test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image lint clean bench dashboard
 
 # The Kubernetes matrix beyond the default (hack/versions.env): `make test` builds each and runs
 # the e2e smoke set on it once the default version's full suite has passed.
@@ -20,9 +20,11 @@ $(STAMP): pyproject.toml
 
 # Unit and component tests run shuffled (pytest-randomly): no test may lean on another's leftovers.
 # One seed per `make test`, printed in the stage's name; `make test TEST_SEED=N` replays that order.
-# The e2e tier keeps file order in `make test` for now: of three shuffled runs of it here, one found
-# an order dependence (fixed); `make e2e-shuffled` runs it shuffled with the same seed. An e2e module
-# that is one journey in steps is marked `story` and keeps its file order (tests/e2e/conftest.py).
+# The e2e tier keeps file order in `make test` for now: shuffled runs 7391 and 52817 passed (85 of
+# 85, real-node and cert-manager modules left out), but seed 1105 found migrate-storage's dry run
+# tripping over Foos of another test's namespace still being deleted. `make e2e-shuffled` runs it
+# shuffled with the same seed; an e2e module that is one journey in steps is marked `story` and
+# keeps its file order (tests/e2e/conftest.py). `make e2e-alone` runs each e2e test on its own.
 TEST_SEED := $(or $(TEST_SEED),$(shell od -An -N3 -tu4 /dev/urandom | tr -d ' '))
 export TEST_SEED
 SHUFFLE = -p randomly --randomly-seed=$(TEST_SEED)
@@ -57,6 +59,11 @@ e2e: venv build-plane
 # The e2e tier shuffled (TEST_SEED=N replays an order).
 e2e-shuffled: venv build-plane
 	$(PY) -m pytest -q $(SHUFFLE) tests/e2e
+
+# Every e2e test on its own, each in a fresh session on a fresh plane (about an hour on 2 cores):
+# what `-k` on any one test does. E2E_ALONE narrows it, e.g. E2E_ALONE=tests/e2e/test_controller.py.
+e2e-alone: venv build-plane
+	hack/e2e-alone.sh $(E2E_ALONE)
 
 # The e2e smoke set on one Kubernetes version, e.g. `make smoke K8S_VERSION=v1.27.16`.
 smoke: venv build-plane

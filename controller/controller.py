@@ -10,18 +10,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from fooapi.defaults import DEFAULT_IMAGE
-from fooapi.views import BY_DEPLOYMENT, Object, ObjectView, deployment_index, is_foo_reference, namespaced_key
+from fooapi.views import BY_DEPLOYMENT, DeploymentView, Object, deployment_index, namespaced_key
 from kube.client import DEPLOYMENTS, FOOS, KubeClient
 from kube.events import EventRecorder
-from kube.informer import Informer, compact, controller_ref, object_key
+from kube.informer import Informer, compact, object_key
 from kube.metrics import Metrics
 from kube.workqueue import ShutDown, WorkQueue
 
+from .deployment import CONTAINER_NAME
 from .outcomes import Done, Outcome, PermanentFailure, Retry, RetryAfter, result_label
 from .reconciler import FooReconciler
+from .status import PROGRESSING
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +33,9 @@ NAME = "foo"
 
 def owning_foo_key(deployment: Object) -> str | None:
     """The key of the Foo that controls ``deployment``, whatever version its reference names."""
-    ref = controller_ref(deployment)
-    if ref is None or not is_foo_reference(ref):
-        return None
-    return namespaced_key(ObjectView(deployment).namespace, str(ref.get("name")))
+    view = DeploymentView(deployment)
+    foo = view.controlling_foo
+    return namespaced_key(view.namespace, foo) if foo else None
 
 
 class FooController:
@@ -124,7 +126,7 @@ class FooController:
             self._enqueue(key)
 
     def _on_deployment_update(self, old: Object, new: Object) -> None:
-        if ObjectView(old).resource_version == ObjectView(new).resource_version:
+        if DeploymentView(old).resource_version == DeploymentView(new).resource_version:
             return  # a resync, not a change
         self._on_deployment(new)
 
@@ -223,36 +225,30 @@ class FooController:
 
 
 def _pick(mapping: Any, *keys: str) -> Object:
-    return {k: mapping[k] for k in keys if isinstance(mapping, dict) and k in mapping}
+    return {k: mapping[k] for k in keys if isinstance(mapping, Mapping) and k in mapping}
 
 
 def deployment_projection(deployment: Object) -> Object:
     """The fields of a Deployment the reconciler reads; the rest never reaches the cache."""
-    meta = deployment.get("metadata") or {}
-    spec = deployment.get("spec") or {}
-    template_spec = (spec.get("template") or {}).get("spec") or {}
-    status = deployment.get("status") or {}
+    view = DeploymentView(deployment)
+    container = view.container(CONTAINER_NAME)
     projected: Object = {
         "apiVersion": deployment.get("apiVersion", "apps/v1"),
         "kind": deployment.get("kind", "Deployment"),
         "metadata": _pick(
-            meta, "name", "namespace", "uid", "resourceVersion", "generation", "ownerReferences", "deletionTimestamp"
+            view.metadata,
+            *("name", "namespace", "uid", "resourceVersion", "generation", "ownerReferences", "deletionTimestamp"),
         ),
         "spec": {
-            **_pick(spec, "replicas"),
-            "template": {
-                "spec": {"containers": [_pick(c, "name", "image") for c in template_spec.get("containers") or ()]}
-            },
+            **_pick(view.spec, "replicas"),
+            "template": {"spec": {"containers": [_pick(container, "name", "image")] if container else []}},
         },
     }
-    if status:
+    if view.status:
+        progressing = view.condition(PROGRESSING)
         projected["status"] = {
-            **_pick(status, "observedGeneration", "replicas", "readyReplicas", "availableReplicas"),
-            "conditions": [
-                _pick(c, "type", "status", "reason", "message")
-                for c in status.get("conditions") or ()
-                if isinstance(c, dict) and c.get("type") == "Progressing"
-            ],
+            **_pick(view.status, "observedGeneration", "replicas", "readyReplicas", "availableReplicas"),
+            "conditions": [_pick(progressing, "type", "status", "reason", "message")] if progressing else [],
         }
     return projected
 

@@ -1,6 +1,7 @@
-"""The Deployment a Foo asks for, who owns a Deployment, and the smallest patch that fixes drift.
+"""The Deployment a Foo asks for and the smallest patch that fixes drift.
 
-Pure functions over dicts, reading the Foo through ``fooapi.views``. For an unchanged Foo ``desired_deployment`` is exactly what
+Pure functions over dicts, reading the Foo and the Deployment through ``fooapi.views`` (which
+also says who controls a Deployment). For an unchanged Foo ``desired_deployment`` is exactly what
 sample-controller's ``newDeployment`` writes, so the pod template — and with it the
 pod-template-hash — is identical and switching controllers restarts no Pod.
 """
@@ -12,8 +13,7 @@ from typing import Any
 
 import fooapi
 from fooapi.defaults import DEFAULT_IMAGE
-from fooapi.views import APP_LABEL, FooView, Object
-from kube.informer import controller_ref
+from fooapi.views import APP_LABEL, DeploymentView, FooView, Object
 
 CONTAINER_NAME = APP_LABEL  # sample-controller names the container as it labels the Pods
 
@@ -57,24 +57,6 @@ def desired_deployment(raw_foo: Mapping[str, Any], *, default_image: str = DEFAU
     }
 
 
-def is_controlled_by(obj: Mapping[str, Any], foo: Mapping[str, Any]) -> bool:
-    """metav1.IsControlledBy: the controller ownerReference carries the Foo's uid.
-
-    Only the uid counts: sample-controller's references say ``v1alpha1`` and are still ours.
-    """
-    ref = controller_ref(obj)
-    uid = FooView(foo).uid
-    return ref is not None and uid is not None and ref.get("uid") == uid
-
-
-def nginx_container(deployment: Mapping[str, Any]) -> Object | None:
-    containers = ((((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")) or []
-    for container in containers:
-        if isinstance(container, dict) and container.get("name") == CONTAINER_NAME:
-            return container
-    return None
-
-
 def drift_patch(
     raw_foo: Mapping[str, Any], deployment: Mapping[str, Any], *, default_image: str = DEFAULT_IMAGE
 ) -> Object | None:
@@ -85,12 +67,12 @@ def drift_patch(
     the template of a Deployment someone reshaped by hand.
     """
     foo = FooView(raw_foo)
+    current = DeploymentView(deployment)
     spec: Object = {}
     replicas = foo.replicas
-    current_replicas = (deployment.get("spec") or {}).get("replicas", 1)
-    if current_replicas != replicas:
+    if current.replicas != replicas:
         spec["replicas"] = replicas
-    container = nginx_container(deployment)
+    container = current.container(CONTAINER_NAME)
     image = desired_image(foo, default_image)
     if container is not None and container.get("image") != image:
         spec["template"] = {"spec": {"containers": [{"name": CONTAINER_NAME, "image": image}]}}

@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 import fooapi
 from fooapi.defaults import DEFAULT_IMAGE
 from fooapi.errors import aggregate_message
-from fooapi.views import FooView, Object
+from fooapi.views import DeploymentView, FooView, Object
 from kube.client import DEPLOYMENTS, FOOS, ApiError, KubeClient
 from kube.events import EventRecorder, wire_time
 from kube.informer import Store, split_key
 from kube.recent import RecentWrites
 
-from .deployment import desired_deployment, drift_patch, is_controlled_by
+from .deployment import desired_deployment, drift_patch
 from .outcomes import Done, Outcome, PermanentFailure, Retry, RetryAfter
 from .status import Problem, desired_status, status_changed
 
@@ -105,7 +105,7 @@ class FooReconciler:
                 return created
             deployment, wrote = created, True
 
-        if not is_controlled_by(deployment, foo):
+        if not DeploymentView(deployment).controlled_by(view):
             return await self._refuse(key, foo, Problem(ERR_RESOURCE_EXISTS, MESSAGE_RESOURCE_EXISTS % name))
 
         patch = drift_patch(foo, deployment, default_image=self.default_image)
@@ -151,7 +151,7 @@ class FooReconciler:
 
     async def _fix_drift(self, key: str, deployment_key: str, deployment: Object, patch: Object) -> Object:
         namespace, name = split_key(deployment_key)
-        uid = deployment["metadata"].get("uid")
+        uid = DeploymentView(deployment).uid
         if uid:
             # A precondition: if the Deployment we judged was replaced meanwhile (deleted and
             # re-created by someone else under the same name), the apiserver answers 409 and the

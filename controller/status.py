@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fooapi.views import FooView, Object, integer
+from fooapi.views import DeploymentView, FooView, Object
 
 READY = "Ready"
 PROGRESSING = "Progressing"
@@ -46,15 +46,15 @@ def merge_conditions(current: list[Object] | None, wanted: list[Object], now: st
 
 def progressing_condition(deployment: Mapping[str, Any], generation: int | None) -> Object:
     """The Deployment's own Progressing condition, carried over (Unknown until it reports one)."""
-    for condition in (deployment.get("status") or {}).get("conditions") or ():
-        if isinstance(condition, dict) and condition.get("type") == PROGRESSING:
-            return _condition(
-                PROGRESSING,
-                str(condition.get("status") or "Unknown"),
-                str(condition.get("reason") or "Unknown"),
-                str(condition.get("message") or ""),
-                generation,
-            )
+    condition = DeploymentView(deployment).condition(PROGRESSING)
+    if condition is not None:
+        return _condition(
+            PROGRESSING,
+            str(condition.get("status") or "Unknown"),
+            str(condition.get("reason") or "Unknown"),
+            str(condition.get("message") or ""),
+            generation,
+        )
     return _condition(
         PROGRESSING, "Unknown", "DeploymentPending", "The Deployment has not reported progress yet", generation
     )
@@ -83,11 +83,11 @@ def desired_status(
         ]
         counts = {"replicas": 0, "readyReplicas": 0, "availableReplicas": 0}
     else:
-        observed = deployment.get("status") or {}
+        observed = DeploymentView(deployment)
         counts = {
-            "replicas": integer(observed.get("replicas")),
-            "readyReplicas": integer(observed.get("readyReplicas")),
-            "availableReplicas": integer(observed.get("availableReplicas")),
+            "replicas": observed.status_replicas,
+            "readyReplicas": observed.ready_replicas,
+            "availableReplicas": observed.available_replicas,
         }
         desired = view.replicas
         available = counts["availableReplicas"]

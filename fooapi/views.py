@@ -90,6 +90,16 @@ class ObjectView:
     def deleting(self) -> bool:
         return bool(self.metadata.get("deletionTimestamp"))
 
+    @property
+    def owner_references(self) -> list[Mapping[str, Any]]:
+        refs = self.metadata.get("ownerReferences")
+        return [ref for ref in refs if isinstance(ref, Mapping)] if isinstance(refs, list) else []
+
+    @property
+    def controller_reference(self) -> Mapping[str, Any] | None:
+        """The ownerReference with ``controller: true``, if any (metav1.GetControllerOf)."""
+        return next((ref for ref in self.owner_references if ref.get("controller") is True), None)
+
 
 class FooView(ObjectView):
     """A v1 Foo (the hub: what the controller and insights cache and read)."""
@@ -127,6 +137,81 @@ class FooView(ObjectView):
     def pod_labels(self) -> dict[str, str]:
         """The labels of the Pods this Foo's Deployment runs (and its selector)."""
         return {"app": APP_LABEL, POD_LABEL: self.name}
+
+
+# A Deployment's ``spec.replicas`` when it has none (apps/v1 defaulting).
+DEPLOYMENT_DEFAULT_REPLICAS = 1
+
+
+class DeploymentView(ObjectView):
+    """An apps/v1 Deployment, read where the controller and insights read it: its owner, its
+    wanted replicas, the nginx container's image and the counts and conditions it reports."""
+
+    __slots__ = ()
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return mapping(self.raw.get("spec"))
+
+    @property
+    def replicas(self) -> int:
+        """``spec.replicas``, defaulted as the apiserver does."""
+        return integer(self.spec.get("replicas"), DEPLOYMENT_DEFAULT_REPLICAS)
+
+    def container(self, name: str) -> Mapping[str, Any] | None:
+        """The pod template's container called ``name``, if any."""
+        containers = mapping(mapping(self.spec.get("template")).get("spec")).get("containers")
+        for container in containers if isinstance(containers, list) else ():
+            if isinstance(container, Mapping) and container.get("name") == name:
+                return container
+        return None
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        return mapping(self.raw.get("status"))
+
+    @property
+    def observed_generation(self) -> int:
+        return integer(self.status.get("observedGeneration"))
+
+    @property
+    def status_replicas(self) -> int:
+        return integer(self.status.get("replicas"))
+
+    @property
+    def ready_replicas(self) -> int:
+        return integer(self.status.get("readyReplicas"))
+
+    @property
+    def available_replicas(self) -> int:
+        return integer(self.status.get("availableReplicas"))
+
+    @property
+    def updated_replicas(self) -> int:
+        return integer(self.status.get("updatedReplicas"))
+
+    def condition(self, type_: str) -> Mapping[str, Any] | None:
+        """The status condition of ``type_`` (Progressing, Available, ReplicaFailure), if reported."""
+        conditions = self.status.get("conditions")
+        for condition in conditions if isinstance(conditions, list) else ():
+            if isinstance(condition, Mapping) and condition.get("type") == type_:
+                return condition
+        return None
+
+    @property
+    def controlling_foo(self) -> str | None:
+        """The name of the Foo whose controller reference this carries (of any Foo version), if any."""
+        ref = self.controller_reference
+        return text(ref.get("name")) if ref is not None and is_foo_reference(ref) else None
+
+    def controlled_by(self, foo: FooView) -> bool:
+        """metav1.IsControlledBy: the controller ownerReference carries the Foo's uid.
+
+        Only the uid counts: sample-controller's references say ``v1alpha1`` and are still ours,
+        and a Foo deleted and re-created under the same name is another Foo.
+        """
+        ref = self.controller_reference
+        return ref is not None and foo.uid is not None and ref.get("uid") == foo.uid
 
 
 def deployment_index(foo: Mapping[str, Any]) -> list[str]:

@@ -28,15 +28,14 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from hack.binaries import Binaries, MissingBinaryError, find_binaries
 from hack.kube_versions import plane_flags
 from hack.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPKI, write_kubeconfig, write_pki
-from hack.procs import Component, ComponentError, wait_until
+from hack.procs import Component, ComponentError, Started, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class LocalControlPlane:
+class LocalControlPlane(Started):
     """etcd + kube-apiserver (+ kube-controller-manager, kube-scheduler, kwok) under `workdir`.
 
     After `start()`: `kubeconfig` (admin, system:masters), `server`, `bin`, `pki`,
@@ -140,15 +139,6 @@ class LocalControlPlane:
         return self.pki_dir / "front-proxy-ca.key"
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> LocalControlPlane:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     def start(self) -> None:
         """Start every component and return once the plane is ready; on failure stop all."""
         needed = ["etcd", "kube_apiserver", "kubectl"]
@@ -476,6 +466,19 @@ class LocalControlPlane:
             timeout=timeout,
             env=self.env(),
         )
+
+    def kubectl_objects(
+        self, verb: str, objects: Iterable[Mapping[str, Any]], *flags: str, timeout: float | None = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        """``kubectl <verb> <flags> -f -`` with the objects as one List: one kubectl run for any number."""
+        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
+        return self.kubectl(verb, *flags, "-f", "-", input=document, timeout=timeout)
+
+    def apply(self, *objects: Mapping[str, Any], field_manager: str | None = None) -> None:
+        """``kubectl apply`` of the objects; with a ``field_manager``, a server-side apply that takes
+        the fields over from any other manager (what a re-run of an installer wants)."""
+        server_side = ("--server-side", "--force-conflicts", f"--field-manager={field_manager}")
+        self.kubectl_objects("apply", objects, *(server_side if field_manager else ()))
 
     def helm(
         self, *args: str, check: bool = True, input: str | bytes | None = None, timeout: float | None = 300.0

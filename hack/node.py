@@ -32,7 +32,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -59,7 +58,7 @@ from hack.machine import (
     unmount_under,
 )
 from hack.pki import KUBERNETES_SERVICE_IP, SERVICE_CLUSTER_IP_RANGE, issue_user
-from hack.procs import Component, ComponentError, wait_until
+from hack.procs import Component, ComponentError, Started, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +144,7 @@ class NodeBridge:
         self.created = False
 
 
-class RealNode:
+class RealNode(Started):
     """containerd, kubelet and kube-proxy for one node named `name`, state under `workdir`."""
 
     def __init__(
@@ -183,15 +182,6 @@ class RealNode:
         self._netns_before: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> RealNode:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     def start(self) -> None:
         reason = cannot_host_node()
         if reason:
@@ -401,52 +391,41 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         # system:coredns ClusterRole, less pods.
         issue_user(self.plane.pki, "coredns", "system:foo-operator:coredns")
         kubeconfig = self.plane.component_kubeconfig("coredns")
-        self.plane.kubectl(
-            "apply",
-            "-f",
-            "-",
-            input=json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "List",
-                    "items": [
-                        {
-                            "apiVersion": "rbac.authorization.k8s.io/v1",
-                            "kind": "ClusterRole",
-                            "metadata": {"name": "system:foo-operator:coredns"},
-                            "rules": [
-                                {
-                                    "apiGroups": [""],
-                                    "resources": ["services", "namespaces"],
-                                    "verbs": ["list", "watch"],
-                                },
-                                {
-                                    "apiGroups": ["discovery.k8s.io"],
-                                    "resources": ["endpointslices"],
-                                    "verbs": ["list", "watch"],
-                                },
-                            ],
-                        },
-                        {
-                            "apiVersion": "rbac.authorization.k8s.io/v1",
-                            "kind": "ClusterRoleBinding",
-                            "metadata": {"name": "system:foo-operator:coredns"},
-                            "roleRef": {
-                                "apiGroup": "rbac.authorization.k8s.io",
-                                "kind": "ClusterRole",
-                                "name": "system:foo-operator:coredns",
-                            },
-                            "subjects": [
-                                {
-                                    "apiGroup": "rbac.authorization.k8s.io",
-                                    "kind": "User",
-                                    "name": "system:foo-operator:coredns",
-                                }
-                            ],
-                        },
-                    ],
-                }
-            ),
+        self.plane.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "system:foo-operator:coredns"},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["services", "namespaces"],
+                        "verbs": ["list", "watch"],
+                    },
+                    {
+                        "apiGroups": ["discovery.k8s.io"],
+                        "resources": ["endpointslices"],
+                        "verbs": ["list", "watch"],
+                    },
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "system:foo-operator:coredns"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "system:foo-operator:coredns",
+                },
+                "subjects": [
+                    {
+                        "apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "User",
+                        "name": "system:foo-operator:coredns",
+                    }
+                ],
+            },
         )
         self.dns_port = _free_udp_and_tcp_port(self.bridge.address)
         self._dns_ready_port = free_port()
@@ -477,42 +456,29 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "kubernetes.io/name": "CoreDNS",
             "app.kubernetes.io/managed-by": "foo-operator-node",
         }
-        self.plane.kubectl(
-            "apply",
-            "-f",
-            "-",
-            input=json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "List",
-                    "items": [
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Service",
-                            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
-                            "spec": {"clusterIP": DNS_SERVICE_IP, "ports": ports},
-                        },
-                        {
-                            "apiVersion": "discovery.k8s.io/v1",
-                            "kind": "EndpointSlice",
-                            "metadata": {
-                                "name": "kube-dns-host",
-                                "namespace": "kube-system",
-                                "labels": {
-                                    **labels,
-                                    "kubernetes.io/service-name": "kube-dns",
-                                    "endpointslice.kubernetes.io/managed-by": "foo-operator-node",
-                                },
-                            },
-                            "addressType": "IPv4",
-                            "endpoints": [{"addresses": [self.bridge.address], "conditions": {"ready": True}}],
-                            "ports": [
-                                {"name": p["name"], "protocol": p["protocol"], "port": self.dns_port} for p in ports
-                            ],
-                        },
-                    ],
-                }
-            ),
+        self.plane.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
+                "spec": {"clusterIP": DNS_SERVICE_IP, "ports": ports},
+            },
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": "kube-dns-host",
+                    "namespace": "kube-system",
+                    "labels": {
+                        **labels,
+                        "kubernetes.io/service-name": "kube-dns",
+                        "endpointslice.kubernetes.io/managed-by": "foo-operator-node",
+                    },
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [self.bridge.address], "conditions": {"ready": True}}],
+                "ports": [{"name": p["name"], "protocol": p["protocol"], "port": self.dns_port} for p in ports],
+            },
         )
 
     def _dns_ready(self) -> bool:

@@ -12,8 +12,29 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 TAIL_LINES = 30
+
+
+class Started:
+    """``with X(...) as x``: ``start()`` on entry, ``stop()`` on exit however the block ended.
+
+    The control plane, the real node and the product are each one of these.
+    """
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 class ComponentError(RuntimeError):

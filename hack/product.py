@@ -7,7 +7,6 @@ webhook and the admission configurations point at ``https://127.0.0.1:<port>`` w
 
 from __future__ import annotations
 
-import json
 import shutil
 import ssl
 import sys
@@ -22,7 +21,7 @@ from fooapi.crd import crd_manifest
 from webhook.manifests import CONFIGURATION_NAME, mutating_configuration, url_client_config, validating_configuration
 
 from .cluster import LocalControlPlane, free_port
-from .procs import Component, wait_until
+from .procs import Component, Started, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 FIELD_MANAGER = "foo-operator"
@@ -44,7 +43,7 @@ def webhook_args(cert_dir: Path, port: int, *, metrics: str = "0") -> list[str]:
     ]  # fmt: skip
 
 
-class LocalProduct:
+class LocalProduct(Started):
     """The webhook service (and optionally the controller) running against ``plane``."""
 
     def __init__(
@@ -96,10 +95,7 @@ class LocalProduct:
     def register(self, url: str | None = None) -> None:
         """Server-side apply of our objects; re-running it converges (e.g. after a restart). With
         ``url``, the same objects point at that server instead (the benchmarks' Go peer)."""
-        document = json.dumps({"apiVersion": "v1", "kind": "List", "items": self.manifests(url)})
-        self.plane.kubectl(
-            "apply", "--server-side", "--force-conflicts", f"--field-manager={FIELD_MANAGER}", "-f", "-", input=document
-        )
+        self.plane.apply(*self.manifests(url), field_manager=FIELD_MANAGER)
         self.plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
 
     def unregister_admission(self) -> None:
@@ -171,10 +167,3 @@ class LocalProduct:
                 component.stop()
         # The private key must not outlive the run (logs are kept, keys are not).
         shutil.rmtree(self.cert_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalProduct:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

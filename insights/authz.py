@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube.accessreview import subject_access_review as review_of
 from kube.status import Status, failure
 
 from .authn import UserInfo
@@ -115,11 +116,6 @@ Authorizer = Callable[[UserInfo, RequestInfo], Awaitable[Decision]]
 
 def subject_access_review(user: UserInfo, info: RequestInfo) -> dict[str, Any]:
     """The SubjectAccessReview asking whether ``user`` may do ``info``."""
-    spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups)}
-    if user.extra:
-        spec["extra"] = {k: list(v) for k, v in user.extra.items()}
-    if user.uid:
-        spec["uid"] = user.uid
     if info.resource_request:
         attributes = {
             "namespace": info.namespace,
@@ -130,10 +126,8 @@ def subject_access_review(user: UserInfo, info: RequestInfo) -> dict[str, Any]:
             "subresource": info.subresource,
             "name": info.name,
         }
-        spec["resourceAttributes"] = {k: v for k, v in attributes.items() if v}
-    else:
-        spec["nonResourceAttributes"] = {"path": info.path, "verb": info.verb}
-    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        return review_of(user, resourceAttributes={k: v for k, v in attributes.items() if v})
+    return review_of(user, nonResourceAttributes={"path": info.path, "verb": info.verb})
 
 
 def decision_of(review: Mapping[str, Any]) -> Decision:

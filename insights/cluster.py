@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from certs.files import write_atomic
 from fooapi import KIND
-from fooapi.views import POD_LABEL, Object
-from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, FOOS, PODS, KubeClient
+from fooapi.views import POD_LABEL, DeploymentView, Object
+from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, FOOS, PODS, SUBJECT_ACCESS_REVIEWS, KubeClient
 from kube.informer import Informer
 
 from .authn import CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Authenticator, RequestHeaderConfig, UserInfo
@@ -28,15 +29,13 @@ from .view import INDEXERS, HealthView
 
 log = logging.getLogger(__name__)
 
-SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-
 
 def sar_authorizer(client: KubeClient, timeout: float = 10.0) -> Authorizer:
     """Ask the cluster with a SubjectAccessReview (needs RBAC: system:auth-delegator)."""
 
     async def authorize(user: UserInfo, info: RequestInfo) -> Decision:
         answer = await client.request(
-            "POST", SUBJECT_ACCESS_REVIEWS, body=subject_access_review(user, info), timeout=timeout
+            "POST", SUBJECT_ACCESS_REVIEWS.path(), body=subject_access_review(user, info), timeout=timeout
         )
         return decision_of(answer)
 
@@ -91,7 +90,7 @@ class RequestHeaderSource:
 _META = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "ownerReferences", "creationTimestamp")
 
 
-def _keep(obj: Object, fields: tuple[str, ...]) -> Object:
+def _keep(obj: Mapping[str, Any], fields: tuple[str, ...]) -> Object:
     return {k: obj[k] for k in fields if k in obj}
 
 
@@ -101,11 +100,12 @@ def _typed(obj: Object) -> Object:
 
 def slim_deployment(deployment: Object) -> Object:
     """What FooHealth reads of a Deployment; the Pod template and the rest stay out of memory."""
+    view = DeploymentView(deployment)
     return {
         **_typed(deployment),
-        "metadata": _keep(deployment.get("metadata") or {}, _META),
-        "spec": _keep(deployment.get("spec") or {}, ("replicas",)),
-        "status": deployment.get("status") or {},
+        "metadata": _keep(view.metadata, _META),
+        "spec": _keep(view.spec, ("replicas",)),
+        "status": dict(view.status),
     }
 
 

@@ -35,19 +35,25 @@ def api_group_list() -> Object:
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]}
 
 
-def _api_resource(resource: Resource) -> Object:
-    out: Object = {
-        "name": resource.name,
-        "singularName": resource.singular,
-        "namespaced": resource.namespaced,
-        "kind": resource.kind,
-        "verbs": list(resource.verbs),
-    }
+def _short_names_and_categories(resource: Resource) -> Object:
+    """What both discovery documents say of a resource only when it has any (kubectl reads both)."""
+    out: Object = {}
     if resource.short_names:
         out["shortNames"] = list(resource.short_names)
     if resource.categories:
         out["categories"] = list(resource.categories)
     return out
+
+
+def _api_resource(resource: Resource) -> Object:
+    return {
+        "name": resource.name,
+        "singularName": resource.singular,
+        "namespaced": resource.namespaced,
+        "kind": resource.kind,
+        "verbs": list(resource.verbs),
+        **_short_names_and_categories(resource),
+    }
 
 
 def api_resource_list() -> Object:
@@ -60,18 +66,14 @@ def api_resource_list() -> Object:
 
 
 def _discovery_resource(resource: Resource) -> Object:
-    out: Object = {
+    return {
         "resource": resource.name,
         "responseKind": {"group": GROUP, "version": VERSION, "kind": resource.kind},
         "scope": "Namespaced" if resource.namespaced else "Cluster",
         "singularResource": resource.singular,
         "verbs": list(resource.verbs),
+        **_short_names_and_categories(resource),
     }
-    if resource.short_names:
-        out["shortNames"] = list(resource.short_names)
-    if resource.categories:
-        out["categories"] = list(resource.categories)
-    return out
 
 
 def api_group_discovery_list(version: str = "v2") -> Object:

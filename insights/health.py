@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fooapi.views import FooView, Object, ObjectView, integer, is_foo_reference
+from fooapi.views import DeploymentView, FooView, Object, ObjectView, integer
 
 from .resources import FOO_HEALTHS, GROUP_VERSION
 
@@ -71,32 +71,22 @@ class _Rollout:
     message: str
 
 
-def _controlled_by(obj: Object, foo: Object) -> bool:
-    foo_uid = FooView(foo).uid
-    for ref in _list(_dict(obj.get("metadata")).get("ownerReferences")):
-        if isinstance(ref, dict) and ref.get("controller") and is_foo_reference(ref):
-            return not foo_uid or ref.get("uid") == foo_uid
-    return False
-
-
 def rollout(foo: Object, deployment: Object | None, deployment_name: str) -> _Rollout:
     """The Deployment's rollout as `kubectl rollout status` judges it, plus the Foo-level cases."""
     if deployment is None:
         if "observedGeneration" not in _dict(foo.get("status")):
             return _Rollout("Pending", f'waiting for the controller to create Deployment "{deployment_name}"')
         return _Rollout("Missing", f'Deployment "{deployment_name}" does not exist')
-    if not _controlled_by(deployment, foo):
+    view = DeploymentView(deployment)
+    if not view.controlled_by(FooView(foo)):
         return _Rollout("NotOwned", f'Resource "{deployment_name}" already exists and is not managed by Foo')
-    metadata, spec, status = (_dict(deployment.get(k)) for k in ("metadata", "spec", "status"))
-    if integer(metadata.get("generation")) > integer(status.get("observedGeneration")):
+    if (view.generation or 0) > view.observed_generation:
         return _Rollout("Pending", "waiting for the Deployment spec update to be observed")
-    progressing = _condition(status.get("conditions"), "Progressing")
+    progressing = view.condition("Progressing")
     if progressing is not None and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED:
         return _Rollout("Stalled", f'Deployment "{deployment_name}" exceeded its progress deadline')
-    wanted = integer(spec.get("replicas"), 1)
-    replicas, updated, available = (
-        integer(status.get(k)) for k in ("replicas", "updatedReplicas", "availableReplicas")
-    )
+    wanted = view.replicas
+    replicas, updated, available = view.status_replicas, view.updated_replicas, view.available_replicas
     if updated < wanted:
         return _Rollout("Progressing", f"{updated} out of {wanted} new replicas have been updated")
     if replicas > updated:
@@ -163,8 +153,7 @@ def _last_error(
             "time": str(ready.get("lastTransitionTime", "")),
         }
     if deployment is not None:
-        conditions = _dict(deployment.get("status")).get("conditions")
-        failure = _condition(conditions, "ReplicaFailure")
+        failure = DeploymentView(deployment).condition("ReplicaFailure")
         if failure is not None and failure.get("status") == "True":
             return {
                 "reason": str(failure.get("reason", "ReplicaFailure")),
@@ -173,7 +162,7 @@ def _last_error(
                 "time": str(failure.get("lastTransitionTime", "")),
             }
         if rollout_.state == "Stalled":
-            progressing = _condition(conditions, "Progressing") or {}
+            progressing = DeploymentView(deployment).condition("Progressing") or {}
             return {
                 "reason": PROGRESS_DEADLINE_EXCEEDED,
                 "message": str(progressing.get("message", rollout_.message)),
@@ -232,9 +221,9 @@ def foo_health(
     deployment_name = view.deployment_name or ""
     desired = view.replicas
     foo_events = _matching_events(foo, events)
-    owned = deployment if deployment is not None and _controlled_by(deployment, foo) else None
-    dep_status = _dict((owned or {}).get("status"))
-    pod_list = list(pods) if owned is not None else []
+    owned = deployment is not None and DeploymentView(deployment).controlled_by(view)
+    counts = DeploymentView(deployment if owned and deployment is not None else {})
+    pod_list = list(pods) if owned else []
     pod_summary, stuck = _pod_summary(pod_list)
     rollout_ = rollout(foo, deployment, deployment_name)
     generation = view.generation or 0
@@ -242,15 +231,15 @@ def foo_health(
     synced = "observedGeneration" in status and observed >= generation
     last_sync = _last_sync(foo, foo_events)
     error = _last_error(foo, deployment, rollout_, stuck, foo_events, last_sync)
-    available = integer(dep_status.get("availableReplicas"))
+    available = counts.available_replicas
     health_status: Object = {
         "health": _health(desired, available, synced, rollout_, error),
         "deploymentName": deployment_name,
         "image": view.image or "",
         "desiredReplicas": desired,
-        "replicas": integer(dep_status.get("replicas")),
-        "updatedReplicas": integer(dep_status.get("updatedReplicas")),
-        "readyReplicas": integer(dep_status.get("readyReplicas")),
+        "replicas": counts.status_replicas,
+        "updatedReplicas": counts.updated_replicas,
+        "readyReplicas": counts.ready_replicas,
         "availableReplicas": available,
         "rollout": rollout_.state,
         "rolloutMessage": rollout_.message,

@@ -36,12 +36,10 @@ def _name(request: AdmissionRequest, obj: dict[str, Any]) -> str:
     return ""
 
 
-def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
-    """Fill defaults (replicas, image) with the smallest patch; nothing to fill, no patch.
+def _unless_a_foo_write(request: AdmissionRequest) -> Outcome | None:
+    """The answer to anything but a write of a well-formed Foo (both hooks route alike); None for one.
 
-    A Foo that validation would refuse is refused here already, with the same Status: mutating
-    webhooks run before the apiserver checks the CRD schema, whose bounds would otherwise answer
-    first, one generic message per field instead of ours. foos/scale likewise.
+    Misrouted requests are refused, foos/scale is validated, other operations are allowed.
     """
     if request.resource != CRD_NAME:
         return misrouted(request, CRD_NAME)
@@ -51,9 +49,19 @@ def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
         return misrouted(request, CRD_NAME)
     if request.operation not in _WRITES:
         return allowed()
-    problem = _foo_or_denial(request, request.object)
-    if problem is not None:
-        return problem
+    return _foo_or_denial(request, request.object)
+
+
+def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
+    """Fill defaults (replicas, image) with the smallest patch; nothing to fill, no patch.
+
+    A Foo that validation would refuse is refused here already, with the same Status: mutating
+    webhooks run before the apiserver checks the CRD schema, whose bounds would otherwise answer
+    first, one generic message per field instead of ours. foos/scale likewise.
+    """
+    answered = _unless_a_foo_write(request)
+    if answered is not None:
+        return answered
     defaulted = default(request.object, image=image)
     denial = _invalid_or_none(request, defaulted)
     if denial is not None:
@@ -74,17 +82,9 @@ def _in_requested_version(request: AdmissionRequest, obj: dict[str, Any]) -> dic
 
 def validate_foo(request: AdmissionRequest) -> Outcome:
     """All field errors at once as 422 Invalid, plus a warning for deprecated versions."""
-    if request.resource != CRD_NAME:
-        return misrouted(request, CRD_NAME)
-    if request.sub_resource == "scale":
-        return _validate_scale(request)
-    if request.sub_resource:
-        return misrouted(request, CRD_NAME)
-    if request.operation not in _WRITES:
-        return allowed()
-    problem = _foo_or_denial(request, request.object)
-    if problem is not None:
-        return problem
+    answered = _unless_a_foo_write(request)
+    if answered is not None:
+        return answered
     denial = _invalid_or_none(request, request.object)
     if denial is not None:
         return denial

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from fooapi.views import Object
+from fooapi.views import Object, ObjectView
 
 from .client import ApiError, KubeClient, Resource
 from .metrics import Metrics
@@ -42,17 +42,9 @@ def split_key(key: str) -> tuple[str | None, str]:
     return (namespace, name) if sep else (None, key)
 
 
-def controller_ref(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The ownerReference with ``controller: true``, if any (metav1.GetControllerOf)."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") is True:
-            return dict(ref)
-    return None
-
-
 def controller_uid_index(obj: Object) -> list[str]:
     """Index function: the uid of the object's controller, for "what does X control"."""
-    ref = controller_ref(obj)
+    ref = ObjectView(obj).controller_reference
     return [str(ref["uid"])] if ref and ref.get("uid") else []
 
 

@@ -20,14 +20,12 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from .client import ApiError, KubeClient
+from .accessreview import subject_access_review
+from .client import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, ApiError, KubeClient
 from .http import status_response
 from .status import failure
 
 log = logging.getLogger(__name__)
-
-TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
-SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
 @dataclass(frozen=True)
@@ -60,24 +58,15 @@ def user_of(token_review: dict[str, Any]) -> User | None:
 
 def access_review(user: User, path: str, verb: str) -> dict[str, Any]:
     """The SubjectAccessReview asking whether ``user`` may ``verb`` the non-resource URL ``path``."""
-    spec: dict[str, Any] = {
-        "user": user.name,
-        "groups": list(user.groups),
-        "nonResourceAttributes": {"path": path, "verb": verb},
-    }
-    if user.uid:
-        spec["uid"] = user.uid
-    if user.extra:
-        spec["extra"] = user.extra
-    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+    return subject_access_review(user, nonResourceAttributes={"path": path, "verb": verb})
 
 
 def token_reviewer(client: KubeClient, timeout: float = 10.0) -> Authenticate:
     """Authenticate with a TokenReview (RBAC: create tokenreviews, part of system:auth-delegator)."""
 
     async def authenticate(token: str) -> User | None:
-        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
-        return user_of(await client.request("POST", TOKEN_REVIEWS, body=review, timeout=timeout))
+        review = {"apiVersion": TOKEN_REVIEWS.api_version, "kind": TOKEN_REVIEWS.kind, "spec": {"token": token}}
+        return user_of(await client.request("POST", TOKEN_REVIEWS.path(), body=review, timeout=timeout))
 
     return authenticate
 
@@ -87,7 +76,7 @@ def access_reviewer(client: KubeClient, timeout: float = 10.0) -> Authorize:
 
     async def authorize(user: User, path: str, verb: str) -> bool:
         answer = await client.request(
-            "POST", SUBJECT_ACCESS_REVIEWS, body=access_review(user, path, verb), timeout=timeout
+            "POST", SUBJECT_ACCESS_REVIEWS.path(), body=access_review(user, path, verb), timeout=timeout
         )
         return bool((answer.get("status") or {}).get("allowed"))
 

@@ -6,7 +6,6 @@ apiserver); tests/e2e/test_metrics_auth.py asks the real kube-apiserver the same
 
 from __future__ import annotations
 
-import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from hack.cluster import free_port
 from kube.client import ApiError
 from kube.metricsauth import MetricsGuard, User, access_review, user_of
 from kube.metricsserver import MetricsOptions, MetricsServer
@@ -44,12 +44,6 @@ class FakeCluster:
         if self.down:
             raise ApiError(500, {"message": "etcdserver: leader changed (internal detail)"})
         return (user.name, path, verb) == ("system:serviceaccount:monitoring:prometheus", "/metrics", "get")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

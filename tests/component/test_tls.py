@@ -18,17 +18,12 @@ import orjson
 import pytest
 import uvloop
 
-from certs.__main__ import main as certs_main
+from hack.cluster import free_port
+from tests.component.certificates import serving_certificates
 from tests.component.reviews import admission_review
 from tests.objects import foo_v1
 from webhook.app import Settings
 from webhook.server import ServerOptions, serve
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _wait_ready(url: str, context: ssl.SSLContext) -> None:
@@ -46,13 +41,7 @@ async def _wait_ready(url: str, context: ssl.SSLContext) -> None:
 
 @pytest.fixture
 def cert_dir(tmp_path: Path) -> Path:
-    assert (
-        certs_main(
-            ["generate", "--service", "foo-webhook", "--namespace", "ns", "--out", str(tmp_path), "--ip", "127.0.0.1"]
-        )
-        == 0
-    )
-    return tmp_path
+    return serving_certificates(tmp_path)
 
 
 @pytest.fixture
@@ -89,23 +78,7 @@ async def test_a_client_that_does_not_trust_the_ca_is_refused(server_url: str) -
 
 
 async def test_new_certificates_are_served_without_a_restart(cert_dir: Path, server_url: str) -> None:
-    assert (
-        certs_main(
-            [
-                "generate",
-                "--service",
-                "foo-webhook",
-                "--namespace",
-                "ns",
-                "--out",
-                str(cert_dir),
-                "--ip",
-                "127.0.0.1",
-                "--force",
-            ]
-        )
-        == 0
-    )
+    serving_certificates(cert_dir, "--force")
     new_context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
     await asyncio.sleep(0.5)
     await _wait_ready(server_url, new_context)

@@ -8,25 +8,19 @@ an AEAD cipher, for RSA and ECDSA serving keys alike.
 from __future__ import annotations
 
 import asyncio
-import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
-from certs.__main__ import main as certs_main
+from hack.cluster import free_port
 from kube.tlspolicy import TLSPolicy, parse_tls_policy
+from tests.component.certificates import serving_certificates
 from webhook.app import Settings
 from webhook.server import ServerOptions, serve
 
 V12, V13 = ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _client(ca: Path, *, suite: str | None = None, version: ssl.TLSVersion = V12) -> ssl.SSLContext:
@@ -60,25 +54,7 @@ async def webhook(tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
     stops: list[tuple[asyncio.Event, asyncio.Task[None]]] = []
 
     async def start(policy: TLSPolicy = TLSPolicy(), key_type: str = "rsa") -> tuple[int, Path]:
-        cert_dir = tmp_path / f"{key_type}-{len(stops)}"
-        assert (
-            certs_main(
-                [
-                    "generate",
-                    "--service",
-                    "foo-webhook",
-                    "--namespace",
-                    "ns",
-                    "--out",
-                    str(cert_dir),
-                    "--ip",
-                    "127.0.0.1",
-                    "--key-type",
-                    key_type,
-                ]
-            )
-            == 0
-        )
+        cert_dir = serving_certificates(tmp_path / f"{key_type}-{len(stops)}", "--key-type", key_type)
         port = free_port()
         stop = asyncio.Event()
         options = ServerOptions(cert_dir=cert_dir, bind_address="127.0.0.1", port=port, tls_policy=policy)

@@ -46,13 +46,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 class _Stories:
-    @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    @pytest.hookimpl(wrapper=True)  # around every other implementation: -k's deselection, the shuffle
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> Iterator[None]:
+        collected = list(items)
+        yield
+        bring_earlier_steps(collected, items)
         keep_stories_in_order(items)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_Stories(), "foo-operator-stories")
+
+
+def _line(item: pytest.Item) -> int:
+    return item.reportinfo()[1] or 0
+
+
+def bring_earlier_steps(collected: list[pytest.Item], items: list[pytest.Item]) -> None:
+    """A story's step selected with ``-k`` without the steps before it runs after them.
+
+    A step stands on the ones before it, as the user's cluster does; run alone it would read what
+    they never made. So the earlier steps come along, as if selected too (pytest's summary still
+    counts them as deselected). A step named by node id is collected alone and still fails.
+    """
+    selected = set(items)
+    last: dict[str, int] = {}
+    for item in items:
+        if item.get_closest_marker("story") is not None:
+            last[str(item.path)] = max(last.get(str(item.path), 0), _line(item))
+    items.extend(
+        item
+        for item in collected
+        if item not in selected and str(item.path) in last and _line(item) < last[str(item.path)]
+    )
 
 
 def keep_stories_in_order(items: list[pytest.Item]) -> None:
@@ -67,7 +93,7 @@ def keep_stories_in_order(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("story") is not None:
             slots.setdefault(str(item.path), []).append(index)
     for indices in slots.values():
-        steps = sorted((items[i] for i in indices), key=lambda item: item.reportinfo()[1] or 0)
+        steps = sorted((items[i] for i in indices), key=_line)
         for index, step in zip(indices, steps, strict=True):
             items[index] = step
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+from typing import Any
 
 import pytest
 import yaml
@@ -35,6 +37,13 @@ def foo_yaml(
     )
 
 
+def apply_foo(
+    plane: LocalControlPlane, namespace: str, name: str, *flags: str, check: bool = True, **fields: Any
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply <flags>`` of the Foo ``foo_yaml(name, **fields)`` writes, in ``namespace``."""
+    return plane.kubectl("apply", *flags, "-n", namespace, "-f", "-", check=check, input=foo_yaml(name, **fields))
+
+
 def get_foo(plane: LocalControlPlane, namespace: str, name: str, version: str = "v1") -> dict:  # type: ignore[type-arg]
     out = plane.kubectl("get", f"foos.{version}.samplecontroller.k8s.io", name, "-n", namespace, "-o", "json")
     return json.loads(out.stdout)
@@ -45,7 +54,7 @@ def test_replicas_above_ten_is_rejected_with_the_webhooks_field_message(
     foo_operator: LocalProduct, namespace: str
 ) -> None:
     plane = foo_operator.plane
-    result = plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("too-many", replicas=11), check=False)
+    result = apply_foo(plane, namespace, "too-many", replicas=11, check=False)
     assert result.returncode != 0
     # kubectl renders a 422 with causes in its own form (one cause: one line).
     assert result.stderr.strip() == (
@@ -56,9 +65,7 @@ def test_replicas_above_ten_is_rejected_with_the_webhooks_field_message(
 
 @pytest.mark.smoke
 def test_every_field_error_is_listed_at_once(foo_operator: LocalProduct, namespace: str) -> None:
-    result = foo_operator.plane.kubectl(
-        "apply", "-n", namespace, "-f", "-", check=False, input=foo_yaml("broken", replicas=0, deployment=None)
-    )
+    result = apply_foo(foo_operator.plane, namespace, "broken", replicas=0, deployment=None, check=False)
     assert "spec.deployment.name: Required value" in result.stderr
     assert "spec.replicas: Invalid value: 0: must be greater than or equal to 1" in result.stderr
 
@@ -66,7 +73,7 @@ def test_every_field_error_is_listed_at_once(foo_operator: LocalProduct, namespa
 @pytest.mark.smoke
 def test_a_valid_foo_is_created_and_comes_back_defaulted(foo_operator: LocalProduct, namespace: str) -> None:
     plane = foo_operator.plane
-    plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("plain", replicas=None))
+    apply_foo(plane, namespace, "plain", replicas=None)
     foo = get_foo(plane, namespace, "plain")
     assert foo["spec"] == {"deployment": {"name": "web", "image": "nginx:latest"}, "replicas": 1}
 
@@ -75,22 +82,9 @@ def test_server_dry_run_and_diff_get_the_same_answer_as_a_real_write(
     foo_operator: LocalProduct, namespace: str
 ) -> None:
     plane = foo_operator.plane
-    dry = plane.kubectl(
-        "apply", "--dry-run=server", "-n", namespace, "-f", "-", check=False, input=foo_yaml("dry", replicas=11)
-    )
+    dry = apply_foo(plane, namespace, "dry", "--dry-run=server", replicas=11, check=False)
     assert dry.returncode != 0 and "must be less than or equal to 10" in dry.stderr
-    ok = plane.kubectl(
-        "apply",
-        "--server-side",
-        "--dry-run=server",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        "-f",
-        "-",
-        input=foo_yaml("dry", replicas=None),
-    )
+    ok = apply_foo(plane, namespace, "dry", "--server-side", "--dry-run=server", "-o", "json", replicas=None)
     assert json.loads(ok.stdout)["spec"]["deployment"]["image"] == "nginx:latest"
     diff = plane.kubectl("diff", "-n", namespace, "-f", "-", check=False, input=foo_yaml("dry", replicas=11))
     assert diff.returncode > 1 and "must be less than or equal to 10" in diff.stderr
@@ -100,7 +94,7 @@ def test_server_dry_run_and_diff_get_the_same_answer_as_a_real_write(
 @pytest.mark.smoke
 def test_deployment_name_cannot_be_changed(foo_operator: LocalProduct, namespace: str) -> None:
     plane = foo_operator.plane
-    plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("fixed", deployment="first"))
+    apply_foo(plane, namespace, "fixed", deployment="first")
     result = plane.kubectl(
         "patch",
         "foo",
@@ -119,7 +113,7 @@ def test_deployment_name_cannot_be_changed(foo_operator: LocalProduct, namespace
 @pytest.mark.smoke
 def test_kubectl_scale_works_within_bounds_and_is_validated_beyond(foo_operator: LocalProduct, namespace: str) -> None:
     plane = foo_operator.plane
-    plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("scalable", replicas=1))
+    apply_foo(plane, namespace, "scalable", replicas=1)
     plane.kubectl("scale", "foo/scalable", "-n", namespace, "--replicas=3")
     assert get_foo(plane, namespace, "scalable")["spec"]["replicas"] == 3
     result = plane.kubectl("scale", "foo/scalable", "-n", namespace, "--replicas=30", check=False)
@@ -128,9 +122,7 @@ def test_kubectl_scale_works_within_bounds_and_is_validated_beyond(foo_operator:
 
 
 def test_v1alpha1_use_shows_a_deprecation_warning(foo_operator: LocalProduct, namespace: str) -> None:
-    result = foo_operator.plane.kubectl(
-        "apply", "-n", namespace, "-f", "-", input=foo_yaml("old-style", version="v1alpha1")
-    )
+    result = apply_foo(foo_operator.plane, namespace, "old-style", version="v1alpha1")
     assert (
         "Warning: samplecontroller.k8s.io/v1alpha1 Foo is deprecated; use samplecontroller.k8s.io/v1 Foo"
         in result.stderr
@@ -139,7 +131,7 @@ def test_v1alpha1_use_shows_a_deprecation_warning(foo_operator: LocalProduct, na
 
 def test_kubectl_get_shows_the_printer_columns(foo_operator: LocalProduct, namespace: str) -> None:
     plane = foo_operator.plane
-    plane.kubectl("apply", "-n", namespace, "-f", "-", input=foo_yaml("columns", replicas=2))
+    apply_foo(plane, namespace, "columns", replicas=2)
     lines = plane.kubectl("get", "foos", "-n", namespace).stdout.splitlines()
     assert lines[0].split() == ["NAME", "DEPLOYMENT", "REPLICAS", "AVAILABLE", "READY", "AGE"]
     assert lines[1].split()[:3] == ["columns", "web", "2"]
@@ -162,15 +154,7 @@ def test_where_no_webhook_is_asked_the_crd_schema_still_holds_every_bound(foo_op
     plane = foo_operator.plane
     plane.kubectl("create", "namespace", OWN_NAMESPACE, check=False)
     try:
-        huge = plane.kubectl(
-            "apply",
-            "-n",
-            OWN_NAMESPACE,
-            "-f",
-            "-",
-            check=False,
-            input=foo_yaml("huge", replicas=100000, deployment="Not_A_Name"),
-        )
+        huge = apply_foo(plane, OWN_NAMESPACE, "huge", replicas=100000, deployment="Not_A_Name", check=False)
         assert huge.returncode != 0
         assert (
             "spec.replicas: Invalid value: 100000: spec.replicas in body should be less than or equal to 10"
@@ -180,18 +164,10 @@ def test_where_no_webhook_is_asked_the_crd_schema_still_holds_every_bound(foo_op
             'spec.deployment.name: Invalid value: "Not_A_Name": spec.deployment.name in body should match'
             in huge.stderr
         )
-        legacy = plane.kubectl(
-            "apply",
-            "-n",
-            OWN_NAMESPACE,
-            "-f",
-            "-",
-            check=False,
-            input=foo_yaml("legacy-huge", replicas=100000, version="v1alpha1"),
-        )
+        legacy = apply_foo(plane, OWN_NAMESPACE, "legacy-huge", replicas=100000, version="v1alpha1", check=False)
         assert legacy.returncode != 0 and "should be less than or equal to 10" in legacy.stderr
 
-        plane.kubectl("apply", "-n", OWN_NAMESPACE, "-f", "-", input=foo_yaml("schema-defaulted", replicas=None))
+        apply_foo(plane, OWN_NAMESPACE, "schema-defaulted", replicas=None)
         assert get_foo(plane, OWN_NAMESPACE, "schema-defaulted")["spec"] == {
             "deployment": {"name": "web", "image": "nginx:latest"},
             "replicas": 1,

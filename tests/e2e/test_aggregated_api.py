@@ -55,18 +55,6 @@ class Insights:
         return self.plane.kubectl(*args, check=check, input=input)
 
 
-def _apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
-    plane.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--field-manager=e2e",
-        "-f",
-        "-",
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
-    )
-
-
 def _service_objects(ns_ip: str) -> list[dict[str, Any]]:
     """A Service without selector and its endpoints, written by hand: the address is ours to give."""
     port = {"name": "https", "port": PORT, "protocol": "TCP"}
@@ -132,12 +120,12 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
             ca, common_name=SERVICE, dns_names=service_dns_names(SERVICE, SERVICE_NAMESPACE), ips=[netns.ns_ip]
         )
         write_serving_files(workdir / "certs", ca, serving, force=True)
-        _apply(plane, *_service_objects(netns.ns_ip))
-        _apply(
-            plane,
+        plane.apply(*_service_objects(netns.ns_ip), field_manager="e2e")
+        plane.apply(
             *aggregated_api_manifests(
                 namespace=SERVICE_NAMESPACE, service=SERVICE, service_account=SERVICE_ACCOUNT, ca_bundle=ca.cert_pem
             ),
+            field_manager="e2e",
         )
 
         netns.forward_host_port(plane.apiserver_port)
@@ -244,7 +232,7 @@ def _run_like_the_controller(insights: Insights, namespace: str, name: str, repl
             },
         },
     }
-    _apply(insights.plane, deployment)
+    insights.plane.apply(deployment, field_manager="e2e")
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     status = {
         "status": {
@@ -502,21 +490,15 @@ def test_rbac_on_the_new_resources_reaches_users_through_view_and_edit(available
     )
     out = available.kubectl("get", "foohealths", "-n", namespace, "--as=bob").stdout
     assert "guarded" in out
+
     # --validate=false: kubectl's client-side validation of a create-only kind wants to list CRDs,
     # which bob may not (kubernetes/kubernetes#116245); the server answers the same either way.
-    review = available.kubectl(
-        "create",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        "--as=bob",
-        "--validate=false",
-        check=False,
-        input=_review(
-            {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}
-        ),
-    )
+    def review_as_bob(*flags: str) -> subprocess.CompletedProcess[str]:
+        foo = {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}
+        argv = ("create", "-n", namespace, "-f", "-", "--as=bob", "--validate=false", *flags)
+        return available.kubectl(*argv, check=False, input=_review(foo))
+
+    review = review_as_bob()
     assert review.stderr.strip() == (  # view does not include fooreviews; edit does
         f'Error from server (Forbidden): error when creating "STDIN": fooreviews.{GROUP} is forbidden: '
         f'User "bob" cannot create resource "fooreviews" in API group "{GROUP}" in the namespace "{namespace}"'
@@ -524,21 +506,7 @@ def test_rbac_on_the_new_resources_reaches_users_through_view_and_edit(available
     available.kubectl("create", "rolebinding", "bob-edit", "--clusterrole=edit", "--user=bob", "-n", namespace)
 
     def reviewed() -> bool:
-        result = available.kubectl(
-            "create",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-            "--as=bob",
-            "--validate=false",
-            "-o",
-            "json",
-            check=False,
-            input=_review(
-                {"apiVersion": "samplecontroller.k8s.io/v1", "kind": "Foo", "metadata": {"name": "x"}, "spec": {}}
-            ),
-        )
+        result = review_as_bob("-o", "json")
         return result.returncode == 0 and json.loads(result.stdout)["status"]["allowed"] is False
 
     wait_for("bob to be allowed to create fooreviews through edit", reviewed, timeout=60)

@@ -55,13 +55,7 @@ def server_dry_run(plane: LocalControlPlane, docs: list[dict[str, Any]]) -> str:
     stderr = ""
     for verb, items in (("create", new), ("replace", old)):
         if items:
-            result = plane.kubectl(
-                verb,
-                "--dry-run=server",
-                "-f",
-                "-",
-                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
-            )
+            result = plane.kubectl_objects(verb, items, "--dry-run=server")
             stderr += result.stderr
     return stderr
 

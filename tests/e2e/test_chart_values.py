@@ -79,8 +79,7 @@ def server_dry_run(plane: LocalControlPlane, objects: list[dict[str, Any]]) -> l
     stored = []
     for verb, batch in (("create", new), ("replace", existing)):
         if batch:
-            document = json.dumps({"apiVersion": "v1", "kind": "List", "items": batch})
-            stored += _items(plane.kubectl(verb, "--dry-run=server", "-o", "json", "-f", "-", input=document).stdout)
+            stored += _items(plane.kubectl_objects(verb, batch, "--dry-run=server", "-o", "json").stdout)
     assert len(stored) == len(objects)
     return stored
 

@@ -36,11 +36,6 @@ def get(plane: LocalControlPlane, *args: str, check: bool = True) -> dict[str, A
     return json.loads(result.stdout) if result.returncode == 0 else None
 
 
-def apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
-    document = {"apiVersion": "v1", "kind": "List", "items": list(objects)}
-    plane.kubectl("apply", "-f", "-", input=json.dumps(document))
-
-
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
     for c in (obj.get("status") or {}).get("conditions") or ():
         if c["type"] == type_:
@@ -182,6 +177,12 @@ def deployment_of(plane: LocalControlPlane, namespace: str, name: str) -> dict[s
     return get(plane, "deployment", name, "-n", namespace, check=False)
 
 
+def foo_with_its_deployment(plane: LocalControlPlane, namespace: str, name: str, replicas: int) -> dict[str, Any]:
+    """Apply a Foo (its Deployment ``<name>-nginx``, as foo_v1 names it) and wait for the controller to make it."""
+    plane.apply(foo_v1(name, namespace=namespace, replicas=replicas))
+    return wait_for("the Deployment", lambda: deployment_of(plane, namespace, f"{name}-nginx"))
+
+
 # ---- the contract ------------------------------------------------------------------------------
 
 
@@ -189,7 +190,7 @@ def deployment_of(plane: LocalControlPlane, namespace: str, name: str) -> dict[s
 def test_a_new_foo_gets_sample_controllers_deployment(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    apply(control_plane, foo_v1("example", namespace=namespace, replicas=2, image="nginx:1.27"))
+    control_plane.apply(foo_v1("example", namespace=namespace, replicas=2, image="nginx:1.27"))
     the_foo = get(control_plane, "foo", "example", "-n", namespace)
     assert the_foo is not None
 
@@ -225,8 +226,7 @@ def test_a_new_foo_gets_sample_controllers_deployment(
 def test_scaling_the_foo_scales_the_deployment(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    apply(control_plane, foo_v1("scaled", namespace=namespace, replicas=1))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "scaled-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "scaled", replicas=1)
 
     control_plane.kubectl("scale", "foo/scaled", "--replicas=3", "-n", namespace)
 
@@ -239,8 +239,7 @@ def test_scaling_the_foo_scales_the_deployment(
 def test_a_hand_edited_deployment_is_reverted(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    apply(control_plane, foo_v1("edited", namespace=namespace, replicas=2))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "edited-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "edited", replicas=2)
 
     control_plane.kubectl("scale", "deployment/edited-nginx", "--replicas=5", "-n", namespace)
     control_plane.kubectl("set", "image", "deployment/edited-nginx", "nginx=nginx:1.0", "-n", namespace)
@@ -261,7 +260,7 @@ def test_a_hand_edited_deployment_is_reverted(
 def test_foo_status_follows_the_real_rollout(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    apply(control_plane, foo_v1("rolled", namespace=namespace, replicas=3))
+    control_plane.apply(foo_v1("rolled", namespace=namespace, replicas=3))
 
     def ready_foo() -> dict[str, Any] | None:
         the_foo = get(control_plane, "foo", "rolled", "-n", namespace)
@@ -312,7 +311,7 @@ def _rolled_out_and_reported(plane: LocalControlPlane, namespace: str, name: str
 
 
 def test_a_quiet_foo_costs_no_writes(control_plane: LocalControlPlane, namespace: str, controller: Controller) -> None:
-    apply(control_plane, foo_v1("quiet", namespace=namespace, replicas=1))
+    control_plane.apply(foo_v1("quiet", namespace=namespace, replicas=1))
     wait_for(
         "the rollout, reported in the Foo's status",
         lambda: _rolled_out_and_reported(control_plane, namespace, "quiet"),
@@ -341,7 +340,7 @@ def test_a_foreign_deployment_is_left_alone_and_reported(
     before = deployment_of(control_plane, namespace, "taken")
     assert before is not None
 
-    apply(control_plane, foo_v1("intruder", namespace=namespace, deployment="taken", replicas=4))
+    control_plane.apply(foo_v1("intruder", namespace=namespace, deployment="taken", replicas=4))
 
     events = wait_for(
         "the ErrResourceExists event",
@@ -381,8 +380,7 @@ def test_a_foreign_deployment_is_left_alone_and_reported(
 def test_deleting_the_foo_garbage_collects_its_deployment(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    apply(control_plane, foo_v1("doomed", namespace=namespace, replicas=1))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "doomed-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "doomed", replicas=1)
 
     control_plane.kubectl("delete", "foo", "doomed", "-n", namespace)
 
@@ -396,8 +394,7 @@ def test_deleting_the_foo_garbage_collects_its_deployment(
 def test_foreground_deletion_is_not_fought(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    apply(control_plane, foo_v1("careful", namespace=namespace, replicas=1))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "careful-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "careful", replicas=1)
 
     # The Foo stays (with a deletionTimestamp) until the collector removed the Deployment;
     # a controller re-creating it meanwhile would keep the Foo alive forever.
@@ -427,7 +424,7 @@ def test_one_of_two_controllers_leads_and_the_other_takes_over(
     leader, standby = (a, b) if leader_id == "ctl-a" else (b, a)
     assert leader.metric("leader_election_master_status", name=LEASE) == 1
     assert standby.metric("leader_election_master_status", name=LEASE) == 0
-    apply(control_plane, foo_v1("first", namespace=namespace, replicas=1))
+    control_plane.apply(foo_v1("first", namespace=namespace, replicas=1))
     wait_for("the leader's Deployment", lambda: deployment_of(control_plane, namespace, "first-nginx"))
     assert standby.metric("controller_runtime_reconcile_total", controller="foo", result="success") is None
 
@@ -441,7 +438,7 @@ def test_one_of_two_controllers_leads_and_the_other_takes_over(
     # 15 s lease; the standby's retry period (2 s, jittered up to 2.2x) bounds the slack.
     assert took <= 15 + 2 * 2.2 + 1, f"takeover took {took:.1f}s"
     print(f"\nfailover after SIGKILL: {took:.1f}s (lease 15s)")
-    apply(control_plane, foo_v1("second", namespace=namespace, replicas=1))
+    control_plane.apply(foo_v1("second", namespace=namespace, replicas=1))
     wait_for("the new leader's Deployment", lambda: deployment_of(control_plane, namespace, "second-nginx"))
 
     # A graceful stop hands the lease over at once.
@@ -463,7 +460,7 @@ def standby_id(ctl: Controller) -> str:
 def test_sigterm_finishes_in_flight_work_and_exits_zero(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    apply(control_plane, *(foo_v1(f"busy-{i}", namespace=namespace, replicas=1) for i in range(10)))
+    control_plane.apply(*(foo_v1(f"busy-{i}", namespace=namespace, replicas=1) for i in range(10)))
     assert controller.terminate() == 0
     log = controller.log_tail(200)
     assert "stopping workers" in log and "stopped" in log
@@ -473,13 +470,12 @@ def test_sigterm_finishes_in_flight_work_and_exits_zero(
 def test_converges_after_kube_apiserver_restarts(
     control_plane: LocalControlPlane, namespace: str, controller: Controller
 ) -> None:
-    apply(control_plane, foo_v1("survivor", namespace=namespace, replicas=1))
-    wait_for("the Deployment", lambda: deployment_of(control_plane, namespace, "survivor-nginx"))
+    foo_with_its_deployment(control_plane, namespace, "survivor", replicas=1)
 
     control_plane.restart_apiserver()
 
     control_plane.kubectl("scale", "foo/survivor", "--replicas=2", "-n", namespace)
-    apply(control_plane, foo_v1("newcomer", namespace=namespace, replicas=1))
+    control_plane.apply(foo_v1("newcomer", namespace=namespace, replicas=1))
     wait_for(
         "the scale to reach the Deployment",
         lambda: (deployment_of(control_plane, namespace, "survivor-nginx") or {}).get("spec", {}).get("replicas") == 2,
@@ -523,13 +519,13 @@ def test_convergence_time_for_100_foos(
     control_plane.kubectl("create", "namespace", baseline_ns)
     try:
         began = time.monotonic()
-        apply(control_plane, *(bulk_deployment(f"base-{i}", baseline_ns) for i in range(count)))
+        control_plane.apply(*(bulk_deployment(f"base-{i}", baseline_ns) for i in range(count)))
         baseline = time.monotonic() - began
     finally:
         control_plane.kubectl("delete", "namespace", baseline_ns, "--wait=false", check=False)
 
     # 100 Foos waiting for a controller, as after an install or a long outage.
-    apply(control_plane, *(foo_v1(f"bulk-{i}", namespace=namespace, replicas=1) for i in range(count)))
+    control_plane.apply(*(foo_v1(f"bulk-{i}", namespace=namespace, replicas=1) for i in range(count)))
     ctl = Controller(control_plane, namespace, "--namespace", namespace).start()
     controllers.append(ctl)
     began = time.monotonic()

@@ -55,9 +55,7 @@ def accounts(control_plane: LocalControlPlane, namespace: str) -> Iterator[dict[
             "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}],
         },
     ]
-    control_plane.kubectl(
-        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
-    )
+    control_plane.apply(*manifests)
     scraper = f"system:serviceaccount:{namespace}:scraper"
 
     def rbac_allows_the_scraper() -> bool:

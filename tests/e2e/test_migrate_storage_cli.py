@@ -46,7 +46,7 @@ def make_foos(plane: LocalControlPlane, namespace: str) -> dict[str, str]:
         }
         for i in range(FOOS)
     ]
-    plane.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    plane.kubectl_objects("create", items)
     return resource_versions(plane, namespace)
 
 
@@ -178,7 +178,7 @@ def test_the_charts_job_rbac_is_enough_for_the_command(
         for o in render({"migrateStorage": {"job": {"enabled": True}}}, release=f"r{os.getpid()}", namespace=namespace)
         if "migrate-storage" in o["metadata"]["name"] and o["kind"] != "Job"
     ]
-    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    plane.apply(*objects)
     account = next(o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount")
     try:
         make_foos(plane, namespace)

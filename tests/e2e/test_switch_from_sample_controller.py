@@ -58,6 +58,21 @@ def foos(plane: LocalControlPlane, version: str) -> dict[str, Object]:
     return {f["metadata"]["name"]: f for f in items(plane, f"foos.{version}.samplecontroller.k8s.io")}
 
 
+def deployment_of(plane: LocalControlPlane, foo_name: str) -> Object:
+    """The Deployment sample-controller's naming gives the Foo (``<foo>-nginx``)."""
+    return dict(
+        json.loads(plane.kubectl("get", "deployment", f"{foo_name}-nginx", "-n", NAMESPACE, "-o", "json").stdout)
+    )
+
+
+def scale_at_v1alpha1(plane: LocalControlPlane, foo_name: str, replicas: int) -> None:
+    """Patch a Foo's replicas, named at v1alpha1 in full: kubectl's discovery cache may still map
+    ``foo`` to a v1 that sample-controller's own CRD no longer serves."""
+    resource = "foos.v1alpha1.samplecontroller.k8s.io"
+    patch = json.dumps({"spec": {"replicas": replicas}})
+    plane.kubectl("patch", resource, foo_name, "-n", NAMESPACE, "--type=merge", "-p", patch)
+
+
 def crd(plane: LocalControlPlane) -> Object:
     return dict(json.loads(plane.kubectl("get", "crd", CRD_NAME, "-o", "json", "--show-managed-fields").stdout))
 
@@ -195,8 +210,7 @@ def legacy(plane: LocalControlPlane) -> Legacy:
     plane.kubectl("create", "namespace", NAMESPACE)
     controller = sample_controller(plane, "sample-controller.log")
     try:
-        document = {"apiVersion": "v1", "kind": "List", "items": [legacy_foo(i) for i in range(FOOS)]}
-        plane.kubectl("apply", "-f", "-", input=json.dumps(document))
+        plane.apply(*(legacy_foo(i) for i in range(FOOS)))
         wait_for(
             "sample-controller to roll out every Foo's Deployment", lambda: available(plane, "v1alpha1"), timeout=180
         )
@@ -286,9 +300,7 @@ def test_scaling_a_foo_moves_its_deployment_and_status(legacy: Legacy, product: 
 
     def scaled() -> bool:
         foo = foos(plane, "v1")[SCALED]
-        deployment = json.loads(
-            plane.kubectl("get", "deployment", f"{SCALED}-nginx", "-n", NAMESPACE, "-o", "json").stdout
-        )
+        deployment = deployment_of(plane, SCALED)
         return bool(
             deployment["spec"]["replicas"] == 3
             and deployment["status"].get("availableReplicas") == 3
@@ -393,22 +405,11 @@ def test_sample_controller_still_works_against_our_crd_after_the_migration(
     rs_before = {n: v for n, v in workloads(plane).replica_sets.items() if n.startswith(f"{name}-nginx-")}
     controller = sample_controller(plane, "sample-controller-after.log")
     try:
-        plane.kubectl(
-            "patch",
-            "foos.v1alpha1.samplecontroller.k8s.io",
-            name,
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            json.dumps({"spec": {"replicas": 3}}),
-        )
+        scale_at_v1alpha1(plane, name, 3)
 
         def moved() -> bool:
             foo = foos(plane, "v1alpha1")[name]
-            deployment = json.loads(
-                plane.kubectl("get", "deployment", f"{name}-nginx", "-n", NAMESPACE, "-o", "json").stdout
-            )
+            deployment = deployment_of(plane, name)
             return bool(
                 deployment["status"].get("availableReplicas") == 3 and foo["status"].get("availableReplicas") == 3
             )
@@ -460,17 +461,7 @@ def test_the_whole_way_back_to_sample_controllers_own_crd(legacy: Legacy, produc
     name = "foo-02"
     controller = sample_controller(plane, "sample-controller-back.log")
     try:
-        # Fully qualified: kubectl's discovery cache still maps `foo` to v1, which is gone now.
-        plane.kubectl(
-            "patch",
-            "foos.v1alpha1.samplecontroller.k8s.io",
-            name,
-            "-n",
-            NAMESPACE,
-            "--type=merge",
-            "-p",
-            json.dumps({"spec": {"replicas": 2}}),
-        )
+        scale_at_v1alpha1(plane, name, 2)  # v1 is gone now
         wait_for(
             "sample-controller, on its own CRD again, to scale foo-02",
             lambda: foos(plane, "v1alpha1")[name]["status"].get("availableReplicas") == 2,

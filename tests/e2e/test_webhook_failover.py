@@ -26,7 +26,6 @@ CRD and webhook configurations registered by URL, and a failure here must not le
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
@@ -139,18 +138,6 @@ def _endpoint(ip: str, ready: bool) -> dict[str, Any]:
     return {"addresses": [ip], "conditions": {"ready": ready, "serving": True, "terminating": not ready}}
 
 
-def _apply(plane: LocalControlPlane, *objects: dict[str, Any]) -> None:
-    plane.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--field-manager=e2e",
-        "-f",
-        "-",
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
-    )
-
-
 def _start_replica(name: str, netns: NetNamespace, cert_dir: Path, log_file: Path) -> Replica:
     log = open(log_file, "ab")  # noqa: SIM115 - the process owns it
     proc = netns.popen(
@@ -225,8 +212,7 @@ def failover(plane: LocalControlPlane, tmp_path: Path) -> Iterator[Failover]:
                 assert time.monotonic() < deadline, f"replica {replica.name} never became ready"
                 time.sleep(0.05)
 
-        _apply(
-            plane,
+        plane.apply(
             {
                 "apiVersion": "v1",
                 "kind": "Service",
@@ -234,14 +220,15 @@ def failover(plane: LocalControlPlane, tmp_path: Path) -> Iterator[Failover]:
                 "spec": {"ports": [{"name": "https", "port": 443, "targetPort": PORT, "protocol": "TCP"}]},
             },
             _slice([_endpoint(a.ip, True), _endpoint(b.ip, True)]),
+            field_manager="e2e",
         )
-        _apply(
-            plane,
+        plane.apply(
             crd_manifest(
                 conversion_client_config=service_client_config(SERVICE_NAMESPACE, SERVICE, "/convert", ca.cert_pem)
             ),
             mutating_configuration(service_client_config(SERVICE_NAMESPACE, SERVICE, "/mutate-foo", ca.cert_pem)),
             validating_configuration(service_client_config(SERVICE_NAMESPACE, SERVICE, "/validate-foo", ca.cert_pem)),
+            field_manager="e2e",
         )
         plane.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
         try:

@@ -1,4 +1,4 @@
-"""controller.deployment: the Deployment a Foo asks for, ownership, and the drift patch."""
+"""controller.deployment: the Deployment a Foo asks for, ownership (``DeploymentView.controlled_by``) and the drift patch."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ from typing import Any
 import pytest
 
 from controller.controller import owning_foo_key
-from controller.deployment import desired_deployment, drift_patch, is_controlled_by
-from fooapi.views import deployment_index
+from controller.deployment import desired_deployment, drift_patch
+from fooapi.views import DeploymentView, FooView, deployment_index
 from tests.objects import foo_v1
 
 UID = "6b8e5b0c-1f0e-4c38-9d61-0f6a5f5a0001"
+
+
+def is_controlled_by(deployment: dict[str, Any], foo: dict[str, Any]) -> bool:
+    return DeploymentView(deployment).controlled_by(FooView(foo))
 
 
 def example_foo(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 
 import aiohttp
 import pytest
@@ -12,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.health import HealthServer
 from controller.settings import parse
+from hack.cluster import free_port
 from kube.logs import JSONFormatter
 from kube.metrics import metrics_for
 from kube.metricsserver import MetricsOptions, MetricsServer
@@ -62,12 +62,6 @@ def test_json_logs_carry_the_key_as_a_field() -> None:
     record.key = "ns/foo"
     entry = json.loads(JSONFormatter().format(record))
     assert entry["msg"] == "ns/foo: created" and entry["key"] == "ns/foo" and entry["level"] == "info"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_readyz_follows_the_caches_and_metrics_use_controller_runtime_names() -> None:
