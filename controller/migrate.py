@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -38,6 +38,9 @@ ATTEMPTS = 5  # per Foo, for conflicts (re-read, retry) and transient failures (
 IN_FLIGHT = 8  # concurrent PUTs within a page; the client-side QPS limiter sets the pace
 # While a served version answers 404 for its resource (not for the Foo): that many probes, this far apart.
 UNSERVED_PROBES, PROBE_BACKOFF_SECONDS = 20, 0.5
+# The probe reads the last Foo of a page of this many: a namespace being deleted loses its Foos
+# in the order a list returns them, so the first Foo listed is the one most likely gone by the GET.
+PROBE_PAGE = 50
 LIST_RESTARTS = 3  # times a walk starts over when its continue token expires
 
 Say = Callable[[str], None]
@@ -256,14 +259,15 @@ class Migration:
         while deleted < ATTEMPTS and unserved < UNSERVED_PROBES:
             began = time.monotonic()
             try:
-                listing = await self.client.list(facts.resource, limit=1, timeout=timeout)
+                listing = await self.client.list(facts.resource, limit=PROBE_PAGE, timeout=timeout)
             except ApiError as exc:
                 raise self._not_answering(facts.storage_version, exc) from None
             items = listing.get("items") or ()
             if not items:
                 self.say("no Foos: nothing to convert")
                 return
-            meta = items[0].get("metadata") or {}
+            probed = _probe_candidate(items)
+            meta = probed.get("metadata") or {}
             try:
                 for version in facts.served_versions:
                     resource = foos_at(version)
@@ -274,6 +278,7 @@ class Migration:
                 last_404 = f"GET {exc.path}: {_short(exc)}"
                 if exc.object_not_found:
                     deleted += 1  # deleted under us: the next list gives another
+                    await asyncio.sleep(PROBE_BACKOFF_SECONDS)
                     continue
                 if exc.not_found:
                     # The version is not served for a moment: kube-apiserver rebuilds a CRD's
@@ -284,7 +289,7 @@ class Migration:
                 raise self._not_answering(version, exc) from None
             took = time.monotonic() - began
             self.say(
-                f"conversion webhook: answering (read {object_key(items[0])} at "
+                f"conversion webhook: answering (read {object_key(probed)} at "
                 f"{', '.join(facts.served_versions)} in {took:.2f}s)"
             )
             return
@@ -512,3 +517,9 @@ def _stopped(migration: Migration, warn: Say) -> None:
             f"stopped after {_foos(migration.tally.total)} ({migration.tally.counts(migration.version)}); "
             f"run again to finish"
         )
+
+
+def _probe_candidate(items: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The Foo to read at every version: the last of the page that is not being deleted, if any."""
+    alive = [item for item in items if not (item.get("metadata") or {}).get("deletionTimestamp")]
+    return (alive or list(items))[-1]

@@ -139,11 +139,12 @@ def foo_operator(control_plane: LocalControlPlane) -> Iterator[LocalProduct]:
 @pytest.fixture
 def namespace(control_plane: LocalControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace per test, named after it, deleted afterwards (without waiting)."""
-    # The name is cut to fit 63 characters, so a short digest of the whole test id keeps two
-    # parametrized cases (whose ids differ only at the end) apart while the first one's namespace
-    # is still being deleted.
+    # The name is cut short (47 characters in all, so a Service's DNS name in this namespace still
+    # fits a certificate's 64-character CN), and a digest of the whole test id keeps two
+    # parametrized cases (whose ids differ only at the end) apart while the first one's
+    # namespace is still being deleted.
     digest = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:5]
-    slug = request.node.name.lower().replace("_", "-")[:40].strip("-")
+    slug = request.node.name.lower().replace("_", "-")[:34].strip("-")
     name = f"t-{slug}-{digest}-{os.getpid() % 10000}"
     name = "".join(c for c in name if c.isalnum() or c == "-").strip("-")
     control_plane.kubectl("create", "namespace", name)

@@ -72,6 +72,7 @@ class FakeApiserver:
         self.expire_continue_once = False
         self.probe_hangs = False
         self.unserved_probes = 0  # probe GETs answered 404 for the resource (a CRD handler being rebuilt)
+        self.deleted_per_read = 0  # a namespace being deleted: Foos go in list order, this many per GET
         self.remaining_item_count = True
 
     # -- storage ----------------------------------------------------------------------------
@@ -125,6 +126,8 @@ class FakeApiserver:
         if self.unserved_probes:
             self.unserved_probes -= 1
             raise ApiError(404, {"reason": "NotFound", "message": "the server could not find the requested resource"})
+        for key in sorted(self.stored)[: self.deleted_per_read]:
+            self.delete(key)
         parts = path.split("/")  # /apis/<group>/<version>/namespaces/<ns>/foos/<name>
         return await self.get(Resource(GROUP, parts[3], "foos"), parts[7], namespace=parts[5])
 
@@ -451,6 +454,17 @@ async def test_a_version_not_served_for_a_moment_is_asked_again_not_taken_for_a_
     # for a moment a served version answers 404 for the resource, with no object named.
     server = FakeApiserver(our_crd(), legacy_foos(1))
     server.unserved_probes = 6  # more than the probes a deleted Foo may cost (ATTEMPTS)
+    monkeypatch.setattr(migrate_module, "PROBE_BACKOFF_SECONDS", 0.0)
+    code, output, _ = await migrate(server)
+    assert code == 0, output.err
+    assert any(line.startswith("conversion webhook: answering") for line in output.out)
+
+
+async def test_a_namespace_being_deleted_does_not_fail_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The namespace controller deletes Foos in the order a list returns them: probing the first
+    # Foo listed found it gone every time and refused; the probe reads the last of the page.
+    server = FakeApiserver(our_crd(), legacy_foos(30))
+    server.deleted_per_read = 1
     monkeypatch.setattr(migrate_module, "PROBE_BACKOFF_SECONDS", 0.0)
     code, output, _ = await migrate(server)
     assert code == 0, output.err
