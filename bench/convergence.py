@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -106,6 +107,27 @@ def _rss_mib(pid: int | None) -> tuple[float | None, float | None]:
 def _cpu_seconds(pid: int | None) -> float | None:
     seconds = process_cpu_seconds(pid)
     return None if seconds != seconds else seconds  # NaN: the process is gone
+
+
+class CPUAccount:
+    """CPU seconds each process spent from ``start`` on: where a run's cores went."""
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.pids = pids
+        self.before: dict[str, float | None] = {}
+        self.bench_before = 0.0
+
+    def start(self) -> None:
+        self.before = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.bench_before = time.process_time()
+
+    def spent(self) -> dict[str, float | None]:
+        spent: dict[str, float | None] = {}
+        for name, pid in self.pids.items():
+            before, after = self.before.get(name), _cpu_seconds(pid)
+            spent[name] = None if before is None or after is None else round(after - before, 2)
+        spent["bench client"] = round(time.process_time() - self.bench_before, 2)
+        return spent
 
 
 # ---------------------------------------------------------------------------- what "converged" means
@@ -273,6 +295,9 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
                 wait_until("our controller's caches synced", synced, timeout=60, watch=[controller])
                 say(f"ours: {args.foos:,} Foos")
                 mark = audit.mark()
+                webhook_pid = product.webhook.pid if product.webhook is not None else None
+                cpu = CPUAccount({**p.pids(), "webhook": webhook_pid, "controller": controller.pid})
+                cpu.start()
                 result["convergence"] = asyncio.run(
                     converge(
                         p,
@@ -283,6 +308,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
                         timeout=args.peer_timeout,
                     )
                 )
+                result["convergence"]["cpu_seconds"] = cpu.spent()
                 result["convergence"]["writes"] = dict(audit.writes_since(mark, OUR_USER_AGENT))
                 result["rss_mib_at_foos"] = _rss_mib(controller.pid)[0]
                 if args.rss_foos > args.foos:
@@ -341,12 +367,15 @@ def run_peer(args: argparse.Namespace) -> dict[str, Any]:
                 f"giving up after {args.peer_timeout:g}s)"
             )
             mark = audit.mark()
+            cpu = CPUAccount({**p.pids(), "sample-controller": controller.pid})
+            cpu.start()
             foos = [plain_foo(i, version="v1alpha1") for i in range(args.foos)]
             result["convergence"] = asyncio.run(
                 converge(
                     p, foos, "v1alpha1", peer_converged, expected=args.foos, timeout=args.peer_timeout, interval=1.0
                 )
             )
+            result["convergence"]["cpu_seconds"] = cpu.spent()
             result["convergence"]["writes"] = dict(audit.writes_since(mark, PEER_USER_AGENT))
             if result["convergence"]["seconds"] is not None:
                 result["quiet"] = quiet_window(audit, controller.pid, PEER_USER_AGENT, args.quiet_seconds)
@@ -404,6 +433,11 @@ def main(argv: list[str] | None = None) -> int:
             rows,
         )
     )
+    for name, r in results.items():
+        spent = r["convergence"].get("cpu_seconds") or {}
+        parts = ", ".join(f"{who} {fmt(seconds, 1)}" for who, seconds in spent.items())
+        available = (os.cpu_count() or 1) * r["convergence"]["waited_seconds"]
+        print(f"{name}: CPU seconds while converging ({available:.0f} on every core): {parts}")
     ours = results["ours"]["convergence"]["seconds"]
     peer = results.get("sample-controller", {}).get("convergence", {})
     peer_seconds = peer.get("seconds") or (peer.get("waited_seconds") if peer else None)
