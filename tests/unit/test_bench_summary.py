@@ -3,6 +3,7 @@
 from typing import Any
 
 from bench.summary import rows
+from bench.workers import projected_ratio
 
 
 def _ratios(endpoint: str, rps: float, p99: float, cpu: float) -> dict[str, Any]:
@@ -78,3 +79,17 @@ def test_a_missing_workers_file_leaves_only_its_row_unmeasured() -> None:
     table = _table(results)
     assert table["2 workers on 2 cores ÷ 1 worker, req/s"] == ("≥ 1.8", "-")
     assert table["creates/s through kube-apiserver, our webhooks ÷ Go's"] == ("≥ 1.0", "1.05")
+
+
+def test_the_workers_row_adds_what_cpu_per_review_projects_on_free_cores() -> None:
+    results = {**RESULTS, "workers": {"ratio": 1.45, "projected_ratio": 1.96}}
+    assert _table(results)["2 workers on 2 cores ÷ 1 worker, req/s"] == (
+        "≥ 1.8",
+        "1.45 (CPU/review projects 1.96 on 2 free cores)",
+    )
+
+
+def test_two_workers_costing_what_one_costs_per_review_project_twice_the_rate() -> None:
+    assert projected_ratio(215.0, 215.0) == 2.0
+    assert projected_ratio(200.0, 250.0) == 1.6
+    assert projected_ratio(0.0, 250.0) is None
