@@ -16,8 +16,19 @@ from kube.tls import CertWatcher
 # Each costs tens of milliseconds of CPU to import, and none is needed to answer a review from
 # certificate files: cryptography describes or makes certificates, kubernetes_asyncio talks to
 # the API (--cert-rotation, --metrics-secure), pydantic models the insights API, and
-# importlib.metadata reads the version for --version.
-NOT_BEFORE_THE_FIRST_REVIEW = ("cryptography", "kubernetes_asyncio", "pydantic", "importlib.metadata")
+# importlib.metadata reads the version for --version. kube.client and kube.metricsauth (with
+# prometheus-client's aiohttp handler) serve only --metrics-secure, and the metrics listener
+# loads them when it starts, after the webhook is ready; ctypes is for forked workers.
+NOT_BEFORE_THE_FIRST_REVIEW = (
+    "cryptography",
+    "kubernetes_asyncio",
+    "pydantic",
+    "importlib.metadata",
+    "kube.client",
+    "kube.metricsauth",
+    "prometheus_client.aiohttp",
+    "ctypes",
+)
 
 _UP_TO_LISTENING = """
 import sys
@@ -27,11 +38,14 @@ from webhook.__main__ import parse_args, settings_from
 from webhook.app import build_app
 from webhook.metrics import WebhookMetrics
 from webhook.server import serve
+from kube.metricsserver import MetricsOptions, MetricsServer
 
 cert_dir = Path(sys.argv[1])
 args = parse_args(["--cert-dir", str(cert_dir), "--metrics-bind-address", "0"])
-build_app(settings_from(args), webhook_metrics=WebhookMetrics.create())
+metrics = WebhookMetrics.create()
+build_app(settings_from(args), webhook_metrics=metrics)
 CertWatcher(cert_dir / "tls.crt", cert_dir / "tls.key").server_context()
+MetricsServer(MetricsOptions(host="127.0.0.1", port=0), metrics.registry).bind()  # its port taken, not yet served
 print(" ".join(name for name in sys.argv[2:] if name in sys.modules))
 """
 
