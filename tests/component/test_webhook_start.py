@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 import subprocess
 import sys
+import time
 import tomllib
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from certs.__main__ import main as certs_main
+from hack.cluster import free_port
+from hack.product import webhook_args
 from kube.tls import CertWatcher
 
 # Each costs tens of milliseconds of CPU to import, and none is needed to answer a review from
@@ -145,3 +151,52 @@ def test_the_console_script_pauses_the_collector_before_the_webhook_imports() ->
     assert result.stderr.split() == ["False", "0"], (
         "the launcher imports nothing, no collection while the webhook loads"
     )
+
+
+def test_a_webhook_whose_metrics_port_is_taken_says_so_in_one_line_and_exits_1(cert_dir: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        metrics = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = subprocess.run(
+            [sys.executable, "-m", "webhook", *webhook_args(cert_dir, free_port(), metrics=metrics)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip().splitlines()[-1].startswith(f"foo-operator-webhook: cannot serve metrics on {metrics}: ")
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_a_ready_webhook_serves_its_metrics_on_their_own_port(cert_dir: Path, tmp_path: Path) -> None:
+    port, metrics_port = free_port(), free_port()
+    argv = [sys.executable, "-m", "webhook", *webhook_args(cert_dir, port, metrics=f"127.0.0.1:{metrics_port}")]
+    context = ssl.create_default_context(cafile=cert_dir / "ca.crt")
+    context.check_hostname = False
+    with (
+        open(tmp_path / "webhook.log", "wb") as log,
+        subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT) as process,
+    ):
+        try:
+
+            def ready() -> bool:
+                assert process.poll() is None, (tmp_path / "webhook.log").read_text()
+                try:
+                    with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=1) as r:
+                        return bool(r.status == 200)
+                except OSError:
+                    return False
+
+            deadline = time.monotonic() + 30
+            while not ready():
+                assert time.monotonic() < deadline, "not ready in 30 s"
+                time.sleep(0.02)
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+                assert (
+                    response.status == 200
+                    and "foo_operator_certificate_expiry_timestamp_seconds" in response.read().decode()
+                )
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
