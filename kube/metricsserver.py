@@ -187,6 +187,8 @@ def listening_sockets(host: str | None, port: int, *, reuse_port: bool = False) 
         for sock in sockets:
             sock.close()
         raise
+    if not sockets:
+        raise OSError(f"no address of {host or 'every interface'} can be listened on here")
     return sockets
 
 
