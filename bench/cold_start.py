@@ -132,22 +132,13 @@ def webhooks(repeat: int) -> tuple[dict[str, list[float]], dict[str, list[float]
         cert_dir = servers.serving_certs(Path(tmp) / "certs")
         go = str(go_webhook_binary())
         for _ in range(repeat):  # alternate, so drift in machine load hits both alike
-            for name, component, argv in (
-                ("ours", "cold-ours", webhook_command(cert_dir, port := free_port())),
-                (
-                    "go-controller-runtime",
-                    "cold-go",
-                    [
-                        go,
-                        "--cert-dir",
-                        str(cert_dir),
-                        "--bind-address",
-                        "127.0.0.1",
-                        "--port",
-                        str(port := free_port()),
-                    ],
-                ),
-            ):
+            for name, component in (("ours", "cold-ours"), ("go-controller-runtime", "cold-go")):
+                port = free_port()
+                argv = (
+                    webhook_command(cert_dir, port)
+                    if name == "ours"
+                    else [go, "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port)]
+                )
                 wall, used, _ = _start_to_ready(component, pinned(argv, server_core), _https_ready(port, cert_dir))
                 times[name].append(wall)
                 cpu[name].append(used)
