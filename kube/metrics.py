@@ -13,9 +13,8 @@ import gc
 import os
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp.typedefs import Handler
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -25,8 +24,10 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.metrics_core import Metric
+
+if TYPE_CHECKING:
+    from aiohttp.typedefs import Handler
 
 
 def process_registry() -> CollectorRegistry:
@@ -234,5 +235,8 @@ def metrics_for(registry: CollectorRegistry | None = None) -> Metrics:
 
 def metrics_handler(registry: CollectorRegistry | None = None) -> Handler:
     """prometheus-client's own aiohttp handler for ``registry``: text or OpenMetrics as the scraper
-    asks (``Accept``), gzip when it accepts it, ``?name[]=`` filters."""
+    asks (``Accept``), gzip when it accepts it, ``?name[]=`` filters. Imports aiohttp: only a
+    listener that serves it calls this (kube.metricsserver, when it starts)."""
+    from prometheus_client.aiohttp import make_aiohttp_handler
+
     return make_aiohttp_handler(REGISTRY if registry is None else registry)

@@ -4,23 +4,35 @@
 address (`--metrics-bind-address`, `0` turns it off), plain HTTP, or with `--metrics-secure`
 HTTPS plus TokenReview + SubjectAccessReview (kube.metricsauth) — controller-runtime's
 `WithAuthenticationAndAuthorization`. One handler (kube.metrics.metrics_handler) serves it.
+
+aiohttp is imported only when the listener starts serving, and then off the event loop:
+importing it costs ~200 ms of CPU (its client side builds two verifying SSLContexts at
+import), which a webhook whose admission port needs no aiohttp would otherwise pay before
+it is ready, or stall its reviews for after. ``MetricsServer.bind`` takes the port without it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+import socket
+import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from aiohttp import web
-from prometheus_client import CollectorRegistry
+if TYPE_CHECKING:
+    from aiohttp import web
+    from prometheus_client import CollectorRegistry
 
-from .client import KubeClient
-from .metrics import metrics_handler
-from .metricsauth import MetricsGuard, access_reviewer, token_reviewer
-from .tls import CertWatcher
+    from .client import KubeClient
+    from .metricsauth import MetricsGuard
+    from .tls import CertWatcher
 
 log = logging.getLogger(__name__)
+
+# As aiohttp's TCPSite: what the kernel queues for us between bind() and start().
+BACKLOG = 128
 
 
 class MetricsSetupError(Exception):
@@ -61,13 +73,23 @@ def parse_bind_address(text: str, flag: str = "--metrics-bind-address") -> tuple
 
 def metrics_app(registry: CollectorRegistry, guard: MetricsGuard | None = None) -> web.Application:
     """The `/metrics` app, behind ``guard`` when one is given."""
+    from aiohttp import web
+
+    from .metrics import metrics_handler
+
     app = web.Application(middlewares=[guard.middleware] if guard is not None else [])
     app.router.add_get("/metrics", metrics_handler(registry))
     return app
 
 
 class MetricsServer:
-    """Serves ``registry`` on ``options``' address until stopped; HTTPS and guarded when secure."""
+    """Serves ``registry`` on ``options``' address until stopped; HTTPS and guarded when secure.
+
+    ``bind`` takes the port at once, synchronously and without aiohttp, so that a port already
+    in use is a MetricsSetupError before the process says it is ready; ``start`` serves the
+    bound sockets (binding them first if ``bind`` was not called), importing aiohttp in a
+    thread when nothing has imported it yet.
+    """
 
     def __init__(
         self,
@@ -81,28 +103,43 @@ class MetricsServer:
         if options.secure and (guard is None or certificate is None):
             raise ValueError("secure metrics need a guard and a serving certificate")
         self.options = options
-        self._app = metrics_app(registry, guard if options.secure else None)
+        self._registry = registry
+        self._guard = guard if options.secure else None
         self._certificate = certificate if options.secure else None
         self._owned_client = owned_client
+        self._sockets: list[socket.socket] = []
         self._runner: web.AppRunner | None = None
         self._watch: asyncio.Task[None] | None = None
 
+    @property
+    def bound(self) -> bool:
+        return bool(self._sockets)
+
+    def bind(self) -> None:
+        """Take the port now (listening: the kernel queues scrapes until ``start``); MetricsSetupError if it cannot."""
+        if self._sockets:
+            return
+        try:
+            self._sockets = listening_sockets(self.options.host, self.options.port, reuse_port=self.options.reuse_port)
+        except OSError as err:
+            raise MetricsSetupError(f"cannot serve metrics on {self.options.address}: {err.strerror or err}") from err
+
     async def start(self, reload_interval: float = 5.0) -> None:
-        runner = web.AppRunner(self._app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        self.bind()
+        if "aiohttp.web" not in sys.modules:
+            # In the loop's thread the import would hold every review for its ~200 ms; in a
+            # thread of its own the loop keeps its turns (the interpreter switches every 5 ms).
+            await asyncio.to_thread(importlib.import_module, "aiohttp.web")
+        from aiohttp import web
+
+        runner = web.AppRunner(
+            metrics_app(self._registry, self._guard), access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
         await runner.setup()
         self._runner = runner
         context = self._certificate.server_context() if self._certificate is not None else None
-        try:
-            await web.TCPSite(
-                runner,
-                self.options.host,
-                self.options.port,
-                ssl_context=context,
-                reuse_address=True,
-                reuse_port=self.options.reuse_port or None,
-            ).start()
-        except OSError as err:
-            raise MetricsSetupError(f"cannot serve metrics on {self.options.address}: {err.strerror or err}") from err
+        for sock in self._sockets:
+            await web.SockSite(runner, sock, ssl_context=context).start()
         if self._certificate is not None:
             self._watch = asyncio.create_task(self._certificate.watch(reload_interval), name="metrics-cert-watcher")
         log.info("serving metrics", extra={"address": self.options.address, "secure": self.options.secure})
@@ -112,14 +149,53 @@ class MetricsServer:
             self._watch.cancel()
             await asyncio.gather(self._watch, return_exceptions=True)
         if self._runner is not None:
-            await self._runner.cleanup()
+            await self._runner.cleanup()  # the loop's servers own the sockets they serve, and close them
             self._runner = None
+        else:
+            for sock in self._sockets:  # bound, never served
+                sock.close()
+        self._sockets = []
         if self._owned_client is not None:
             await self._owned_client.close()
 
 
+def listening_sockets(host: str | None, port: int, *, reuse_port: bool = False) -> list[socket.socket]:
+    """Listening sockets for ``host`` (None: every interface) the way asyncio's ``create_server``
+    makes them: one per address ``host`` resolves to (families the kernel lacks skipped),
+    SO_REUSEADDR, IPv6 ones IPv6-only.
+
+    OSError (the first one met, every socket made so far closed) when an address cannot be bound.
+    """
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError:  # a family this kernel lacks (IPv6 turned off): asyncio skips it too
+                continue
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    if not sockets:
+        raise OSError(f"no address of {host or 'every interface'} can be listened on here")
+    return sockets
+
+
 def delegating_guard(client: KubeClient) -> MetricsGuard:
     """TokenReview + SubjectAccessReview through ``client`` (RBAC: system:auth-delegator)."""
+    from .metricsauth import MetricsGuard, access_reviewer, token_reviewer
+
     return MetricsGuard(authenticate=token_reviewer(client), authorize=access_reviewer(client))
 
 

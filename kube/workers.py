@@ -21,7 +21,6 @@ worker (for the pod's summed ``process_*`` metrics) and ``metrics/`` is promethe
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import os
@@ -101,7 +100,10 @@ def describe_exit(code: int) -> str:
 
 def _stop_with_parent(supervisor: int) -> None:
     """PR_SET_PDEATHSIG: a supervisor killed outright (SIGKILL, the OOM killer) leaves no worker
-    serving on: the kernel sends each one SIGTERM, and it drains as usual."""
+    serving on: the kernel sends each one SIGTERM, and it drains as usual. ctypes is imported
+    here, in a forked worker only: a single-process webhook never needs it (bench.cold_start)."""
+    import ctypes
+
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
     except (OSError, AttributeError):  # not Linux

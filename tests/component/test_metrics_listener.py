@@ -1,0 +1,180 @@
+"""The metrics listener in two steps: the port is taken before the process is ready, served after.
+
+`bind` is synchronous and needs no aiohttp, so a webhook learns that :8080 is taken (one line,
+exit 1) before it says it is ready; `start` serves what was bound and imports aiohttp off the
+event loop, so reviews keep flowing while it loads. Real sockets on loopback, real HTTP(S).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+
+from hack.cluster import free_port
+from kube.metricsauth import MetricsGuard, User
+from kube.metricsserver import MetricsOptions, MetricsServer, MetricsSetupError
+from kube.tls import CertWatcher, write_self_signed
+
+
+def _registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    Counter("foo_things", "things", registry=registry).inc()
+    return registry
+
+
+def _get(url: str, context: ssl.SSLContext | None = None, token: str | None = None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10, context=context) as response:
+        return response.status, response.read().decode()
+
+
+async def _scrape(url: str, context: ssl.SSLContext | None = None, token: str | None = None) -> tuple[int, str]:
+    return await asyncio.to_thread(_get, url, context, token)
+
+
+def test_a_port_in_use_is_a_setup_error_at_bind_before_anything_async() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        server = MetricsServer(MetricsOptions(host="127.0.0.1", port=port), _registry())
+        with pytest.raises(MetricsSetupError, match=rf"^cannot serve metrics on 127\.0\.0\.1:{port}: .*in use"):
+            server.bind()
+        assert not server.bound
+
+
+async def test_bound_then_started_serves_metrics_and_a_scrape_sent_in_between_is_answered() -> None:
+    port = free_port()
+    server = MetricsServer(MetricsOptions(host="127.0.0.1", port=port), _registry())
+    server.bind()
+    try:
+        early = asyncio.create_task(_scrape(f"http://127.0.0.1:{port}/metrics"))
+        await asyncio.sleep(0.05)  # the scrape waits in the kernel's queue, not refused
+        assert not early.done()
+        await server.start()
+        code, body = await early
+        assert code == 200 and "foo_things_total 1.0" in body
+    finally:
+        await server.stop()
+
+
+async def test_start_without_bind_binds_itself_as_insights_and_the_controller_use_it() -> None:
+    port = free_port()
+    server = MetricsServer(MetricsOptions(host="127.0.0.1", port=port), _registry())
+    await server.start()
+    try:
+        assert server.bound
+        assert (await _scrape(f"http://127.0.0.1:{port}/metrics"))[0] == 200
+    finally:
+        await server.stop()
+
+
+async def test_a_port_in_use_is_still_a_setup_error_at_start_without_bind() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        server = MetricsServer(MetricsOptions(host="127.0.0.1", port=taken.getsockname()[1]), _registry())
+        with pytest.raises(MetricsSetupError, match="cannot serve metrics on"):
+            await server.start()
+
+
+async def test_stop_frees_a_port_that_was_bound_but_never_served() -> None:
+    port = free_port()
+    server = MetricsServer(MetricsOptions(host="127.0.0.1", port=port), _registry())
+    server.bind()
+    await server.stop()
+    with socket.create_server(("127.0.0.1", port)):
+        pass
+
+
+async def test_every_interface_is_served_when_no_host_is_given() -> None:
+    port = free_port()
+    server = MetricsServer(MetricsOptions(host=None, port=port), _registry())
+    await server.start()
+    try:
+        assert (await _scrape(f"http://127.0.0.1:{port}/metrics"))[0] == 200
+        if socket.has_ipv6:
+            try:
+                code = (await _scrape(f"http://[::1]:{port}/metrics"))[0]
+            except OSError:  # a kernel without IPv6 on loopback: nothing to check there
+                return
+            assert code == 200
+    finally:
+        await server.stop()
+
+
+async def test_secure_metrics_bound_then_started_are_https_behind_the_guard(tmp_path: Path) -> None:
+    async def authenticate(token: str) -> User | None:
+        return User("system:serviceaccount:monitoring:prometheus") if token == "reader-token" else None
+
+    async def authorize(user: User, path: str, verb: str) -> bool:
+        return True
+
+    cert, key = write_self_signed(tmp_path)
+    port = free_port()
+    server = MetricsServer(
+        MetricsOptions(host="127.0.0.1", port=port, secure=True),
+        _registry(),
+        guard=MetricsGuard(authenticate, authorize),
+        certificate=CertWatcher(cert, key),
+    )
+    server.bind()
+    await server.start()
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+    try:
+        code, body = await _scrape(f"https://127.0.0.1:{port}/metrics", insecure, "reader-token")
+        assert code == 200 and "foo_things_total 1.0" in body
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            await _scrape(f"https://127.0.0.1:{port}/metrics", insecure)
+    finally:
+        await server.stop()
+
+
+# A fresh interpreter: this test process has aiohttp imported already. It binds (no aiohttp yet),
+# then starts while a ticker counts the loop's turns; imported in the loop's own thread, aiohttp's
+# ~200 ms would leave the ticker one turn.
+_BIND_THEN_START = """
+import asyncio, sys, time
+from prometheus_client import CollectorRegistry
+from kube.metricsserver import MetricsOptions, MetricsServer
+
+server = MetricsServer(MetricsOptions(host="127.0.0.1", port=int(sys.argv[1])), CollectorRegistry())
+server.bind()
+print("aiohttp after bind:", "aiohttp" in sys.modules)
+
+async def main():
+    turns, longest, stop = [0], [0.0], asyncio.Event()
+    async def tick():
+        while not stop.is_set():
+            started = time.perf_counter()
+            await asyncio.sleep(0.001)
+            turns[0] += 1
+            longest[0] = max(longest[0], time.perf_counter() - started)
+    ticker = asyncio.create_task(tick())
+    await server.start()
+    stop.set()
+    await ticker
+    await server.stop()
+    print("turns while starting:", turns[0])
+
+asyncio.run(main())
+"""
+
+
+def test_bind_needs_no_aiohttp_and_start_imports_it_while_the_loop_keeps_turning() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _BIND_THEN_START, str(free_port())],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.splitlines()
+    assert out[0] == "aiohttp after bind: False"
+    turns = int(out[1].rpartition(" ")[2])
+    assert turns >= 5, f"the loop turned {turns} times while aiohttp was imported"
