@@ -75,19 +75,31 @@ def _shares(own: Counter[str], by_package: Counter[str], top: int) -> dict[str, 
 
 
 def read_py_spy(raw_file: Path, top: int) -> dict[str, Any]:
-    """py-spy's raw (collapsed) stacks: 'outer (file:line);...;leaf (file:line) count'."""
+    """py-spy's raw (collapsed) stacks: 'outer (file:line);...;leaf (file:line) count'. Own time by
+    function and package, and inclusive time (the function anywhere on the stack) by function."""
     own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
     by_package: Counter[str] = Counter()
     for line in raw_file.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack:
             continue
-        leaf = stack.rsplit(";", 1)[-1]
-        function, _, where = leaf.partition(" (")
-        filename = where.rstrip(")").rsplit(":", 1)[0]
+        frames = [_frame(frame) for frame in stack.split(";")]
+        filename, function = frames[-1]
         own[f"{Path(filename).name}:{function}"] += int(count)
         by_package[_package(filename)] += int(count)
-    return _shares(own, by_package, top)
+        for name in {f"{Path(f).name}:{fn}" for f, fn in frames}:
+            inclusive[name] += int(count)
+    shares = _shares(own, by_package, top)
+    total = shares["samples"]
+    shares["inclusive"] = [{"function": k, "share": v / total} for k, v in inclusive.most_common(top)]
+    return shares
+
+
+def _frame(frame: str) -> tuple[str, str]:
+    """(file, function) of one py-spy frame, 'function (file:line)'."""
+    function, _, where = frame.partition(" (")
+    return where.rstrip(")").rsplit(":", 1)[0], function
 
 
 def read_cprofile(stats_file: Path, top: int) -> dict[str, Any]:
@@ -172,7 +184,13 @@ def profile_table(result: dict[str, Any], packages: int = 10) -> str:
     """Own time by package, then the top functions, as read_py_spy or read_cprofile summed them."""
     by_package = table(["package", "share %"], [[k, v * 100] for k, v in list(result["packages"].items())[:packages]])
     functions = table(["function", "share %"], [[f["function"][:90], f["share"] * 100] for f in result["functions"]])
-    return f"{by_package}\n{functions}"
+    if "inclusive" not in result:
+        return f"{by_package}\n{functions}"
+    inclusive = table(
+        ["function (anywhere on the stack)", "share %"],
+        [[f["function"][:90], f["share"] * 100] for f in result["inclusive"]],
+    )
+    return f"{by_package}\n{functions}\n{inclusive}"
 
 
 def main(argv: list[str] | None = None) -> int:
