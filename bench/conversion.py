@@ -268,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-go", action="store_true", help="skip the Go peer")
     parser.add_argument("--no-apiserver", action="store_true", help="skip the lists through kube-apiserver")
     parser.add_argument(
+        "--list-runs",
+        type=int,
+        help="timed lists per side through kube-apiserver (default: half of --repeat, at least 3)",
+    )
+    parser.add_argument(
         "--go-http1",
         action="store_true",
         help="through kube-apiserver, also the Go peer offering only HTTP/1.1 (as kube-apiserver speaks to a"
@@ -324,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     apiserver: dict[str, Any] = {}
     if not args.no_apiserver:
         apiserver = through_apiserver(
-            args.objects, max(3, args.repeat // 2 + 1), not args.no_go, args.go_http1, args.profile
+            args.objects, args.list_runs or max(3, args.repeat // 2 + 1), not args.no_go, args.go_http1, args.profile
         )
         rows = []
         for name in apiserver["sides"]:
