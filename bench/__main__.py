@@ -15,7 +15,7 @@ from .report import say
 # name -> (full-size arguments, quick arguments); the order they run in.
 BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "admission": ([], ["--seconds", "3"]),
-    "conversion": ([], ["--objects", "1000", "--repeat", "2"]),
+    "conversion": (["--go-http1"], ["--objects", "1000", "--repeat", "2", "--go-http1"]),
     "admission_overhead": ([], ["--creates", "300", "--sequential", "30", "--kubectl", "3"]),
     "convergence": ([], ["--foos", "100", "--rss-foos", "300", "--quiet-seconds", "10", "--peer-timeout", "300"]),
     "cold_start": ([], ["--repeat", "2", "--foos", "100"]),

@@ -24,6 +24,9 @@ import os
 import statistics
 import tempfile
 import time
+import urllib.parse
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,7 @@ from . import servers
 from .foos import conversion_of, dumps
 from .load import cores
 from .planes import AdminClient, apply, plain_foo, plane
+from .profile import profile_table, start_py_spy, stop_py_spy
 from .report import fmt, ratio, save, say, table
 
 
@@ -82,7 +86,82 @@ def list_rates(count: int, v1alpha1_seconds: float, v1_seconds: float) -> dict[s
     }
 
 
-async def _seed_and_list(product: LocalProduct, count: int, repeat: int, go_url: str | None) -> dict[str, Any]:
+def side_summary(count: int, lists: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Medians over one side's timed lists (``count`` Foos each, at v1alpha1 and at v1): the lists'
+    times, what the conversion adds per review (time; the webhook's CPU; kube-apiserver's CPU above the
+    same list at v1) and the most connections one list at v1alpha1 used and opened."""
+
+    def median(version: str, key: str) -> float:
+        return statistics.median(m[key] for m in lists[version])
+
+    alpha, hub = median("v1alpha1", "seconds"), median("v1", "seconds")
+    converting = lists["v1alpha1"]
+    return {
+        "list_v1alpha1_seconds": alpha,
+        "list_v1_seconds": hub,
+        "conversion_seconds": alpha - hub,
+        **list_rates(count, alpha, hub),
+        "ms_per_review": (alpha - hub) * 1000 / count,
+        "webhook_cpu_us_per_review": median("v1alpha1", "webhook_cpu_seconds") * 1e6 / count,
+        "apiserver_cpu_us_per_review": (
+            median("v1alpha1", "apiserver_cpu_seconds") - median("v1", "apiserver_cpu_seconds")
+        )
+        * 1e6
+        / count,
+        "connections": max(int(m["connections"]) for m in converting),
+        "connections_opened": max(int(m["connections_opened"]) for m in converting),
+        "lists": lists,
+    }
+
+
+@dataclass
+class Side:
+    """One conversion webhook kube-apiserver can be pointed at: its URL, the port connections to it are
+    counted on, and its process (for the profiler)."""
+
+    name: str
+    url: str
+    pid: int | None
+
+    @property
+    def port(self) -> int:
+        return urllib.parse.urlsplit(self.url).port or 443
+
+
+class ConnectionWatch:
+    """The TCP connections to one port while something runs: sampled every ``interval`` seconds and
+    once more at the end (a connection closed in between is still there, in TIME_WAIT)."""
+
+    def __init__(self, port: int, interval: float = 0.1) -> None:
+        self.port = port
+        self.interval = interval
+        self.before: set[int] = set()
+        self.seen: set[int] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _sample(self) -> None:
+        while True:
+            self.seen |= servers.connections_to(self.port)
+            await asyncio.sleep(self.interval)
+
+    async def __aenter__(self) -> ConnectionWatch:
+        self.before = servers.connections_to(self.port)
+        self._task = asyncio.create_task(self._sample())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self.seen |= servers.connections_to(self.port)
+
+    def counts(self) -> dict[str, int]:
+        """Connections used (every one seen) and opened (not there before) while watched."""
+        return {"connections": len(self.seen), "connections_opened": len(self.seen - self.before)}
+
+
+async def _seed_and_list(
+    product: LocalProduct, count: int, repeat: int, sides: list[Side], profile_out: Path | None
+) -> dict[str, Any]:
     async with AdminClient(product.plane, connections=32) as client:
         say(f"storing {count:,} v1 Foos (admission webhooks unregistered for the seeding)")
         product.unregister_admission()
@@ -101,70 +180,85 @@ async def _seed_and_list(product: LocalProduct, count: int, repeat: int, go_url:
                 raise RuntimeError(f"list at {version} returned {len(items)} items")
             return elapsed
 
-        async def use(name: str) -> None:
-            """Point the CRD's conversion webhook at ``name`` (same CRD, only the URL differs) and wait
+        async def use(side: Side) -> None:
+            """Point the CRD's conversion webhook at ``side`` (same CRD, only the URL differs) and wait
             until reading one Foo at v1alpha1 reaches it: the apiserver rebuilds the CRD's storage
             when its conversion client config changes."""
-            url = product.url if name == "ours" else go_url
-            apply(product.plane, product.manifests(url)[0])
+            apply(product.plane, product.manifests(side.url)[0])
             for _ in range(300):
                 before = servers.webhook_requests(product.metrics_url, "/convert")
                 status, _ = await client.request("GET", f"/apis/{LEGACY_API_VERSION}/namespaces/default/foos/foo-00000")
                 reached_ours = servers.webhook_requests(product.metrics_url, "/convert") > before
-                if status == 200 and reached_ours == (name == "ours"):
+                if status == 200 and reached_ours == (side.name == "ours"):
                     return
                 await asyncio.sleep(0.1)
-            raise RuntimeError(f"kube-apiserver never called {name}'s /convert")
+            raise RuntimeError(f"kube-apiserver never called {side.name}'s /convert")
 
-        names = ["ours"] + (["go-controller-runtime"] if go_url is not None else [])
-        at: dict[str, dict[str, list[float]]] = {name: {"v1alpha1": [], "v1": []} for name in names}
+        apiserver_pid = product.plane.component_pid("kube-apiserver")
+        names = [side.name for side in sides]
+        lists: dict[str, dict[str, list[dict[str, float]]]] = {name: {"v1alpha1": [], "v1": []} for name in names}
+        profile: dict[str, Any] = {}
         reviews = 0.0
         # Run 0 warms up (connections, code paths) and counts the reviews one list costs our webhook;
         # the sides alternate run by run so neither gets the quieter moments of a shared machine.
         for run in range(repeat + 1):
-            for name in names:
-                await use(name)
+            for side in sides:
+                await use(side)
                 before = servers.webhook_requests(product.metrics_url, "/convert")
                 for version in ("v1alpha1", "v1"):
-                    seconds = await list_at(version)
+                    sampler = None
+                    if profile_out and run == 1 and version == "v1alpha1" and side.name == "ours" and side.pid:
+                        sampler = start_py_spy(side.pid, profile_out)
+                    cpu = servers.process_cpu_seconds(side.pid), servers.process_cpu_seconds(apiserver_pid)
+                    async with ConnectionWatch(side.port) as watch:
+                        seconds = await list_at(version)
+                    measured = {
+                        "seconds": seconds,
+                        "webhook_cpu_seconds": servers.process_cpu_seconds(side.pid) - cpu[0],
+                        "apiserver_cpu_seconds": servers.process_cpu_seconds(apiserver_pid) - cpu[1],
+                        **watch.counts(),
+                    }
+                    if sampler is not None and profile_out:
+                        profile = stop_py_spy(sampler, profile_out, top=20)
                     if run:
-                        at[name][version].append(seconds)
-                if run == 0 and name == "ours":
+                        lists[side.name][version].append(measured)
+                if run == 0 and side.name == "ours":
                     reviews = servers.webhook_requests(product.metrics_url, "/convert") - before
 
-        result: dict[str, Any] = {"seed_creates_per_second": seeded.per_second}
+        result: dict[str, Any] = {"seed_creates_per_second": seeded.per_second, "sides": names}
         for name in names:
-            alpha, hub = statistics.median(at[name]["v1alpha1"]), statistics.median(at[name]["v1"])
-            say(f"{name}: list at v1alpha1 {alpha:.3f}s, at v1 {hub:.3f}s")
             result[name] = {
-                "list_v1alpha1_seconds": alpha,
-                "list_v1_seconds": hub,
-                "conversion_seconds": alpha - hub,
-                **list_rates(count, alpha, hub),
-                "runs": at[name],
+                **side_summary(count, lists[name]),
                 "our_reviews_per_list": reviews if name == "ours" else None,
             }
-        if go_url is not None:
-            result["conversion_rate_ours_to_go"] = ratio(
-                result["ours"]["conversion_foos_per_second"],
-                result["go-controller-runtime"]["conversion_foos_per_second"],
-            )
+            say(f"{name}: {result[name]}")
+        for peer, key in (
+            (servers.GO_PEER, "conversion_rate_ours_to_go"),
+            (servers.GO_PEER_HTTP1, "conversion_rate_ours_to_go_http1"),
+        ):
+            if peer in result:
+                result[key] = ratio(
+                    result["ours"]["conversion_foos_per_second"], result[peer]["conversion_foos_per_second"]
+                )
+        if profile:
+            result["ours_profile"] = profile
         return result
 
 
-def through_apiserver(count: int, repeat: int, with_go: bool) -> dict[str, Any]:
-    with plane("conversion", apiserver_args=["--watch-cache=false"]) as p:
+def through_apiserver(count: int, repeat: int, with_go: bool, go_http1: bool, profile: bool) -> dict[str, Any]:
+    with plane("conversion", apiserver_args=["--watch-cache=false"]) as p, ExitStack() as stack:
         product = LocalProduct(p)
         product.start()
-        go = None
-        try:
-            if with_go:
-                go = servers.go_peer(product.cert_dir, pin=False)
-            return asyncio.run(_seed_and_list(product, count, repeat, go.url if go else None))
-        finally:
-            if go is not None:
-                go.stop()
-            product.stop()
+        stack.callback(product.stop)
+        sides = [Side("ours", product.url, product.webhook.pid if product.webhook else None)]
+        for wanted, http1 in ((with_go, False), (with_go and go_http1, True)):
+            if wanted:
+                go = stack.enter_context(servers.go_peer(product.cert_dir, pin=False, http1=http1))
+                sides.append(Side(go.name, go.url, go.pid))
+        profile_out = None
+        if profile:
+            profile_out = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="foo-bench-"))) / "ours.txt"
+        return asyncio.run(_seed_and_list(product, count, repeat, sides, profile_out))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +267,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per case (median reported)")
     parser.add_argument("--no-go", action="store_true", help="skip the Go peer")
     parser.add_argument("--no-apiserver", action="store_true", help="skip the lists through kube-apiserver")
+    parser.add_argument(
+        "--list-runs",
+        type=int,
+        help="timed lists per side through kube-apiserver (default: half of --repeat, at least 3)",
+    )
+    parser.add_argument(
+        "--go-http1",
+        action="store_true",
+        help="through kube-apiserver, also the Go peer offering only HTTP/1.1 (as kube-apiserver speaks to a"
+        " webhook behind a Service, and as it speaks to ours)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy on our webhook during one list at v1alpha1 through kube-apiserver",
+    )
     args = parser.parse_args(argv)
 
     cases = {"to v1alpha1": LEGACY_API_VERSION, "to v1": HUB_API_VERSION}
@@ -218,22 +328,26 @@ def main(argv: list[str] | None = None) -> int:
 
     apiserver: dict[str, Any] = {}
     if not args.no_apiserver:
-        apiserver = through_apiserver(args.objects, max(3, args.repeat // 2 + 1), not args.no_go)
+        apiserver = through_apiserver(
+            args.objects, args.list_runs or max(3, args.repeat // 2 + 1), not args.no_go, args.go_http1, args.profile
+        )
         rows = []
-        for name in ("ours", "go-controller-runtime"):
-            if name in apiserver:
-                r = apiserver[name]
-                rows.append(
-                    [
-                        name,
-                        r["list_v1_seconds"] * 1000,
-                        r["list_v1alpha1_seconds"] * 1000,
-                        r["conversion_seconds"] * 1000,
-                        r["list_v1alpha1_foos_per_second"],
-                        r["conversion_foos_per_second"],
-                        r["our_reviews_per_list"],
-                    ]
-                )
+        for name in apiserver["sides"]:
+            r = apiserver[name]
+            rows.append(
+                [
+                    name,
+                    r["list_v1_seconds"] * 1000,
+                    r["list_v1alpha1_seconds"] * 1000,
+                    r["conversion_foos_per_second"],
+                    fmt(r["ms_per_review"], 2),
+                    r["webhook_cpu_us_per_review"],
+                    r["apiserver_cpu_us_per_review"],
+                    r["connections"],
+                    r["connections_opened"],
+                    r["our_reviews_per_list"],
+                ]
+            )
         print(
             f"\nkube-apiserver list of {args.objects:,} stored v1 Foos (watch cache off; "
             f"seeded at {apiserver['seed_creates_per_second']:,.0f} creates/s)"
@@ -244,9 +358,12 @@ def main(argv: list[str] | None = None) -> int:
                     "conversion webhook",
                     "list at v1 ms",
                     "list at v1alpha1 ms",
-                    "difference ms",
-                    "Foos/s at v1alpha1",
                     "Foos/s converted",
+                    "ms per review",
+                    "webhook CPU µs/review",
+                    "apiserver CPU µs/review",
+                    "connections",
+                    "opened",
                     "reviews per list",
                 ],
                 rows,
@@ -255,7 +372,16 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "\nkube-apiserver sends one ConversionReview per object read from etcd; Foos/s converted, "
             f"ours ÷ Go: {fmt(apiserver.get('conversion_rate_ours_to_go'), 2)}"
+            + (
+                f"; ours ÷ Go over HTTP/1.1: {fmt(apiserver['conversion_rate_ours_to_go_http1'], 2)}"
+                if "conversion_rate_ours_to_go_http1" in apiserver
+                else ""
+            )
+            + "\nconnections: most seen to the webhook's port during one list at v1alpha1 (opened: not there before it)"
         )
+        if "ours_profile" in apiserver:
+            print(f"\nour webhook during one list at v1alpha1 (py-spy, {apiserver['ours_profile']['samples']} samples)")
+            print(profile_table(apiserver["ours_profile"]))
     path = save("conversion", {"settings": vars(args), "direct": direct_results, "apiserver": apiserver})
     print(f"\nwrote {path}")
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import pstats
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,19 +75,31 @@ def _shares(own: Counter[str], by_package: Counter[str], top: int) -> dict[str, 
 
 
 def read_py_spy(raw_file: Path, top: int) -> dict[str, Any]:
-    """py-spy's raw (collapsed) stacks: 'outer (file:line);...;leaf (file:line) count'."""
+    """py-spy's raw (collapsed) stacks: 'outer (file:line);...;leaf (file:line) count'. Own time by
+    function and package, and inclusive time (the function anywhere on the stack) by function."""
     own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
     by_package: Counter[str] = Counter()
     for line in raw_file.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack:
             continue
-        leaf = stack.rsplit(";", 1)[-1]
-        function, _, where = leaf.partition(" (")
-        filename = where.rstrip(")").rsplit(":", 1)[0]
+        frames = [_frame(frame) for frame in stack.split(";")]
+        filename, function = frames[-1]
         own[f"{Path(filename).name}:{function}"] += int(count)
         by_package[_package(filename)] += int(count)
-    return _shares(own, by_package, top)
+        for name in {f"{Path(f).name}:{fn}" for f, fn in frames}:
+            inclusive[name] += int(count)
+    shares = _shares(own, by_package, top)
+    total = shares["samples"]
+    shares["inclusive"] = [{"function": k, "share": v / total} for k, v in inclusive.most_common(top)]
+    return shares
+
+
+def _frame(frame: str) -> tuple[str, str]:
+    """(file, function) of one py-spy frame, 'function (file:line)'."""
+    function, _, where = frame.partition(" (")
+    return where.rstrip(")").rsplit(":", 1)[0], function
 
 
 def read_cprofile(stats_file: Path, top: int) -> dict[str, Any]:
@@ -139,31 +152,45 @@ def profile_endpoint(cert_dir: Path, tmp: Path, endpoint: str, body: bytes, args
             server.stop()  # SIGTERM: the service drains and returns, and cProfile writes its file
         return {"load": load, **read_cprofile(out, args.top)}
     with servers.ours(cert_dir) as server:
-        sampler = subprocess.Popen(
-            [
-                str(py_spy()),
-                "record",
-                "--pid",
-                str(server.pid),
-                "--duration",
-                str(int(args.seconds)),
-                "--rate",
-                "250",
-                "--format",
-                "raw",
-                "--nonblocking",
-                "--output",
-                str(out),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        assert server.pid is not None
+        sampler = start_py_spy(server.pid, out, seconds=args.seconds)
         time.sleep(0.5)  # attached before the load starts
         load = _drive(server, cert_dir, endpoint, body, args.seconds, args.connections)
-        _, err = sampler.communicate(timeout=60)
-        if not out.exists():
-            raise RuntimeError(f"py-spy wrote nothing: {err.decode()[-1000:]}")
-    return {"load": load, **read_py_spy(out, args.top)}
+        return {"load": load, **stop_py_spy(sampler, out, args.top)}
+
+
+def start_py_spy(pid: int, out: Path, *, seconds: float | None = None) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` from outside into ``out`` (raw collapsed stacks), for ``seconds`` or,
+    without, until stop_py_spy interrupts it."""
+    duration = ["--duration", str(int(seconds))] if seconds is not None else []
+    argv = [str(py_spy()), "record", "--pid", str(pid), *duration, "--rate", "250", "--format", "raw"]
+    return subprocess.Popen(
+        [*argv, "--nonblocking", "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+
+
+def stop_py_spy(sampler: subprocess.Popen[bytes], out: Path, top: int) -> dict[str, Any]:
+    """Wait for (or, when it runs without a duration, interrupt: py-spy writes what it has on SIGINT)
+    the sampler, then read its stacks."""
+    if sampler.poll() is None and "--duration" not in sampler.args:  # type: ignore[operator]
+        sampler.send_signal(signal.SIGINT)
+    _, err = sampler.communicate(timeout=60)
+    if not out.exists():
+        raise RuntimeError(f"py-spy wrote nothing: {err.decode()[-1000:]}")
+    return read_py_spy(out, top)
+
+
+def profile_table(result: dict[str, Any], packages: int = 10) -> str:
+    """Own time by package, then the top functions, as read_py_spy or read_cprofile summed them."""
+    by_package = table(["package", "share %"], [[k, v * 100] for k, v in list(result["packages"].items())[:packages]])
+    functions = table(["function", "share %"], [[f["function"][:90], f["share"] * 100] for f in result["functions"]])
+    if "inclusive" not in result:
+        return f"{by_package}\n{functions}"
+    inclusive = table(
+        ["function (anywhere on the stack)", "share %"],
+        [[f["function"][:90], f["share"] * 100] for f in result["inclusive"]],
+    )
+    return f"{by_package}\n{functions}\n{inclusive}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,10 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             if "rps" in load
             else f"{load['seconds_per_review'] * 1000:,.0f} ms per review of 10,000"
         )
-        print(f"\n{endpoint} ({rate} while profiled): own time by package")
-        print(table(["package", "share %"], [[k, v * 100] for k, v in list(r["packages"].items())[:10]]))
-        print(f"{endpoint}: top functions by own time")
-        print(table(["function", "share %"], [[f["function"][:90], f["share"] * 100] for f in r["functions"]]))
+        print(f"\n{endpoint} ({rate} while profiled): own time by package, then by function")
+        print(profile_table(r))
     path = save("profile", {"settings": vars(args), "results": results})
     print(f"\nwrote {path}")
     return 0

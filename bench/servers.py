@@ -173,10 +173,16 @@ def ours(cert_dir: Path, *, port: int = 0, args: list[str] | None = None, pin: b
     return _start("ours", argv, cert_dir, port, pin=pin)
 
 
-def go_peer(cert_dir: Path, *, port: int = 0, pin: bool = True) -> Server:
+GO_PEER = "go-controller-runtime"
+GO_PEER_HTTP1 = "go-controller-runtime-http1"
+
+
+def go_peer(cert_dir: Path, *, port: int = 0, pin: bool = True, http1: bool = False) -> Server:
+    """The controller-runtime peer; with ``http1``, offering only HTTP/1.1 in ALPN as ours does
+    (controller-runtime offers h2 alone by default, so Go clients that offer h2 speak it)."""
     port = port or free_port()
     argv = [str(go_webhook_binary()), "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port)]
-    return _start("go-controller-runtime", argv, cert_dir, port, pin=pin)
+    return _start(GO_PEER_HTTP1 if http1 else GO_PEER, [*argv, "--http1"] if http1 else argv, cert_dir, port, pin=pin)
 
 
 def kopf_peer(cert_dir: Path, kubeconfig: Path, *, port: int = 0) -> Server:
@@ -194,6 +200,37 @@ def kopf_peer(cert_dir: Path, kubeconfig: Path, *, port: int = 0) -> Server:
     server = _start("kopf", argv, cert_dir, port, env=env, by_review=True, timeout=120)
     server.endpoints = ("/validate-foo", "/mutate-foo")
     return server
+
+
+_TCP_LISTEN = "0A"
+
+
+def client_ports(port: int, proc_net_tcp: str) -> set[int]:
+    """The client ports of every TCP connection to ``port`` in a ``/proc/net/tcp`` table, whatever its
+    state: the server's side (local port = ``port``, listener excepted) and the client's (remote port =
+    ``port``; after the client closed first, only its TIME_WAIT is left)."""
+    found = set()
+    for line in proc_net_tcp.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        local, remote = int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)
+        if local == port and fields[3] != _TCP_LISTEN:
+            found.add(remote)
+        elif remote == port:
+            found.add(local)
+    return found
+
+
+def connections_to(port: int) -> set[int]:
+    """Client ports connected (or lately connected: TIME_WAIT) to ``port`` on this host, IPv4 and IPv6."""
+    found: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            found |= client_ports(port, Path(table).read_text())
+        except OSError:
+            continue
+    return found
 
 
 def webhook_requests(metrics_url: str, endpoint: str) -> float:

@@ -207,6 +207,11 @@ class LocalControlPlane(Started):
         self.stop_apiserver()
         self.start_apiserver()
 
+    def component_pid(self, name: str) -> int | None:
+        """The process id of a running component ("etcd", "kube-apiserver", ...), None if it is not running."""
+        component = self._components.get(name)
+        return component.pid if component is not None else None
+
     def check_alive(self) -> None:
         """Raise ComponentError (with its log tail) if any component has exited."""
         for component in self._components.values():

@@ -3,6 +3,7 @@ outside the repo."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -29,16 +30,29 @@ def _log(message: str) -> None:
 
 
 def go_webhook_binary() -> Path:
-    """The controller-runtime peer, rebuilt when its sources are newer than the binary."""
-    out = bench_cache() / "go-webhook"
-    sources = [p for p in GO_WEBHOOK_SRC.iterdir() if p.suffix in (".go", ".mod", ".sum")]
-    if out.exists() and out.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
+    """The controller-runtime peer, built once per version of its sources.
+
+    Named by a digest of the sources, not rebuilt by their mtimes: worktrees of different branches
+    share this cache, and one rebuilding "the" binary from its own sources would swap the peer under
+    another's running benchmark (a flag one branch added vanished mid-run). Built aside and renamed,
+    so a running binary is never overwritten."""
+    sources = sorted(p for p in GO_WEBHOOK_SRC.iterdir() if p.suffix in (".go", ".mod", ".sum"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    out = bench_cache() / f"go-webhook-{digest.hexdigest()[:12]}"
+    if out.exists():
         return out
     _log(f"building the Go peer ({GO_WEBHOOK_SRC.name}, controller-runtime) into {out} (first time: minutes)")
     env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    building = out.with_name(f"{out.name}.{os.getpid()}.tmp")
     subprocess.run(
-        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(out), "."], cwd=GO_WEBHOOK_SRC, env=env, check=True
+        ["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(building), "."],
+        cwd=GO_WEBHOOK_SRC,
+        env=env,
+        check=True,
     )
+    building.replace(out)
     return out
 
 

@@ -40,7 +40,7 @@ RESULTS: dict[str, dict[str, Any]] = {
             "ours": {"to v1alpha1": {"seconds": 0.2}, "to v1": {"seconds": 0.3}},
             "go-controller-runtime": {"to v1alpha1": {"seconds": 0.8}, "to v1": {"seconds": 1.0}},
         },
-        "apiserver": {"conversion_rate_ours_to_go": 1.4},
+        "apiserver": {"conversion_rate_ours_to_go": 1.4, "conversion_rate_ours_to_go_http1": 1.1},
     },
     "cold_start": {"median_seconds": {"ours": 0.12}},
 }
@@ -64,13 +64,14 @@ def test_each_target_of_the_issue_is_a_row_next_to_its_measurement() -> None:
         "≥ 1.2",
         "1.40",
     )
+    assert table["same, the Go peer over HTTP/1.1 (as a Service reaches it): Foos/s ours ÷ Go"] == ("(≥ 1.2)", "1.10")
     assert table["/convert of one object, one core, saturation: req/s ours ÷ Go"] == ("≥ 1.2", "1.30")
     assert table["webhook start to /readyz, ms"] == ("≤ 150", "120")
 
 
 def test_without_results_every_row_is_still_printed_with_nothing_measured() -> None:
     table = rows(lambda name: None)
-    assert len(table) == 18
+    assert len(table) == 19
     assert {measured for _, _, measured in table} == {"-"}
 
 

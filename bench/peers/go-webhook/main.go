@@ -2,12 +2,13 @@
 // and pkg/webhook/admission (CustomDefaulter and CustomValidator over unstructured Foos), plus a
 // plain net/http conversion handler, all over TLS with the same certificates as ours.
 //
-//	go-webhook --cert-dir DIR --port 9443 --bind-address 127.0.0.1
+//	go-webhook --cert-dir DIR --port 9443 --bind-address 127.0.0.1 [--http1]
 package main
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -147,15 +148,22 @@ func main() {
 	port := flag.Int("port", 9443, "port to serve on")
 	host := flag.String("bind-address", "127.0.0.1", "address to serve on")
 	image := flag.String("default-image", "nginx:latest", "image given to Foos that name none")
+	http1 := flag.Bool("http1", false, "offer only HTTP/1.1 in ALPN, as our webhook does (kubebuilder's --enable-http2=false)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	_ = admissionv1.SchemeGroupVersion // the review types controller-runtime decodes
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	server := webhook.NewServer(webhook.Options{
+	options := webhook.Options{
 		Host: *host, Port: *port, CertDir: *certDir, CertName: "tls.crt", KeyName: "tls.key", WebhookMux: mux,
-	})
+	}
+	if *http1 {
+		// controller-runtime offers only "h2" by default; clients that cannot speak it fall back
+		// to HTTP/1.1 anyway, so replacing the list is what turns HTTP/2 off.
+		options.TLSOpts = append(options.TLSOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	server := webhook.NewServer(options)
 	scheme := runtime.NewScheme()
 	foo := &unstructured.Unstructured{}
 	foo.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: "v1", Kind: "Foo"})
