@@ -109,6 +109,11 @@ def _cpu_seconds(pid: int | None) -> float | None:
     return None if seconds != seconds else seconds  # NaN: the process is gone
 
 
+def plane_pids(p: LocalControlPlane) -> dict[str, int | None]:
+    """etcd's and kube-apiserver's process ids: the plane's share of the cores."""
+    return {name: p.component_pid(name) for name in ("etcd", "kube-apiserver")}
+
+
 class CPUAccount:
     """CPU seconds each process spent from ``start`` on: where a run's cores went."""
 
@@ -296,7 +301,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
                 say(f"ours: {args.foos:,} Foos")
                 mark = audit.mark()
                 webhook_pid = product.webhook.pid if product.webhook is not None else None
-                cpu = CPUAccount({**p.pids(), "webhook": webhook_pid, "controller": controller.pid})
+                cpu = CPUAccount({**plane_pids(p), "webhook": webhook_pid, "controller": controller.pid})
                 cpu.start()
                 result["convergence"] = asyncio.run(
                     converge(
@@ -367,7 +372,7 @@ def run_peer(args: argparse.Namespace) -> dict[str, Any]:
                 f"giving up after {args.peer_timeout:g}s)"
             )
             mark = audit.mark()
-            cpu = CPUAccount({**p.pids(), "sample-controller": controller.pid})
+            cpu = CPUAccount({**plane_pids(p), "sample-controller": controller.pid})
             cpu.start()
             foos = [plain_foo(i, version="v1alpha1") for i in range(args.foos)]
             result["convergence"] = asyncio.run(

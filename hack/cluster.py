@@ -217,10 +217,6 @@ class LocalControlPlane(Started):
         for component in self._components.values():
             component.check_alive()
 
-    def pids(self) -> dict[str, int | None]:
-        """The running components' process ids by name (etcd, kube-apiserver, ...), for benchmarks."""
-        return {name: component.pid for name, component in self._components.items()}
-
     def __repr__(self) -> str:
         state = "running" if self._components else "stopped"
         return f"<LocalControlPlane {self.version} {self.server or '-'} {state} in {self.workdir}>"
