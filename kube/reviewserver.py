@@ -34,7 +34,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import httptools
 import orjson
@@ -560,14 +560,12 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport subclasses
+        # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
+        self.transport = stream = cast(asyncio.Transport, transport)
         self.connections.add(self)
         self.last_active = self.loop.time()
         self._arm(self.last_active + self.app.keepalive)
-        try:
-            _, self.write_limit = transport.get_write_buffer_limits()
-        except (AttributeError, NotImplementedError):
-            pass
+        _, self.write_limit = stream.get_write_buffer_limits()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
