@@ -548,6 +548,7 @@ class Connection(asyncio.Protocol):
         self.busy = False
         self.task: asyncio.Task[None] | None = None
         self.close_after = False  # close once the answer being written is out
+        self.refusal: Status | None = None  # what to answer once the requests before it are answered
         self.closing = False
         self.reading_paused = False
         self.writing_paused = False
@@ -579,8 +580,8 @@ class Connection(asyncio.Protocol):
             self.drained.set_result(None)
 
     def data_received(self, data: bytes) -> None:
-        if self.closing:
-            return
+        if self.closing or self.refusal is not None:
+            return  # lingering, or past what could be parsed: dropped
         try:
             self.parser.feed_data(data)
         except _Refused as refused:
@@ -703,6 +704,9 @@ class Connection(asyncio.Protocol):
                 self.task = self.loop.create_task(self._finish(later))
                 return
             self._answered()
+        if self.refusal is not None and not self.busy and not self.closing:
+            _write_status(self, self.refusal)  # no request left: written with `Connection: close`
+            self._close(linger=True)
 
     async def _finish(self, answering: Coroutine[Any, Any, None]) -> None:
         try:
@@ -791,18 +795,15 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
     def _refuse(self, status: Status) -> None:
-        """The stream cannot be read further: answer ``status`` (after what is being answered) and close."""
+        """The stream cannot be read further: answer the requests read whole before it, then
+        ``status``, then close."""
         self.parsing = None
         self.in_head = False
-        self.closing = True
-        if self.busy:
-            self.close_after = True  # the request in service is answered first; nothing after it
-            del self.queue[1:]
-            return
-        self.queue.clear()
-        self.close_after = True
-        _write_status(self, status)
-        self._close(linger=True)
+        self.refusal = status
+        if self.queue and not self.queue[-1].complete and len(self.queue) > 1:
+            self.queue.pop()  # begun after the one in service; never to be read to its end
+        if not self.busy:
+            self._answer_queue()
 
     def _close(self, *, linger: bool = False) -> None:
         """Close once what was written is out; ``linger``: the client may still be sending.

@@ -189,3 +189,11 @@ async def test_an_idle_connection_is_closed_after_the_keepalive(webhook_client: 
     finally:
         writer.close()
     assert _answers(answer)[0][0] == 200
+
+
+async def test_requests_before_malformed_bytes_are_answered_then_a_400_closes(webhook_client: ServeWebhook) -> None:
+    client = await webhook_client(Settings())
+    request = _post("/validate-foo", REVIEW) + b"GET /readyz HTTP/1.1\r\n\r\n" + b"\x00garbage\r\n\r\n"
+    answers = _answers(await _exchange(client.port, request))
+    assert [code for code, _, _ in answers] == [200, 200, 400]
+    assert "connection" not in answers[0][1] and answers[2][1]["connection"] == "close"
