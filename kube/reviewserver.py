@@ -231,6 +231,12 @@ class Endpoint:
         (bench.profile: timers and context managers were ~10% of a review). Otherwise the
         coroutine that finishes it with every deadline in force (``serve``), to run as a task."""
         started = time.perf_counter()
+        if not is_json_content_type(request.content_type):
+            self.in_flight.inc()
+            code, answer = status_body(unsupported_content_type(request.content_type).status)
+            conn.write(code, JSON, answer)
+            self._count(code, started)
+            return None
         if not request.complete or self.slots.locked():
             return self.serve(conn, request, started)
         self.in_flight.inc()
@@ -500,9 +506,6 @@ class ReviewApp:
         """Answer ``request`` at once (None), or the coroutine that will."""
         endpoint = self.endpoints.get(request.path)
         if endpoint is not None and request.method == "POST":
-            if not is_json_content_type(request.content_type):
-                _write_status(conn, unsupported_content_type(request.content_type).status)
-                return None
             return endpoint.answer(conn, request)
         if request.method in ("GET", "HEAD") and request.path in ("/healthz", "/readyz"):
             ready, why = (True, "ok") if request.path == "/healthz" else self.readiness.ready()
