@@ -7,7 +7,15 @@ import asyncio
 from aiohttp import web
 
 from kube.metrics import REGISTRY
-from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_app, serving_metrics, stop_on_signals
+from kube.readiness import Readiness
+from kube.serving import (
+    AppListener,
+    ServingOptions,
+    serve_until_stopped,
+    serving_app,
+    serving_metrics,
+    stop_on_signals,
+)
 
 from . import setup_aggregated_api
 from .config import AggregatedConfig
@@ -35,4 +43,4 @@ async def serve(options: ServingOptions, config: AggregatedConfig, stop: asyncio
     app = build_app(config, Readiness(checks=[lambda: watcher.loaded]))
     # The toolkit's registry: the informers' watch restarts and the event counters land there.
     metrics = await serving_metrics(options, REGISTRY, kubeconfig=config.kubeconfig, name="insights")
-    await serve_until_stopped(app, options, watcher, stop, name="insights", metrics=metrics)
+    await serve_until_stopped(AppListener(app), options, watcher, stop, name="insights", metrics=metrics)

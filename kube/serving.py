@@ -15,9 +15,10 @@ import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from ssl import SSLContext
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import hdrs, web
 from prometheus_client import CollectorRegistry
@@ -25,6 +26,8 @@ from prometheus_client import CollectorRegistry
 from .cli import add_log_flags, non_negative_float, port
 from .http import StatusError, status_response
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
+from .readiness import Readiness
+from .reviewserver import KEEPALIVE_SECONDS
 from .status import failure
 from .tls import CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
@@ -34,44 +37,8 @@ log = logging.getLogger(__name__)
 # The file names ``foo-operator-certs generate`` writes and a Secret of type kubernetes.io/tls holds.
 CA_FILE, CERT_FILE, KEY_FILE = "ca.crt", "tls.crt", "tls.key"
 
-# Above the apiserver's 90 s idle timeout: the client, not us, retires an idle connection, so it
-# never writes a request onto one we are closing (a lost POST).
-KEEPALIVE_SECONDS = 120.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass
-class Readiness:
-    """Ready once certificates are loaded and the listener is up; not ready while draining."""
-
-    serving: bool = False
-    draining: bool = False
-    checks: list[Callable[[], bool]] = field(default_factory=list)
-    # One worker among several (kube.workers): told when this process starts and stops serving,
-    # and asked last, so that every worker's answer says whether all of them serve.
-    announce: Callable[[bool], None] | None = None
-    shared: Callable[[], tuple[bool, str]] | None = None
-
-    def ready(self) -> tuple[bool, str]:
-        if self.draining:
-            return False, "shutting down"
-        if not self.serving:
-            return False, "not serving yet"
-        for check in self.checks:
-            if not check():
-                return False, f"{getattr(check, '__name__', 'check')} failed"
-        return self.shared() if self.shared is not None else (True, "ok")
-
-    def set_serving(self) -> None:
-        self.serving = True
-        if self.announce is not None:
-            self.announce(True)
-
-    def set_draining(self) -> None:
-        self.draining = True
-        if self.announce is not None:
-            self.announce(False)
 
 
 READINESS = web.AppKey("readiness", Readiness)
@@ -193,8 +160,46 @@ async def serving_metrics(
     )
 
 
+class Listener(Protocol):
+    """A server on one port: aiohttp's (``AppListener``) or the admission port's (kube.reviewserver)."""
+
+    readiness: Readiness
+
+    async def start(self, host: str, port: int, *, ssl: SSLContext, reuse_port: bool, backlog: int) -> None: ...
+
+    async def stop(self, timeout: float) -> None:
+        """Stop listening, let requests in progress finish within ``timeout``, close the rest."""
+
+
+class AppListener:
+    """An aiohttp app as a Listener (the insights API)."""
+
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self.readiness = app[READINESS]
+        self.runner: web.AppRunner | None = None
+
+    async def start(self, host: str, port: int, *, ssl: SSLContext, reuse_port: bool, backlog: int) -> None:
+        self.runner = web.AppRunner(
+            self.app,
+            handle_signals=False,
+            access_log=logging.getLogger("aiohttp.access"),
+            keepalive_timeout=KEEPALIVE_SECONDS,
+        )
+        await self.runner.setup()
+        site = web.TCPSite(
+            self.runner, host, port, ssl_context=ssl, backlog=backlog, reuse_address=True, reuse_port=reuse_port or None
+        )
+        await site.start()
+
+    async def stop(self, timeout: float) -> None:
+        if self.runner is not None:
+            self.runner._shutdown_timeout = timeout  # what AppRunner(shutdown_timeout=) sets, now deprecated
+            await self.runner.cleanup()
+
+
 async def serve_until_stopped(
-    app: web.Application,
+    listener: Listener,
     options: ServingOptions,
     watcher: CertWatcher,
     stop: asyncio.Event,
@@ -205,30 +210,22 @@ async def serve_until_stopped(
 ) -> None:
     """Listen over TLS until ``stop`` is set, then turn unready, drain, and close.
 
-    ``background`` tasks (rotators, watchers) are cancelled and awaited on the way out;
-    ``metrics`` starts with the listener and stops after it.
+    The one lifecycle of every listener: ready only once it listens (and its metrics listener
+    too), unready first on the way out, ``drain_seconds`` for endpoints to stop routing here,
+    then closed with ``shutdown_timeout`` for requests in progress. ``background`` tasks
+    (rotators, watchers) are cancelled and awaited on the way out; ``metrics`` starts with the
+    listener and stops after it.
     """
-    readiness = app[READINESS]
+    readiness = listener.readiness
     tasks = list(background)
-    runner = web.AppRunner(
-        app,
-        handle_signals=False,
-        shutdown_timeout=options.shutdown_timeout,
-        access_log=logging.getLogger("aiohttp.access"),
-        keepalive_timeout=KEEPALIVE_SECONDS,
-    )
-    await runner.setup()
     try:
-        site = web.TCPSite(
-            runner,
+        await listener.start(
             options.bind_address,
             options.port,
-            ssl_context=watcher.server_context(),
+            ssl=watcher.server_context(),
+            reuse_port=options.reuse_port,
             backlog=1024,
-            reuse_address=True,
-            reuse_port=options.reuse_port or None,
         )
-        await site.start()
         if metrics is not None:
             await metrics.start(options.cert_reload_interval)
         readiness.set_serving()
@@ -250,7 +247,7 @@ async def serve_until_stopped(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await runner.cleanup()
+        await listener.stop(options.shutdown_timeout)
         if metrics is not None:
             await metrics.stop()
         log.info("stopped", extra={"server": name})

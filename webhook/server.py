@@ -1,4 +1,4 @@
-"""Run the webhook app over TLS (kube.serving), with the optional certificate rotator.
+"""Run the webhook app over TLS (kube.reviewserver, with kube.serving's lifecycle), with the optional certificate rotator.
 
 As one of several workers (kube.workers) the process also shares its ports, reports its
 metrics through prometheus-client's multiprocess files and is ready only when every worker
@@ -23,7 +23,9 @@ from prometheus_client import CollectorRegistry
 
 from certs.policy import RotationPolicy
 from kube.metrics import count_gc_in_files, multiprocess_registry
-from kube.serving import Readiness, ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
+from kube.readiness import Readiness
+from kube.reviewserver import ReviewServer
+from kube.serving import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from kube.tls import CertWatcher
 from kube.workers import Worker
 
@@ -131,7 +133,7 @@ async def _serve_app(
         served = multiprocess_registry(worker.pids)
     metrics_server = await serving_metrics(options, served, name="webhook", kubeconfig=kubeconfig)
     await serve_until_stopped(
-        app, options, watcher, stop, name="webhook", background=background, metrics=metrics_server
+        ReviewServer(app.reviews), options, watcher, stop, name="webhook", background=background, metrics=metrics_server
     )
 
 

@@ -15,13 +15,14 @@ from typing import Any
 
 import orjson
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.component.reviews import admission_review, conversion_review
 from tests.objects import foo_v1, foo_v1alpha1
 from webhook.app import Settings, build_app
+
+from .webhook_client import serve_webhook
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
 fuzz_settings = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -34,15 +35,15 @@ def post() -> Iterator[Post]:
     """A synchronous poster into the real app over HTTP (hypothesis drives sync functions)."""
     loop = asyncio.new_event_loop()
     app = build_app(Settings(admission_body_limit=256 * 1024, conversion_body_limit=1024 * 1024))
-    client: TestClient = TestClient(TestServer(app), loop=loop)  # type: ignore[type-arg]
-    loop.run_until_complete(client.start_server())
+    server, session = loop.run_until_complete(serve_webhook(app))
 
     async def _post(path: str, body: bytes) -> tuple[int, Any]:
-        response = await client.post(path, data=body, headers={"Content-Type": "application/json"})
-        return response.status, orjson.loads(await response.read())
+        async with session.post(path, data=body, headers={"Content-Type": "application/json"}) as response:
+            return response.status, orjson.loads(await response.read())
 
     yield lambda path, body: loop.run_until_complete(_post(path, body))
-    loop.run_until_complete(client.close())
+    loop.run_until_complete(session.close())
+    loop.run_until_complete(server.stop(1.0))
     loop.close()
 
 

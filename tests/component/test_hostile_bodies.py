@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import tracemalloc
-from typing import Any
 
 import orjson
 
 from tests.objects import V1ALPHA1, foo_v1
-from webhook.app import BUDGET, Settings, build_app
+from webhook.app import Settings
 
 from .reviews import admission_review, conversion_review
-
-Client = Any
+from .webhook_client import ServeWebhook
 
 
 async def _slow_sender(
@@ -42,11 +40,11 @@ async def _slow_sender(
     return reader, asyncio.create_task(trickle())
 
 
-async def test_clients_sending_a_byte_a_second_hold_no_conversion_slot(aiohttp_client: Any) -> None:
+async def test_clients_sending_a_byte_a_second_hold_no_conversion_slot(webhook_client: ServeWebhook) -> None:
     # Before: the slot was taken before the body was read, so four trickling clients held every
     # /convert slot and a real conversion was answered only once they had timed out.
-    client = await aiohttp_client(build_app(Settings(max_conversions_in_flight=4, conversion_timeout=3.0)))
-    host, port = client.server.host, client.server.port
+    client = await webhook_client(Settings(max_conversions_in_flight=4, conversion_timeout=3.0))
+    host, port = client.host, client.port
     senders = [await _slow_sender(host, port, "/convert", 10_000) for _ in range(4)]
     answered = [asyncio.create_task(reader.read(1)) for reader, _ in senders]
     try:
@@ -65,9 +63,11 @@ async def test_clients_sending_a_byte_a_second_hold_no_conversion_slot(aiohttp_c
         await asyncio.gather(*answered, *(task for _, task in senders), return_exceptions=True)
 
 
-async def test_a_client_that_trickles_its_body_past_the_deadline_gets_a_408_status(aiohttp_client: Any) -> None:
-    client = await aiohttp_client(build_app(Settings(conversion_body_timeout=1.0)))
-    reader, task = await _slow_sender(client.server.host, client.server.port, "/convert", 10_000)
+async def test_a_client_that_trickles_its_body_past_the_deadline_gets_a_408_status(
+    webhook_client: ServeWebhook,
+) -> None:
+    client = await webhook_client(Settings(conversion_body_timeout=1.0))
+    reader, task = await _slow_sender(client.host, client.port, "/convert", 10_000)
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=30)
         body = await asyncio.wait_for(reader.read(4096), timeout=30)
@@ -80,9 +80,9 @@ async def test_a_client_that_trickles_its_body_past_the_deadline_gets_a_408_stat
     assert "not received within 1s" in status["message"]
 
 
-async def test_a_client_that_stops_sending_gets_a_408_status(aiohttp_client: Any) -> None:
-    client = await aiohttp_client(build_app(Settings(body_idle_timeout=0.3)))
-    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+async def test_a_client_that_stops_sending_gets_a_408_status(webhook_client: ServeWebhook) -> None:
+    client = await webhook_client(Settings(body_idle_timeout=0.3))
+    reader, writer = await asyncio.open_connection(client.host, client.port)
     writer.write(
         b"POST /validate-foo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
     )
@@ -99,9 +99,9 @@ def _dense(size: int) -> bytes:
     return head[:-2] + b',"padding":[' + b"{}," * ((size - len(head)) // 3) + b"{}]}}"
 
 
-async def test_a_body_of_empty_objects_is_refused_unparsed_with_a_413_status(aiohttp_client: Any) -> None:
+async def test_a_body_of_empty_objects_is_refused_unparsed_with_a_413_status(webhook_client: ServeWebhook) -> None:
     # Before: 8 MiB of `{},` became 192 MiB of dicts; three at once passed the pod's 256Mi limit.
-    client = await aiohttp_client(build_app(Settings()))
+    client = await webhook_client(Settings())
     body = _dense(4 * 1024 * 1024)
     tracemalloc.start()
     try:
@@ -116,23 +116,25 @@ async def test_a_body_of_empty_objects_is_refused_unparsed_with_a_413_status(aio
     assert peak < 5 * len(body)
 
 
-async def test_bodies_wait_for_the_budget_instead_of_exceeding_it(aiohttp_client: Any) -> None:
+async def test_bodies_wait_for_the_budget_instead_of_exceeding_it(webhook_client: ServeWebhook) -> None:
     # A budget of about one dense body at a time: several at once are answered one after another
     # (each 413), never parsed, never holding more than the budget.
-    app = build_app(Settings(in_flight_budget=12 * 1024 * 1024))
-    client = await aiohttp_client(app)
+    client = await webhook_client(Settings(in_flight_budget=12 * 1024 * 1024))
+    app = client.webhook
     body = _dense(2 * 1024 * 1024)
     responses = await asyncio.gather(
         *(client.post("/validate-foo", data=body, headers={"Content-Type": "application/json"}) for _ in range(6))
     )
     assert [r.status for r in responses] == [413] * 6
-    assert app[BUDGET].in_use == 0 and 4 * len(body) <= app[BUDGET].peak <= app[BUDGET].capacity
+    assert app.budget.in_use == 0 and 4 * len(body) <= app.budget.peak <= app.budget.capacity
 
 
-async def test_real_reviews_keep_being_allowed_while_dense_bodies_flood_the_budget(aiohttp_client: Any) -> None:
+async def test_real_reviews_keep_being_allowed_while_dense_bodies_flood_the_budget(
+    webhook_client: ServeWebhook,
+) -> None:
     # bench/flood.py at a test's size: no timing, only that no real review fails and the budget holds.
-    app = build_app(Settings(in_flight_budget=16 * 1024 * 1024))
-    client = await aiohttp_client(app)
+    client = await webhook_client(Settings(in_flight_budget=16 * 1024 * 1024))
+    app = client.webhook
     dense = _dense(2 * 1024 * 1024)
     real = orjson.dumps(admission_review(foo_v1()))
     headers = {"Content-Type": "application/json"}
@@ -155,14 +157,14 @@ async def test_real_reviews_keep_being_allowed_while_dense_bodies_flood_the_budg
     )
     assert all(all(batch) for batch in reviewed)
     assert {status for batch in flooded for status in batch} <= {413, 429}
-    assert app[BUDGET].in_use == 0 and app[BUDGET].peak <= app[BUDGET].capacity
+    assert app.budget.in_use == 0 and app.budget.peak <= app.budget.capacity
 
 
-async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline(aiohttp_client: Any) -> None:
+async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline(webhook_client: ServeWebhook) -> None:
     # The answer is written while its bytes are still charged; a client that leaves megabytes
     # unread in the send buffer is disconnected when the deadline passes instead of holding them.
-    app = build_app(Settings(conversion_timeout=3.0))
-    client = await aiohttp_client(app)
+    client = await webhook_client(Settings(conversion_timeout=3.0))
+    app = client.webhook
     foos = [foo_v1(f"foo-{i}") for i in range(8)]
     for foo in foos:
         foo["metadata"]["annotations"] = {"example.com/blob": "x" * (1024 * 1024)}
@@ -170,7 +172,7 @@ async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that barely reads
     sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, (client.server.host, client.server.port))
+    await asyncio.get_running_loop().sock_connect(sock, (client.host, client.port))
     reader, writer = await asyncio.open_connection(sock=sock)
     writer.write(
         b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -184,11 +186,11 @@ async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline
     writer.close()
     assert head.startswith(b"HTTP/1.1 200 ") and declared > 8 * 1024 * 1024
     assert len(received) < declared, "the server gave up on the answer and closed the connection"
-    assert app[BUDGET].in_use == 0
+    assert app.budget.in_use == 0
 
 
-async def test_nesting_deeper_than_orjson_allows_is_a_400_status(aiohttp_client: Any) -> None:
-    client = await aiohttp_client(build_app(Settings()))
+async def test_nesting_deeper_than_orjson_allows_is_a_400_status(webhook_client: ServeWebhook) -> None:
+    client = await webhook_client(Settings())
     response = await client.post(
         "/validate-foo", data=b"[" * 1025 + b"]" * 1025, headers={"Content-Type": "application/json"}
     )

@@ -1,4 +1,4 @@
-"""The webhook service over real HTTP (aiohttp_client): given this review, the service answers this."""
+"""The webhook service over real HTTP (kube.reviewserver, an aiohttp client): given this review, the service answers this."""
 
 from __future__ import annotations
 
@@ -8,20 +8,18 @@ from typing import Any
 
 import orjson
 import pytest
-from aiohttp.test_utils import TestClient
 
 from kube.metricsserver import metrics_app
-from kube.serving import READINESS
 from tests.component.reviews import admission_review, conversion_review, decoded_patch
 from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
-from webhook.app import METRICS, Settings, build_app
+from webhook.app import Settings
 
-Client = TestClient  # type: ignore[type-arg]
+from .webhook_client import Client, ServeWebhook
 
 
 @pytest.fixture
-async def client(aiohttp_client: Any) -> Client:
-    return await aiohttp_client(build_app(Settings(admission_body_limit=64 * 1024, conversion_body_limit=1024 * 1024)))
+async def client(webhook_client: ServeWebhook) -> Client:
+    return await webhook_client(Settings(admission_body_limit=64 * 1024, conversion_body_limit=1024 * 1024))
 
 
 async def post(client: Client, path: str, body: Any) -> tuple[int, dict[str, Any]]:
@@ -268,7 +266,7 @@ async def test_a_draining_server_tells_the_client_to_close_in_the_answer_itself(
 ) -> None:
     # The headers must say it: a connection the client believes is kept alive, closed by us
     # afterwards, is one Go reuses for its next POST and loses ("server closed idle connection").
-    client.app[READINESS].draining = True
+    client.webhook.readiness.draining = True
     response = await (client.post(path, json=body) if body is not None else client.get(path))
     assert response.status == 200
     assert response.headers.get("Connection", "").lower() == "close"
@@ -294,14 +292,14 @@ async def test_metrics_are_not_served_on_the_admission_port(client: Client) -> N
 
 async def test_metrics_are_named_like_controller_runtime(client: Client, aiohttp_client: Any) -> None:
     await post(client, "/validate-foo", admission_review(foo_v1()))
-    metrics = await aiohttp_client(metrics_app(client.app[METRICS].registry))
+    metrics = await aiohttp_client(metrics_app(client.webhook.metrics.registry))
     text = await (await metrics.get("/metrics")).text()
     assert 'controller_runtime_webhook_requests_total{code="200",webhook="/validate-foo"} 1.0' in text
     assert "controller_runtime_webhook_latency_seconds_bucket" in text
 
 
-async def test_a_client_that_never_finishes_its_body_gets_a_408_not_a_hang(aiohttp_client: Any) -> None:
-    client = await aiohttp_client(build_app(Settings(admission_timeout=0.3)))
+async def test_a_client_that_never_finishes_its_body_gets_a_408_not_a_hang(webhook_client: ServeWebhook) -> None:
+    client = await webhook_client(Settings(admission_timeout=0.3))
 
     async def slow_body() -> Any:
         yield b'{"apiVersion":'
@@ -316,7 +314,7 @@ async def test_a_client_that_never_finishes_its_body_gets_a_408_not_a_hang(aioht
 
 
 async def test_a_gzipped_review_is_answered_like_a_plain_one(client: Client) -> None:
-    # aiohttp undoes Content-Encoding, so the body read is longer than the Content-Length declared.
+    # The server undoes Content-Encoding, so the body read is longer than the Content-Length declared.
     body = gzip.compress(orjson.dumps(admission_review(foo_v1(replicas=None))))
     headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
     response = await client.post("/mutate-foo", data=body, headers=headers)
