@@ -6,16 +6,10 @@ import asyncio
 
 from aiohttp import web
 
+from kube.appserving import AppListener, serving_app
 from kube.metrics import REGISTRY
 from kube.readiness import Readiness
-from kube.serving import (
-    AppListener,
-    ServingOptions,
-    serve_until_stopped,
-    serving_app,
-    serving_metrics,
-    stop_on_signals,
-)
+from kube.serving import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 
 from . import setup_aggregated_api
 from .config import AggregatedConfig

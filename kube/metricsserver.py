@@ -151,9 +151,8 @@ class MetricsServer:
         if self._runner is not None:
             await self._runner.cleanup()  # the loop's servers own the sockets they serve, and close them
             self._runner = None
-        else:
-            for sock in self._sockets:  # bound, never served
-                sock.close()
+        for sock in self._sockets:  # any bound but never served (stopped before or while starting)
+            sock.close()  # a socket the loop already closed: nothing happens
         self._sockets = []
         if self._owned_client is not None:
             await self._owned_client.close()

@@ -1,8 +1,10 @@
 """One TLS server lifecycle for every HTTPS process of the product (webhook, insights).
 
-Both serve an aiohttp app over TLS with hot certificate reload, `/healthz` and `/readyz`, the
-Status error edge and a graceful drain on SIGTERM. Written once here so the two processes can
-never drift apart on how they start, report readiness or stop.
+Both serve over TLS with hot certificate reload, `/healthz` and `/readyz`, the Status error
+edge and a graceful drain on SIGTERM: the webhook on its own protocol (kube.reviewserver),
+insights on aiohttp (kube.appserving). Written once here so the two processes can never drift
+apart on how they start, report readiness or stop. Nothing here imports aiohttp: the webhook
+must listen without paying for it (~200 ms of start-up).
 """
 
 from __future__ import annotations
@@ -14,21 +16,17 @@ import logging
 import shlex
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from ssl import SSLContext
 from typing import Any, Protocol, TypeVar
 
-from aiohttp import hdrs, web
 from prometheus_client import CollectorRegistry
 
 from .cli import add_log_flags, non_negative_float, port
-from .http import StatusError, status_response
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .readiness import Readiness
-from .reviewserver import KEEPALIVE_SECONDS
-from .status import failure
 from .tls import CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
@@ -36,71 +34,6 @@ log = logging.getLogger(__name__)
 
 # The file names ``foo-operator-certs generate`` writes and a Secret of type kubernetes.io/tls holds.
 CA_FILE, CERT_FILE, KEY_FILE = "ca.crt", "tls.crt", "tls.key"
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-READINESS = web.AppKey("readiness", Readiness)
-
-
-@web.middleware
-async def status_edge(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error leaves as a Kubernetes Status; nothing leaves as a traceback."""
-    try:
-        return await handler(request)
-    except StatusError as err:
-        return status_response(err.status)
-    except web.HTTPException as err:
-        if err.status < 400:
-            raise
-        message = {
-            404: "the server could not find the requested resource",
-            405: f"method {request.method} is not allowed on {request.path}",
-        }.get(err.status, err.reason)
-        return status_response(failure(err.status, message))
-    except Exception:
-        log.exception("internal error serving %s %s", request.method, request.path)
-        return status_response(failure(500, "internal error; see the server's log"))
-
-
-async def close_while_draining(request: web.Request, response: web.StreamResponse) -> None:
-    """Once shutting down, every answer says `Connection: close` in its own headers.
-
-    Clients keep HTTP/1.1 connections alive and reuse them without looking at endpoints again,
-    so the apiserver keeps sending to a replica that is no longer in the EndpointSlice until
-    the connection closes. Closed by the server at the end of the drain, one in use loses its
-    request: Go does not retry a POST written onto a reused connection that then hits EOF. Told
-    to close by a response, the client retires the connection itself and dials a ready replica.
-
-    An `on_response_prepare` hook, not a middleware: handlers that write their answer themselves
-    (the webhook writes while the body's bytes are still charged) send headers before any
-    middleware sees the response, and a close decided after the headers left is exactly the
-    race above — the client pools a connection we then close. The header is set by hand as
-    well: aiohttp computes its own Connection header before it runs this hook.
-    """
-    if request.app[READINESS].draining:
-        response.force_close()
-        response.headers[hdrs.CONNECTION] = "close"
-
-
-async def healthz(request: web.Request) -> web.StreamResponse:
-    return web.Response(text="ok")
-
-
-async def readyz(request: web.Request) -> web.StreamResponse:
-    ready, why = request.app[READINESS].ready()
-    return web.Response(text=why, status=200 if ready else 503)
-
-
-def serving_app(readiness: Readiness, *, client_max_size: int = 1024 * 1024) -> web.Application:
-    """An app with the shared edge (drain, Status errors) and the probes; callers add routes."""
-    app = web.Application(middlewares=[status_edge], client_max_size=client_max_size)
-    app.on_response_prepare.append(close_while_draining)
-    app[READINESS] = readiness
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    return app
 
 
 @dataclass(frozen=True)
@@ -171,31 +104,23 @@ class Listener(Protocol):
         """Stop listening, let requests in progress finish within ``timeout``, close the rest."""
 
 
-class AppListener:
-    """An aiohttp app as a Listener (the insights API)."""
+async def _started_unless_stopped(metrics: MetricsServer, options: ServingOptions, stop: asyncio.Event) -> bool:
+    """Serve the bound metrics port; False if ``stop`` came first (a SIGTERM is not held up).
 
-    def __init__(self, app: web.Application) -> None:
-        self.app = app
-        self.readiness = app[READINESS]
-        self.runner: web.AppRunner | None = None
-
-    async def start(self, host: str, port: int, *, ssl: SSLContext, reuse_port: bool, backlog: int) -> None:
-        self.runner = web.AppRunner(
-            self.app,
-            handle_signals=False,
-            access_log=logging.getLogger("aiohttp.access"),
-            keepalive_timeout=KEEPALIVE_SECONDS,
-        )
-        await self.runner.setup()
-        site = web.TCPSite(
-            self.runner, host, port, ssl_context=ssl, backlog=backlog, reuse_address=True, reuse_port=reuse_port or None
-        )
-        await site.start()
-
-    async def stop(self, timeout: float) -> None:
-        if self.runner is not None:
-            self.runner._shutdown_timeout = timeout  # what AppRunner(shutdown_timeout=) sets, now deprecated
-            await self.runner.cleanup()
+    Its aiohttp is imported in a thread (~200 ms), so reviews keep flowing meanwhile
+    (bench.metrics_start: longest review 10-13 ms, 170-290 ms imported in the loop); a drain
+    asked for then starts at once, and ``metrics.stop`` closes what was not served yet.
+    """
+    starting = asyncio.ensure_future(metrics.start(options.cert_reload_interval))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if starting.done():
+        starting.result()  # a failure to serve is the process's, as before
+        return True
+    starting.cancel()
+    await asyncio.gather(starting, return_exceptions=True)
+    return False
 
 
 async def serve_until_stopped(
@@ -210,15 +135,19 @@ async def serve_until_stopped(
 ) -> None:
     """Listen over TLS until ``stop`` is set, then turn unready, drain, and close.
 
-    The one lifecycle of every listener: ready only once it listens (and its metrics listener
-    too), unready first on the way out, ``drain_seconds`` for endpoints to stop routing here,
-    then closed with ``shutdown_timeout`` for requests in progress. ``background`` tasks
-    (rotators, watchers) are cancelled and awaited on the way out; ``metrics`` starts with the
-    listener and stops after it.
+    The one lifecycle of every listener: ready once it listens and its metrics port is bound
+    (served a moment later), unready first on the way out, ``drain_seconds`` for endpoints to
+    stop routing here, then closed with ``shutdown_timeout`` for requests in progress.
+    ``background`` tasks (rotators, watchers) are cancelled and awaited on the way out;
+    ``metrics`` is bound before the listener starts and stops after it.
     """
     readiness = listener.readiness
     tasks = list(background)
     try:
+        if metrics is not None:
+            # The metrics port now, without aiohttp: a port already taken is one line and exit 1,
+            # before anything reports ready.
+            metrics.bind()
         await listener.start(
             options.bind_address,
             options.port,
@@ -226,8 +155,6 @@ async def serve_until_stopped(
             reuse_port=options.reuse_port,
             backlog=1024,
         )
-        if metrics is not None:
-            await metrics.start(options.cert_reload_interval)
         readiness.set_serving()
         log.info(
             "serving",
@@ -238,6 +165,8 @@ async def serve_until_stopped(
             },
         )
         tasks.append(asyncio.create_task(watcher.watch(options.cert_reload_interval), name=f"{name}-cert-watcher"))
+        if metrics is not None and not await _started_unless_stopped(metrics, options, stop):
+            return
         await stop.wait()
     finally:
         readiness.set_draining()
