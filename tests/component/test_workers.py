@@ -173,9 +173,12 @@ def test_one_draining_worker_makes_every_worker_unready(webhook: Webhook) -> Non
     _, second = webhook.workers()
     os.kill(second, signal.SIGTERM)  # it drains for --drain-seconds 1, its listener still open
     started = time.monotonic()
-    answers = set()
+    answers = []
     while time.monotonic() - started < 0.8:
-        answers.add(webhook.get("/readyz"))
-    assert (200, "ok (worker 0 of 2)") not in answers
+        answers.append(webhook.get("/readyz"))
+    # The signal takes a moment to reach the worker's loop; from its first unready answer on,
+    # no worker says ready.
+    first_unready = next(i for i, (code, _) in enumerate(answers) if code == 503)
+    assert (200, "ok (worker 0 of 2)") not in answers[first_unready:]
     assert (503, "worker 0 of 2: 1 of 2 workers serving") in answers
     assert webhook.process.wait(20) == 1  # then it exits, which nobody asked the supervisor for
