@@ -80,11 +80,14 @@ class CertWatcher:
         return context
 
     def reload(self) -> bool:
-        """Load the files if they changed; True when a new pair is now in use."""
-        if not self._load():
-            return False
+        """Load the files if they changed; True when a new pair is now in use.
+
+        The pair in use is described if it has not been yet, changed or not: a description that
+        failed once (its log line, ``on_load``'s expiry metric) is tried again next round.
+        """
+        changed = self._load()
         self.describe()
-        return True
+        return changed
 
     def _load(self) -> bool:
         """Use the files if they changed (OpenSSL checks the pair); the description waits."""
@@ -106,7 +109,7 @@ class CertWatcher:
 
     def describe(self) -> None:
         """Log the subject and expiry of the pair in use and hand it to ``on_load``, once per pair."""
-        certificate_pem, self._undescribed = self._undescribed, None
+        certificate_pem = self._undescribed
         if certificate_pem is None:
             return
         from cryptography import x509
@@ -114,8 +117,10 @@ class CertWatcher:
         try:
             certificate = x509.load_pem_x509_certificate(certificate_pem)
         except ValueError as err:  # OpenSSL took it; a certificate cryptography cannot read still serves
+            self._described(certificate_pem)
             log.warning("serving certificate loaded, but cannot be described", extra={"error": str(err)})
             return
+        self._described(certificate_pem)
         log.info(
             "serving certificate loaded",
             extra={
@@ -125,6 +130,11 @@ class CertWatcher:
         )
         if self._on_load is not None:
             self._on_load(certificate)
+
+    def _described(self, certificate_pem: bytes) -> None:
+        # Cleared only if no newer pair came meanwhile (the first description runs in a thread).
+        if self._undescribed is certificate_pem:
+            self._undescribed = None
 
     def server_context(self) -> ssl.SSLContext:
         """The context to give the server once; it hands each handshake the newest pair."""
@@ -145,12 +155,20 @@ class CertWatcher:
         describing = asyncio.ensure_future(asyncio.to_thread(self.describe))
         try:
             await asyncio.shield(describing)
+        except Exception:
+            # Only the log line and the expiry metric are lost; the pair itself serves.
+            log.exception("cannot describe the serving certificate; still watching its files")
         finally:
             if not describing.done():  # cancelled meanwhile: no thread outlives the server that started it
                 await asyncio.wait([describing])
         while True:
             await asyncio.sleep(interval)
-            self.reload()
+            try:
+                self.reload()
+            except Exception:
+                # A watcher that stopped here would leave the process serving a pair that expires,
+                # with nothing in the log after this line: say so and look again next round.
+                log.exception("reloading the serving certificate failed; retrying", extra={"interval": interval})
 
 
 def write_self_signed(directory: Path, host: str = "localhost", days: int = 365) -> tuple[Path, Path]:

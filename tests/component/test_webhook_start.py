@@ -201,3 +201,38 @@ def test_a_ready_webhook_serves_its_metrics_on_their_own_port(cert_dir: Path, tm
         finally:
             process.terminate()
             process.wait(timeout=30)
+
+
+async def test_a_watcher_round_that_fails_unexpectedly_is_logged_and_the_next_round_reloads(
+    cert_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    loaded: list[Any] = []
+    watcher = CertWatcher(cert_dir / "tls.crt", cert_dir / "tls.key", on_load=loaded.append)
+    watcher.server_context()
+    real_describe = watcher.describe
+    failures = iter([RuntimeError("first description fails"), RuntimeError("and the first reload too")])
+
+    def describe_failing_twice() -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        real_describe()
+
+    monkeypatch.setattr(watcher, "describe", describe_failing_twice)
+    # A new pair in place, as the kubelet swaps a Secret volume.
+    other = tmp_path / "other"
+    assert certs_main(["generate", "--service", "renewed", "--namespace", "ns", "--out", str(other)]) == 0
+    for name in ("tls.crt", "tls.key"):
+        (cert_dir / name).write_bytes((other / name).read_bytes())
+    watching = asyncio.create_task(watcher.watch(interval=0.01))
+    try:
+        for _ in range(300):
+            if loaded:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+    assert [certificate.subject.rfc4514_string() for certificate in loaded] == ["CN=renewed.ns.svc"]
+    assert "cannot describe the serving certificate" in caplog.text
+    assert "reloading the serving certificate failed; retrying" in caplog.text

@@ -332,12 +332,19 @@ def test_two_renewals_under_load_fail_no_request_and_move_no_ca_bundle(cluster: 
             serials.append(serial)
             issued = time.monotonic() - began
             for component, port in SERVING_PORTS.items():
-                wait_for(
-                    f"the {component} pod to serve renewal {renewal}",
-                    functools.partial(_serves, addresses[component], port, serial),
-                    timeout=180,
-                    interval=1,
-                )
+                try:
+                    wait_for(
+                        f"the {component} pod to serve renewal {renewal}",
+                        functools.partial(_serves, addresses[component], port, serial),
+                        timeout=180,
+                        interval=1,
+                    )
+                except AssertionError as err:
+                    # Its log says whether the watcher saw the new files (one CI run met this once).
+                    log = cluster.plane.kubectl(
+                        "logs", "-n", NAMESPACE, pods[component]["metadata"]["name"], "--tail=40", check=False
+                    ).stdout
+                    raise AssertionError(f"{err}\n{component} pod's log:\n{log}") from None
             if cluster.ca_bundles() != bundles:
                 moved.append(renewal)
             print(
