@@ -76,6 +76,19 @@ def test_everything_up_to_listening_leaves_the_heavy_modules_unimported(cert_dir
     assert loaded == [], f"imported before the webhook listens: {loaded}"
 
 
+async def _watch_until(watcher: CertWatcher, seen: list[Any], *, interval: float, timeout: float = 3.0) -> None:
+    """Run ``watcher.watch`` until ``on_load`` has filled ``seen`` (or ``timeout`` passes), then stop it."""
+    watching = asyncio.create_task(watcher.watch(interval=interval))
+    try:
+        for _ in range(int(timeout / 0.01)):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+
+
 async def test_the_pair_a_server_starts_with_is_described_once_it_listens(cert_dir: Path) -> None:
     described: list[Any] = []
     watcher = CertWatcher(cert_dir / "tls.crt", cert_dir / "tls.key", on_load=described.append)
@@ -83,15 +96,7 @@ async def test_the_pair_a_server_starts_with_is_described_once_it_listens(cert_d
     watcher.server_context()
     assert watcher.loaded and described == [], "the context is built before anything describes the pair"
 
-    watching = asyncio.create_task(watcher.watch(interval=3600))
-    try:
-        for _ in range(200):
-            if described:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        watching.cancel()
-        await asyncio.gather(watching, return_exceptions=True)
+    await _watch_until(watcher, described, interval=3600, timeout=2.0)
     assert [certificate.subject.rfc4514_string() for certificate in described] == ["CN=foo-webhook.ns.svc"]
 
 
@@ -224,15 +229,7 @@ async def test_a_watcher_round_that_fails_unexpectedly_is_logged_and_the_next_ro
     assert certs_main(["generate", "--service", "renewed", "--namespace", "ns", "--out", str(other)]) == 0
     for name in ("tls.crt", "tls.key"):
         (cert_dir / name).write_bytes((other / name).read_bytes())
-    watching = asyncio.create_task(watcher.watch(interval=0.01))
-    try:
-        for _ in range(300):
-            if loaded:
-                break
-            await asyncio.sleep(0.01)
-    finally:
-        watching.cancel()
-        await asyncio.gather(watching, return_exceptions=True)
+    await _watch_until(watcher, loaded, interval=0.01)
     assert [certificate.subject.rfc4514_string() for certificate in loaded] == ["CN=renewed.ns.svc"]
     assert "cannot describe the serving certificate" in caplog.text
     assert "reloading the serving certificate failed; retrying" in caplog.text
