@@ -88,7 +88,8 @@ class AppListener:
         self.readiness = app[READINESS]
         self.runner: web.AppRunner | None = None
 
-    async def start(self, host: str, port: int, *, ssl: SSLContext, reuse_port: bool, backlog: int) -> None:
+    async def prepare(self) -> None:
+        """The app's start-up (``on_startup``, ``cleanup_ctx``): the insights API connects there."""
         self.runner = web.AppRunner(
             self.app,
             handle_signals=False,
@@ -96,6 +97,11 @@ class AppListener:
             keepalive_timeout=KEEPALIVE_SECONDS,
         )
         await self.runner.setup()
+
+    async def start(self, host: str, port: int, *, ssl: SSLContext, reuse_port: bool, backlog: int) -> None:
+        if self.runner is None:
+            await self.prepare()
+        assert self.runner is not None
         site = web.TCPSite(
             self.runner, host, port, ssl_context=ssl, backlog=backlog, reuse_address=True, reuse_port=reuse_port or None
         )

@@ -901,6 +901,9 @@ class ReviewServer:
         assert self.server is not None
         return int(self.server.sockets[0].getsockname()[1])
 
+    async def prepare(self) -> None:
+        """Nothing to do before listening: the review app needs no start-up."""
+
     async def start(
         self, host: str, port: int, *, ssl: Any = None, reuse_port: bool = False, backlog: int = 1024
     ) -> None:

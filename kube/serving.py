@@ -98,6 +98,10 @@ class Listener(Protocol):
 
     readiness: Readiness
 
+    async def prepare(self) -> None:
+        """Its own start-up, run before the TLS context is built: the insights API connects to the
+        cluster there and writes the front-proxy CA its listener verifies clients with."""
+
     async def start(self, host: str, port: int, *, ssl: SSLContext, reuse_port: bool, backlog: int) -> None: ...
 
     async def stop(self, timeout: float) -> None:
@@ -148,6 +152,10 @@ async def serve_until_stopped(
             # The metrics port now, without aiohttp: a port already taken is one line and exit 1,
             # before anything reports ready.
             metrics.bind()
+        await listener.prepare()
+        # Built only now: a context built before ``prepare`` would miss the client CA it wrote, and
+        # refuse the aggregator's handshakes until the watcher's next round (kube-apiserver then
+        # marks the APIService unavailable and backs off: seconds of 503s after a ready pod).
         await listener.start(
             options.bind_address,
             options.port,

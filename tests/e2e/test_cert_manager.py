@@ -228,6 +228,10 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
                 timeout=240,
             )
             print(f"helm install --wait (certificates from cert-manager): {time.monotonic() - began:.1f}s")
+            # What a user waits for before reading FooHealths: --wait covers the pods, not the
+            # aggregator's own discovery check of the insights Service.
+            plane.kubectl("wait", "--for=condition=Available", f"apiservice/{APISERVICE}", "--timeout=60s", timeout=90)
+            print(f"APIService Available {time.monotonic() - began:.1f}s after helm install began")
             plane.kubectl("create", "namespace", FOOS)
             yield Cluster(plane, node)
         finally:
@@ -353,7 +357,10 @@ def test_two_renewals_under_load_fail_no_request_and_move_no_ca_bundle(cluster: 
             )
         wait_for_more("requests after the renewals", lambda: sum(outcomes.values()), 20)
     print(f"requests during two renewals: {dict(outcomes)}, failed: {len(failures)}")
-    assert failures == [], f"{len(failures)} requests failed ({sum(outcomes.values())} did not): {failures[:5]}"
+    assert failures == [], (
+        f"{len(failures)} requests failed ({sum(outcomes.values())} did not): {failures[:5]}\n"
+        f"APIService conditions: {cluster.get('apiservice', APISERVICE)['status'].get('conditions')}"
+    )
     assert min(outcomes.values()) >= 20, dict(outcomes)
     assert moved == [], f"renewals {moved} moved a caBundle"
     for component, pod in cluster.pods().items():
