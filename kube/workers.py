@@ -112,6 +112,19 @@ def _stop_with_parent(supervisor: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _name_the_worker_in_logs(index: int) -> None:
+    """Every line this worker logs says ``worker=N``: N workers print the same lines ("serving",
+    "serving certificate loaded"), and a person reading the pod's log must tell them apart."""
+
+    def tag(record: logging.LogRecord) -> bool:
+        if not hasattr(record, "worker"):
+            record.worker = index
+        return True
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(tag)
+
+
 def _count_into_files(metrics_dir: Path) -> None:
     """Make this process's prometheus-client metrics live in the shared files. prometheus-client
     picks its value class when it is first imported, from this variable; the supervisor imported
@@ -173,6 +186,7 @@ class Supervisor:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, signal.SIG_DFL)  # the worker's own loop handles them once it runs
             _stop_with_parent(supervisor)
+            _name_the_worker_in_logs(worker.index)
             _count_into_files(worker.runtime_dir / "metrics")
             code = self.serve(worker)
         except BaseException:
