@@ -51,10 +51,10 @@ async def close_while_draining(request: web.Request, response: web.StreamRespons
     to close by a response, the client retires the connection itself and dials a ready replica.
 
     An `on_response_prepare` hook, not a middleware: handlers that write their answer themselves
-    (the webhook writes while the body's bytes are still charged) send headers before any
-    middleware sees the response, and a close decided after the headers left is exactly the
-    race above — the client pools a connection we then close. The header is set by hand as
-    well: aiohttp computes its own Connection header before it runs this hook.
+    (a watch streams its events) send headers before any middleware sees the response, and a
+    close decided after the headers left is exactly the race above — the client pools a
+    connection we then close. The header is set by hand as well: aiohttp computes its own
+    Connection header before it runs this hook.
     """
     if request.app[READINESS].draining:
         response.force_close()
@@ -99,9 +99,7 @@ class AppListener:
         await self.runner.setup()
 
     async def start(self, host: str, port: int, *, ssl: SSLContext, reuse_port: bool, backlog: int) -> None:
-        if self.runner is None:
-            await self.prepare()
-        assert self.runner is not None
+        assert self.runner is not None, "prepare() first: the TLS context is built after it"
         site = web.TCPSite(
             self.runner, host, port, ssl_context=ssl, backlog=backlog, reuse_address=True, reuse_port=reuse_port or None
         )
