@@ -7,7 +7,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import tomllib
 import urllib.request
 from pathlib import Path
@@ -19,6 +18,7 @@ from certs.__main__ import main as certs_main
 from hack.cluster import free_port
 from hack.product import webhook_args
 from kube.tls import CertWatcher
+from tests.e2e.waiting import wait_for
 
 # Each costs tens of milliseconds of CPU to import, and none is needed to answer a review from
 # certificate files: cryptography describes or makes certificates, kubernetes_asyncio talks to
@@ -194,10 +194,7 @@ def test_a_ready_webhook_serves_its_metrics_on_their_own_port(cert_dir: Path, tm
                 except OSError:
                     return False
 
-            deadline = time.monotonic() + 30
-            while not ready():
-                assert time.monotonic() < deadline, "not ready in 30 s"
-                time.sleep(0.02)
+            wait_for("the webhook's /readyz", ready, timeout=30, interval=0.02)
             with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
                 assert (
                     response.status == 200
