@@ -29,7 +29,6 @@ import asyncio
 import gc
 import logging
 import time
-import zlib
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -95,9 +94,8 @@ class Request:
         "method",
         "path",
         "content_type",
-        "content_encoding",
         "content_length",
-        "chunked",
+        "refused",
         "expect",
         "keep_alive",
         "chunks",
@@ -111,9 +109,8 @@ class Request:
         self.method = ""
         self.path = ""
         self.content_type = ""
-        self.content_encoding = ""
         self.content_length: int | None = None
-        self.chunked = False
+        self.refused: Status | None = None  # a head outside what the port serves (the first reason)
         self.expect = ""
         self.keep_alive = True
         self.chunks: list[bytes] = []
@@ -326,13 +323,13 @@ class Endpoint:
             async with asyncio.timeout(bounds.timeout):
                 if answer is None:
                     if body is None:
-                        declared = request.content_length
-                        if declared is not None and declared > bounds.body_limit:
+                        declared = request.content_length or 0  # the head has one (else 411)
+                        if declared > bounds.body_limit:
                             raise body_too_large(bounds.body_limit)
                         # Raw bytes twice while reading: the chunks and their join.
-                        await reservation.resize(2 * (declared or 0))
+                        await reservation.resize(2 * declared)
                         stage = "read"
-                        body = await _read_body(conn, request, bounds, reservation)
+                        body = await _read_body(conn, request, bounds)
                         stage = "budget"
                     else:
                         # As if read here: a body too large to hold twice is refused in those words.
@@ -374,32 +371,20 @@ def _internal_error(conn: Connection, request: Request) -> int:
     return 500
 
 
-async def _read_body(conn: Connection, request: Request, bounds: Bounds, reservation: Reservation) -> bytes:
-    """The request body, inflated; 413 past the limit, 408 when it stops coming or takes too long.
-
-    A body without Content-Length grows ``reservation`` as it arrives (twice its size: the
-    chunks and their join) and gets a 429 when the budget has no room.
-    """
-    limit, deadlines = bounds.body_limit, bounds.deadlines
+async def _read_body(conn: Connection, request: Request, bounds: Bounds) -> bytes:
+    """The request body (its Content-Length is paid for); 408 when it stops coming or takes too long."""
+    deadlines = bounds.deadlines
     if request.expect:
         conn.write_continue()
     chunks: list[bytes] = []
-    size = 0
     loop = asyncio.get_running_loop()
     end = loop.time() + deadlines.total
     try:
         async with asyncio.timeout(None) as deadline:
             while True:
                 if request.buffered:
-                    chunk = request.take()
+                    chunks.append(request.take())
                     conn.resume_reading()
-                    size += len(chunk)
-                    if size > limit:
-                        raise body_too_large(limit)
-                    if request.content_length is None and 2 * size > reservation.held:
-                        if not reservation.try_resize(max(4 * size, reservation.held + _GROWTH_STEP)):
-                            raise StatusError(failure(429, "too many large requests in flight; retry later"))
-                    chunks.append(chunk)
                 if request.complete:
                     break
                 deadline.reschedule(min(loop.time() + deadlines.idle, end))
@@ -408,40 +393,14 @@ async def _read_body(conn: Connection, request: Request, bounds: Bounds, reserva
         if loop.time() >= end:
             raise request_timeout(f"request body not received within {deadlines.total:g}s") from None
         raise request_timeout(f"no request body bytes received for {deadlines.idle:g}s") from None
-    return _inflated(b"".join(chunks), request.content_encoding, limit)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _whole_body(request: Request, limit: int) -> bytes:
-    """A whole body that arrived with its head, checked against ``limit`` and inflated."""
+    """A whole body that arrived with its head, checked against ``limit``."""
     if request.received > limit:
         raise body_too_large(limit)
-    return _inflated(request.take(), request.content_encoding, limit)
-
-
-# zlib's window bits: a gzip header, or a zlib one (what HTTP calls deflate).
-_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-
-
-def _inflated(body: bytes, encoding: str, limit: int) -> bytes:
-    """``body`` with its Content-Encoding undone, never past ``limit`` bytes (a gzip bomb is a 413)."""
-    if not encoding or encoding == "identity":
-        return body
-    wbits = _WBITS.get(encoding)
-    if wbits is None:
-        raise StatusError(failure(415, f"unsupported Content-Encoding {encoding!r}: send gzip, deflate or none"))
-    try:
-        inflater = zlib.decompressobj(wbits)
-        inflated = inflater.decompress(body, limit + 1)
-        if len(inflated) > limit or inflater.unconsumed_tail:
-            raise body_too_large(limit)
-        inflated += inflater.flush()
-    except zlib.error as err:
-        raise StatusError(failure(400, f"request body is not valid {encoding}: {err}")) from None
-    if len(inflated) > limit:
-        raise body_too_large(limit)
-    if not inflater.eof:
-        raise StatusError(failure(400, f"request body is not valid {encoding}: truncated"))
-    return inflated
+    return request.take()
 
 
 def _answer(handler: BodyHandler, request: Request, body: bytes) -> tuple[bytes, list[Any] | None]:
@@ -656,9 +615,14 @@ class Connection(asyncio.Protocol):
             except ValueError:
                 raise _Refused(failure(400, "malformed Content-Length")) from None
         elif lower == b"transfer-encoding":
-            request.chunked = True
+            _refuse_once(request, failure(411, "Transfer-Encoding is not served here: send a Content-Length"))
         elif lower == b"content-encoding":
-            request.content_encoding = value.strip().lower().decode("latin-1")
+            _refuse_once(
+                request,
+                failure(415, f"Content-Encoding {value.decode('latin-1')!r} is not served here: send the body as is"),
+            )
+        elif lower == b"upgrade":
+            _refuse_once(request, _NO_UPGRADES)
         elif lower == b"expect":
             if value.strip().lower() != b"100-continue":
                 raise _Refused(failure(417, f"unsupported Expect {value.decode('latin-1')!r}"))
@@ -668,9 +632,13 @@ class Connection(asyncio.Protocol):
         request = self.parsing
         assert request is not None
         parser = self.parser
-        if request.chunked and request.content_length is not None:  # llhttp refuses it too
-            raise _Refused(failure(400, "both Content-Length and Transfer-Encoding: a request may have one"))
         request.method = parser.get_method().decode("latin-1")
+        if request.method == "CONNECT":
+            raise _Refused(_NO_UPGRADES)
+        if request.refused is not None:
+            raise _Refused(request.refused)
+        if request.method == "POST" and request.content_length is None:
+            raise _Refused(failure(411, "a POST must carry a Content-Length"))
         request.keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
         query = request.path.find("?")
         if query >= 0:
@@ -878,6 +846,16 @@ class Connection(asyncio.Protocol):
         self.close_after = True
         if not self.busy and not self.queue:
             self._close()
+
+
+_NO_UPGRADES = failure(400, "protocol upgrades and CONNECT are not served here")
+
+
+def _refuse_once(request: Request, status: Status) -> None:
+    """Refuse ``request`` once its head is read (its first reason wins): what kube-apiserver and
+    the kubelet send (POST with a Content-Length, GET) never has these headers."""
+    if request.refused is None:
+        request.refused = status
 
 
 def _head_too_large() -> Status:
