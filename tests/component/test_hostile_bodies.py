@@ -196,3 +196,18 @@ async def test_nesting_deeper_than_orjson_allows_is_a_400_status(webhook_client:
     )
     status = await response.json()
     assert response.status == 400 and "depth limit exceeded" in status["message"]
+
+
+async def test_an_error_answer_does_not_grow_with_the_invalid_value_it_names(webhook_client: ServeWebhook) -> None:
+    # Before: a 3 MiB invalid deployment name was repeated in every field error, in the message
+    # and in each cause, escaped twice: a 36 MiB answer (12x the request).
+    client = await webhook_client(Settings())
+    foo = foo_v1(name="x" * 1024 * 1024)
+    foo["spec"]["deployment"]["name"] = "\n" * (3 * 1024 * 1024)
+    body = orjson.dumps(admission_review(foo))
+    response = await client.post("/validate-foo", data=body, headers={"Content-Type": "application/json"})
+    answer = await response.read()
+    status = orjson.loads(answer)["response"]["status"]
+    assert response.status == 200 and status["code"] == 422
+    assert "more characters)" in status["message"]
+    assert len(answer) < 16 * 1024
