@@ -53,6 +53,13 @@ def parse_cost(body: bytes) -> int:
     return COST_PER_BYTE * len(body) + COST_PER_CONTAINER * (structural - commas) + COST_PER_VALUE * commas
 
 
+def parse_charge(body: bytes) -> int:
+    """What a body costs from its nesting scan (kube.bodies.parse_json) until its tree is freed:
+    itself, and the larger of its tree (``parse_cost``) and the scan's two working copies of its
+    brackets, quotes and backslashes (at most twice its size: a body of quotes has a small tree)."""
+    return len(body) + max(parse_cost(body), 2 * len(body))
+
+
 # The least body budget `--workers auto` leaves each worker: an 8 MiB admission body estimated
 # at its worst still fits, and a ConversionReview of a few thousand Foos.
 WORKER_BUDGET_MIB = 64

@@ -48,7 +48,7 @@ from kube.bodies import (
     request_timeout,
     unsupported_content_type,
 )
-from kube.budget import ByteBudget, MiB, NeverFits, Reservation, parse_cost
+from kube.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
 from kube.readiness import Readiness
 from kube.status import Status, failure
 
@@ -243,7 +243,7 @@ class Endpoint:
             try:
                 body = _whole_body(request, self.bounds.body_limit)
                 assert held is not None
-                if not held.try_resize(len(body) + parse_cost(body)):
+                if not held.try_resize(parse_charge(body)):
                     return self.serve(conn, request, started, body=body, counted=True)
                 answer, tree = _answer(self.handler, request, body)
                 if not conn.fits_send_buffer(len(answer)):
@@ -334,7 +334,7 @@ class Endpoint:
                     else:
                         # As if read here: a body too large to hold twice is refused in those words.
                         await reservation.resize(2 * len(body))
-                    await reservation.resize(len(body) + parse_cost(body))
+                    await reservation.resize(parse_charge(body))
                     stage = "work"
                     async with self.slots:
                         answer, tree = _answer(self.handler, request, body)
