@@ -176,6 +176,15 @@ class Reservation:
         self.held = amount
         return True
 
+    def force(self, amount: int) -> None:
+        """Hold ``amount`` bytes that are held already, room or not (bytes a read brought, an
+        answer made): the budget's count stays true, and other charges wait until they go."""
+        if amount < self.held:
+            self.budget._give(self.held - amount)
+        else:
+            self.budget._add(amount - self.held)
+        self.held = amount
+
     def release(self) -> None:
         if self.held:
             self.budget._give(self.held)

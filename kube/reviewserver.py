@@ -54,15 +54,34 @@ from kube.status import Status, failure
 
 log = logging.getLogger(__name__)
 
-# Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line. kube-apiserver sends
-# ~300 bytes; 64 KiB leaves room for any proxy's headers and bounds what a connection can make
-# us hold before a request is even routed.
-HEAD_LIMIT = 64 * 1024
+# Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line, Node.js 16 KiB.
+# kube-apiserver sends ~300 bytes; 16 KiB bounds what a connection can make us hold before a
+# request is even routed (llhttp keeps a header's partial bytes), times the connection cap.
+HEAD_LIMIT = 16 * 1024
 # From the first byte of a request to the end of its head (the apiserver writes it in one go).
-HEAD_TIMEOUT = 10.0
-# Above the apiserver's 90 s idle timeout: the client, not us, retires an idle connection, so it
-# never writes a request onto one we are closing (a lost POST).
-KEEPALIVE_SECONDS = 120.0
+HEAD_TIMEOUT = 5.0
+# A new connection's TLS handshake, and then the start of its first request: kube-apiserver's
+# client gives its own handshake 10 s (client-go's TLSHandshakeTimeout) and writes the request
+# it dialed for at once. A bare TCP connect was held 60 s (asyncio's default handshake timeout).
+FIRST_REQUEST_SECONDS = 10.0
+# Idle after an answer. Above the apiserver's 90 s (client-go's IdleConnTimeout, from
+# utilnet.SetTransportDefaults): the client, not us, retires an idle connection, so it never
+# writes a POST onto one we are closing (Go does not retry a POST it wrote: a lost review).
+# Past the connection cap the least recently active idle connection is closed sooner (below).
+KEEPALIVE_SECONDS = 95.0
+# Connections one process holds. kube-apiserver keeps at most 25 idle connections per webhook
+# host (client-go's MaxIdleConnsPerHost) and opens one per review in flight beyond them; the
+# kubelet's probes open a new one each. At the cap a new connection closes the one that has
+# been quiet longest among those not being answered (idle, or still sending a head or a body,
+# or waiting for the budget): neither probes nor the apiserver, whose requests arrive whole at
+# once, are refused by connections a client merely holds open or trickles into; only when
+# every one is being answered is the newcomer closed. Each costs at most a constant
+# (docs/architecture.md, "Resource model (admission port)").
+MAX_CONNECTIONS = 128
+# A large answer is written in pieces, each once the transport has room: over TLS the whole
+# answer would otherwise be encrypted into the socket transport's buffer at once, and drain()
+# (which sees only the TLS layer's buffer) would return while megabytes wait for the client.
+_WRITE_PIECE = 64 * 1024
 # A body's bytes the connection holds before its handler takes them; past it, reading pauses.
 _BUFFER_HIGH = 256 * 1024
 # Chunked bodies (kube-apiserver always sends a Content-Length) grow their reservation in steps.
@@ -96,6 +115,7 @@ class Request:
         "content_type",
         "content_length",
         "refused",
+        "paid",
         "expect",
         "keep_alive",
         "chunks",
@@ -111,6 +131,7 @@ class Request:
         self.content_type = ""
         self.content_length: int | None = None
         self.refused: Status | None = None  # a head outside what the port serves (the first reason)
+        self.paid = False  # its body's bytes are in its own reservation (else in the connection's)
         self.expect = ""
         self.keep_alive = True
         self.chunks: list[bytes] = []
@@ -244,7 +265,10 @@ class Endpoint:
                 body = _whole_body(request, self.bounds.body_limit)
                 assert held is not None
                 if not held.try_resize(parse_charge(body)):
-                    return self.serve(conn, request, started, body=body, counted=True)
+                    held.force(len(body))  # held while it waits for room: charged
+                    waiting = self.serve(conn, request, started, body=body, counted=True, held=held)
+                    held = None
+                    return waiting
                 answer, tree = _answer(self.handler, request, body)
                 if not conn.fits_send_buffer(len(answer)):
                     # A large answer: written under the deadline, still paid for (released there).
@@ -280,7 +304,8 @@ class Endpoint:
         tree: list[Any] | None = None,
     ) -> None:
         """``answer``'s way with every deadline: the body read (unless ``body`` was), paid for,
-        parsed and answered (unless ``answer`` was, with ``held`` and ``tree``) and written."""
+        parsed and answered (unless ``answer`` was, with ``held`` and ``tree``) and written.
+        ``held`` is what is charged already (for ``body``, or for ``answer`` and ``tree``)."""
         if not counted:
             self.in_flight.inc()
         code = 500
@@ -318,6 +343,8 @@ class Endpoint:
         """
         bounds = self.bounds
         stage = "budget"
+        if held is not None:
+            request.paid = True  # its bytes are in ``held``: not a connection to close for room
         reservation = held or Reservation(self.budget)
         try:
             async with asyncio.timeout(bounds.timeout):
@@ -328,6 +355,7 @@ class Endpoint:
                             raise body_too_large(bounds.body_limit)
                         # Raw bytes twice while reading: the chunks and their join.
                         await reservation.resize(2 * declared)
+                        conn.paid(request)
                         stage = "read"
                         body = await _read_body(conn, request, bounds)
                         stage = "budget"
@@ -339,10 +367,11 @@ class Endpoint:
                     async with self.slots:
                         answer, tree = _answer(self.handler, request, body)
                 # Written while still paid for and under the deadline: a client that does not
-                # read its answer must not keep megabytes in the send buffer for free.
+                # read its answer must not keep megabytes in the send buffer for free. The
+                # answer is charged too (made already, so charged room or not).
                 stage = "write"
-                conn.write(200, JSON, answer)
-                await conn.drain()
+                reservation.force(reservation.held + len(answer))
+                await conn.write_in_pieces(200, JSON, answer)
                 return 200
         except NeverFits as err:
             raise StatusError(failure(413, _never_fits_message(err, request))) from None
@@ -455,11 +484,18 @@ class ReviewApp:
         *,
         head_timeout: float = HEAD_TIMEOUT,
         keepalive: float = KEEPALIVE_SECONDS,
+        first_request: float = FIRST_REQUEST_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
+        budget: ByteBudget | None = None,
     ) -> None:
         self.readiness = readiness
         self.endpoints = {endpoint.path: endpoint for endpoint in endpoints}
         self.head_timeout = head_timeout
         self.keepalive = keepalive
+        self.first_request = first_request
+        self.max_connections = max_connections
+        # Where a connection charges body bytes it holds before their request is paid for.
+        self.budget = budget
 
     def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
         """Answer ``request`` at once (None), or the coroutine that will."""
@@ -519,15 +555,22 @@ class Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = 0.0
         self.write_limit = 64 * 1024
+        self.served = False  # an answer was written: idle from now on is keep-alive
+        # Body bytes read for requests not paid for yet (kube.budget): charged, and reading
+        # stops until their request pays, so at most one read's worth each time.
+        self.unpaid = Reservation(app.budget) if app.budget is not None else None
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
         self.transport = stream = cast(asyncio.Transport, transport)
+        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections):
+            stream.abort()  # every connection is busy with a paid request: this one waits its turn
+            return
         self.connections.add(self)
         self.last_active = self.loop.time()
-        self._arm(self.last_active + self.app.keepalive)
+        self._arm(self.last_active + self.app.first_request)
         _, self.write_limit = stream.get_write_buffer_limits()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -540,10 +583,13 @@ class Connection(asyncio.Protocol):
             self.task.cancel()
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
+        if self.unpaid is not None:
+            self.unpaid.release()
 
     def data_received(self, data: bytes) -> None:
         if self.closing or self.refusal is not None:
             return  # lingering, or past what could be parsed: dropped
+        self.last_active = self.loop.time()
         try:
             self.parser.feed_data(data)
         except _Refused as refused:
@@ -570,6 +616,25 @@ class Connection(asyncio.Protocol):
             self._answer_queue()
         elif len(self.queue) > 1 and not self.reading_paused:
             self._pause_reading()  # a pipelined request waits its turn; so does the next one
+        if self.queue and self.unpaid is not None:
+            self._charge_unpaid()
+
+    def _charge_unpaid(self) -> None:
+        """Charge the body bytes held for requests not paid for yet; stop reading while there are any."""
+        unpaid = self.unpaid
+        assert unpaid is not None
+        held = sum(request.buffered for request in self.queue if not request.paid)
+        if held != unpaid.held:
+            unpaid.force(held)
+        if held and not self.reading_paused:
+            self._pause_reading()
+
+    def paid(self, request: Request) -> None:
+        """``request``'s reservation now covers its body: the connection's charge for it goes."""
+        request.paid = True
+        if self.unpaid is not None:
+            self._charge_unpaid()
+        self.resume_reading()
 
     def eof_received(self) -> bool | None:
         if not self.busy and not self.queue:
@@ -584,6 +649,8 @@ class Connection(asyncio.Protocol):
         self.writing_paused = False
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
+        if not self.busy and self.queue:
+            self._answer_queue()  # answers wait while the client does not read (below)
 
     # -- httptools callbacks -------------------------------------------------------------------
 
@@ -667,7 +734,8 @@ class Connection(asyncio.Protocol):
 
     def _answer_queue(self) -> None:
         """Answer queued requests in order, each at once where it can be; else start its task."""
-        while self.queue and not self.busy and not self.closing:
+        # Not while the client leaves what was written unread: pipelined answers would pile up.
+        while self.queue and not self.busy and not self.closing and not self.writing_paused:
             request = self.queue[0]
             self.busy = True
             later = self.app.answer(self, request)
@@ -675,7 +743,7 @@ class Connection(asyncio.Protocol):
                 self.task = self.loop.create_task(self._finish(later))
                 return
             self._answered()
-        if self.refusal is not None and not self.busy and not self.closing:
+        if self.refusal is not None and not self.busy and not self.queue and not self.closing:
             _write_status(self, self.refusal)  # no request left: written with `Connection: close`
             self._close(linger=True)
 
@@ -692,6 +760,11 @@ class Connection(asyncio.Protocol):
         request = self.queue.pop(0)
         self.busy = False
         self.last_active = self.loop.time()
+        if not self.served:  # from now on idle is keep-alive, which may be the shorter wait
+            self.served = True
+            self._arm(self.last_active + self.app.keepalive)
+        if self.unpaid is not None and self.unpaid.held:
+            self._charge_unpaid()
         if not request.complete:
             # A body left unread cannot be skipped safely: the connection ends with this answer.
             self._close(linger=True)
@@ -702,7 +775,9 @@ class Connection(asyncio.Protocol):
         if self.reading_paused and len(self.queue) <= 1:
             self.resume_reading()
 
-    def write(self, code: int, content_type: str, body: bytes, *, head_only: bool = False) -> None:
+    def write(
+        self, code: int, content_type: str, body: bytes, *, head_only: bool = False, length: int | None = None
+    ) -> None:
         """Write one answer: the precomputed head, its length, and `Connection: close` when it is the last."""
         transport = self.transport
         if transport is None:
@@ -713,11 +788,11 @@ class Connection(asyncio.Protocol):
         elif not request.complete:
             self.close_after = True  # its body is not read: this answer is the connection's last
         prefix = _JSON_200 if code == 200 and content_type == JSON else _prefix(code, content_type)
-        length = str(len(body)).encode()
+        length_text = str(len(body) if length is None else length).encode()
         if self.close_after:
-            head = b"".join((prefix, length, b"\r\nConnection: close", _Clock.header()))
+            head = b"".join((prefix, length_text, b"\r\nConnection: close", _Clock.header()))
         else:
-            head = b"".join((prefix, length, _Clock.header()))
+            head = b"".join((prefix, length_text, _Clock.header()))
         if head_only:
             transport.write(head)
         elif len(body) < _JOIN_BELOW:
@@ -725,6 +800,17 @@ class Connection(asyncio.Protocol):
         else:
             transport.write(head)
             transport.write(body)
+
+    async def write_in_pieces(self, code: int, content_type: str, body: bytes) -> None:
+        """Write a large answer a piece at a time, each once the transport has room again, so
+        what waits for the client stays within the transport's limits (callers bound the wait)."""
+        self.write(code, content_type, b"", head_only=True, length=len(body))
+        for start in range(0, len(body), _WRITE_PIECE):
+            await self.drain()
+            if self.transport is None:
+                raise ConnectionResetError("the client closed the connection")
+            self.transport.write(body[start : start + _WRITE_PIECE])
+        await self.drain()
 
     def write_continue(self) -> None:
         if self.transport is not None:
@@ -835,9 +921,12 @@ class Connection(asyncio.Protocol):
         if self.busy or self.queue:
             self._arm(now + self.app.keepalive)  # a request in service has deadlines of its own
             return
-        due = self.last_active + self.app.keepalive
+        due = self.last_active + (self.app.keepalive if self.served else self.app.first_request)
         if now >= due:
-            self._close()
+            if self.transport.get_write_buffer_size():
+                self.abort()  # an answer left unread all this time: not waited for any longer
+            else:
+                self._close()
             return
         self._arm(due)
 
@@ -856,6 +945,21 @@ def _refuse_once(request: Request, status: Status) -> None:
     the kubelet send (POST with a Content-Length, GET) never has these headers."""
     if request.refused is None:
         request.refused = status
+
+
+def _make_room(connections: set[Connection]) -> bool:
+    """Close the connection quiet longest among those not being answered; False if none."""
+    victim: Connection | None = None
+    for conn in connections:
+        if conn.busy and conn.queue and conn.queue[0].paid and conn.queue[0].complete:
+            continue  # its request is read and paid for: being answered
+        if victim is None or conn.last_active < victim.last_active:
+            victim = conn
+    if victim is None:
+        return False
+    victim.abort()
+    victim.connection_lost(None)  # out of the set now: the transport reports it only later
+    return True
 
 
 def _head_too_large() -> Status:
@@ -891,6 +995,7 @@ class ReviewServer:
             host,
             port,
             ssl=ssl,
+            ssl_handshake_timeout=self.app.first_request if ssl is not None else None,
             backlog=backlog,
             reuse_address=True,
             reuse_port=reuse_port or None,

@@ -29,7 +29,7 @@ from kube.cli import (
     positive_int,
 )
 from kube.logs import setup_logging
-from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
+from kube.serving import add_serving_flags, check_serving_flags, raise_open_files_limit, run_server, serving_options
 from kube.workers import Worker, supervise
 
 from .app import Settings, admission_deadline
@@ -196,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if problem is not None:
         return fail(PROG, problem, 2)
+    raise_open_files_limit()  # before the workers fork: each inherits it
     count = workers(args)
     if count > 1:
         return supervise(count, lambda worker: serve_as(args, worker), prog=PROG)

@@ -11,6 +11,7 @@ import gzip
 
 import orjson
 
+from kube.reviewserver import HEAD_LIMIT
 from tests.objects import foo_v1
 from webhook.app import Settings
 
@@ -58,7 +59,7 @@ async def test_a_head_larger_than_the_limit_is_a_431_status_and_the_connection_c
     client = await webhook_client(Settings())
     request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Padding: " + b"a" * (100 * 1024) + b"\r\n\r\n"
     [(code, _, body)] = _answers(await _exchange(client.port, request))
-    assert code == 431 and "request head is larger than 65536 bytes" in orjson.loads(body)["message"]
+    assert code == 431 and f"request head is larger than {HEAD_LIMIT} bytes" in orjson.loads(body)["message"]
 
 
 async def test_a_head_that_never_ends_is_a_431_status_not_memory(webhook_client: ServeWebhook) -> None:
