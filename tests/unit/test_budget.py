@@ -76,9 +76,9 @@ def test_an_update_of_two_3mib_objects_fits_the_budget_of_a_256mi_pod() -> None:
     assert parse_charge(body) <= budget.largest(parse_charge(body))
 
 
-def test_the_budget_is_the_memory_limit_less_what_the_process_needs_itself() -> None:
-    assert budget_for_memory_limit(256) == 192 * MiB
-    assert budget_for_memory_limit(1024) == 960 * MiB
+def test_the_budget_is_the_memory_limit_less_the_pods_headroom_and_what_the_process_needs() -> None:
+    assert budget_for_memory_limit(256) == 176 * MiB  # 256 - 32 of headroom - 48 of its own
+    assert budget_for_memory_limit(1024) == 848 * MiB
     assert budget_for_memory_limit(10) == 16 * MiB  # a floor, so a tiny limit still serves small reviews
 
 
