@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import socket
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
@@ -82,6 +83,12 @@ MAX_CONNECTIONS = 128
 # answer would otherwise be encrypted into the socket transport's buffer at once, and drain()
 # (which sees only the TLS layer's buffer) would return while megabytes wait for the client.
 _WRITE_PIECE = 64 * 1024
+# The kernel's socket buffers of one connection, each way (it doubles the number). Left to
+# autotuning, a client that does not read lets the send buffer grow to tcp_wmem's 4 MiB — a
+# whole answer out of our hands and our budget, yet in the pod's memory (the cgroup counts
+# socket buffers) — and one whose body waits for the budget fills the receive buffer. 128 KiB
+# each way still moves ~250 MB/s at a 0.5 ms round trip.
+_SOCKET_BUFFER = 64 * 1024
 # A body's bytes the connection holds before its handler takes them; past it, reading pauses.
 _BUFFER_HIGH = 256 * 1024
 # Chunked bodies (kube-apiserver always sends a Content-Length) grow their reservation in steps.
@@ -572,6 +579,13 @@ class Connection(asyncio.Protocol):
         self.last_active = self.loop.time()
         self._arm(self.last_active + self.app.first_request)
         _, self.write_limit = stream.get_write_buffer_limits()
+        sock = stream.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
+            except OSError:
+                pass
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
