@@ -166,11 +166,18 @@ def _start(
     return server
 
 
-def ours(cert_dir: Path, *, port: int = 0, args: list[str] | None = None, pin: bool = True) -> Server:
+def ours(
+    cert_dir: Path,
+    *,
+    port: int = 0,
+    args: list[str] | None = None,
+    pin: bool = True,
+    env: dict[str, str] | None = None,
+) -> Server:
     port = port or free_port()
     # No metrics listener: the Go peer has none either (its metrics are still recorded, as ours are).
     argv = [sys.executable, "-m", "webhook", *webhook_args(cert_dir, port), *(args or [])]
-    return _start("ours", argv, cert_dir, port, pin=pin)
+    return _start("ours", argv, cert_dir, port, pin=pin, env=env)
 
 
 GO_PEER = "go-controller-runtime"
