@@ -279,12 +279,13 @@ class Endpoint:
             try:
                 body = _whole_body(request, self.bounds.body_limit)
                 assert held is not None
-                if not held.try_resize(parse_charge(body)):
+                charge, opens = parse_charge(body)
+                if not held.try_resize(charge):
                     held.force(len(body))  # held while it waits for room: charged
                     waiting = self.serve(conn, request, started, body=body, counted=True, held=held)
                     held = None
                     return waiting
-                answer, tree = _answer(self.handler, request, body)
+                answer, tree = _answer(self.handler, request, body, opens)
                 if not conn.fits_send_buffer(len(answer)):
                     # A large answer: written under the deadline, still paid for (released there).
                     prepared = self.serve(
@@ -377,10 +378,11 @@ class Endpoint:
                     else:
                         # As if read here: a body too large to hold twice is refused in those words.
                         await reservation.resize(2 * len(body))
-                    await reservation.resize(parse_charge(body))
+                    charge, opens = parse_charge(body)
+                    await reservation.resize(charge)
                     stage = "work"
                     async with self.slots:
-                        answer, tree = _answer(self.handler, request, body)
+                        answer, tree = _answer(self.handler, request, body, opens)
                 # Written while still paid for and under the deadline: a client that does not
                 # read its answer must not keep megabytes in the send buffer for free. The
                 # answer is charged too (made already, so charged room or not).
@@ -447,7 +449,7 @@ def _whole_body(request: Request, limit: int) -> bytes:
     return request.take()
 
 
-def _answer(handler: BodyHandler, request: Request, body: bytes) -> tuple[bytes, list[Any] | None]:
+def _answer(handler: BodyHandler, request: Request, body: bytes, opens: int) -> tuple[bytes, list[Any] | None]:
     """Parse ``body`` and let ``handler`` answer it; for a large body, with the collector paused.
 
     Paused across parse, work and encoding, and until the caller has written the answer and
@@ -457,10 +459,10 @@ def _answer(handler: BodyHandler, request: Request, body: bytes) -> tuple[bytes,
     apiserver no longer waits for: the tree is returned, held, and freed after the write.
     """
     if len(body) < _PAUSE_GC_FROM or not gc.isenabled():
-        return handler(request, parse_json(body)), None
+        return handler(request, parse_json(body, opens=opens)), None
     gc.disable()
     try:
-        tree = parse_json(body)
+        tree = parse_json(body, opens=opens)
         return handler(request, tree), [tree]
     except BaseException:
         gc.enable()
