@@ -335,6 +335,9 @@ class Endpoint:
         except asyncio.CancelledError:
             code = 0  # the client left: nothing was answered
             raise
+        except ConnectionError:
+            code = 0  # the client left between two awaits: one line, not an internal error
+            log.info("client closed the connection before its answer", extra={"path": request.path})
         except Exception:
             code = _internal_error(conn, request)
         finally:
