@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fooapi import DEFAULT_IMAGE
 from kube.cli import KUBECONFIG_HELP, command_parser, env_default, fail, positive_int
-from kube.limits import bound_allocator, raise_open_file_limit
+from kube.limits import raise_open_file_limit
 from kube.logs import setup_logging
 from kube.serving import ServingOptions, add_serving_flags, check_serving_flags, run_server, serving_options
 
@@ -62,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         memory_limit_mib=args.memory_limit_mib,
     )
     raise_open_file_limit()
-    bound_allocator()
     return run_server(serve(options, config), args, PROG)
 
 
