@@ -20,7 +20,7 @@ from aiohttp import web
 from aiohttp.payload import Payload
 
 from fooapi.views import Object
-from kube.budget import ByteBudget, NeverFits, budget_for_memory_limit, parse_cost
+from kube.budget import ByteBudget, NeverFits, parse_cost
 from kube.http import (
     GROWTH_STEP,
     BodyDeadlines,
@@ -49,9 +49,16 @@ log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 
-# A FooReview holds, besides its raw bytes, up to three trees the size of its parsed body at once
-# (the body, its conversion to v1, the defaulted copy; the answer repeats spec and the object).
+# What a FooReview holds at once, measured (bench.insights_attack big_reviews): its raw bytes
+# twice (the chunks and their join), up to three trees the size of its parsed body (the body,
+# its conversion to v1, the defaulted copy), and its answer, which repeats the Foo twice (spec
+# and status.object) and is copied once more into the transport's buffer.
+RAW_COPIES = 2
 REVIEW_TREES = 3
+ANSWER_COPIES = 4
+# What the insights process needs besides reviews: measured 98 MiB RSS idle (interpreter,
+# aiohttp, uvloop, the Kubernetes client, TLS) plus room for the informer caches and lists.
+INSIGHTS_RESERVED_MIB = 128
 # What a watch holds (~57 KiB: its task, subscription queue, TLS and write buffers) times this
 # is bounded; past it a new watch is a 429 and the client (a reflector) retries.
 MAX_WATCHES = 100
@@ -61,8 +68,13 @@ _REVIEWERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="review")
 
 
 def review_budget(memory_limit_mib: int) -> int:
-    """FooReviews may hold half of what the process does not need itself; the caches have the rest."""
-    return budget_for_memory_limit(memory_limit_mib) // 2
+    """FooReviews in progress may hold what the process does not need itself (64 MiB of 256 MiB)."""
+    return max((memory_limit_mib - INSIGHTS_RESERVED_MIB) // 2, 16) * MiB
+
+
+def review_cost(body: bytes) -> int:
+    """An upper bound of the bytes reviewing ``body`` holds, until its answer is written."""
+    return (RAW_COPIES + ANSWER_COPIES) * len(body) + REVIEW_TREES * parse_cost(body)
 
 
 @dataclass
@@ -251,9 +263,9 @@ async def _create_review(request: web.Request, insights: Insights, namespace: st
         raise body_too_large(limit)
     try:
         # Twice what arrives: the chunks and their join.
-        async with insights.budget.reserve(2 * declared if declared else GROWTH_STEP) as reservation:
+        async with insights.budget.reserve(RAW_COPIES * declared if declared else GROWTH_STEP) as reservation:
             body = await read_body(request, limit, deadlines=insights.body_deadlines, reservation=reservation)
-            await reservation.resize(2 * len(body) + REVIEW_TREES * parse_cost(body))
+            await reservation.resize(review_cost(body))
             # Parsing, reviewing and rendering are CPU work of up to seconds: in a thread, so the
             # loop goes on answering probes and watches meanwhile.
             data, content_type = await asyncio.get_running_loop().run_in_executor(
