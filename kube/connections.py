@@ -49,8 +49,9 @@ class ConnectionLimits:
     anonymous_head_limit: int = 8 * KiB
     anonymous_head_timeout: float = 5.0
     anonymous_idle_timeout: float = 5.0
-    # kube-apiserver's aggregator pools its connections (watches hold one each; see the watch cap).
-    max_verified: int = 512
+    # kube-apiserver's aggregator opens one connection per request in flight (a watch holds one; at most
+    # 100 of them): 256 x (a 64 KiB head, 128 KiB of body read ahead) is at most 48 MiB.
+    max_verified: int = 256
     max_anonymous: int = 64
     # asyncio's default is 60 s: a handshake holds its TLS buffers until it completes or times out.
     handshake_timeout: float = 10.0
