@@ -36,6 +36,8 @@ from .status import Status, failure
 log = logging.getLogger(__name__)
 
 KiB = 1024
+# How long a refused connection has to take its answer (431, 408) before it is cut.
+REFUSAL_LINGER = 1.0
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ class ConnectionGuard:
             oldest = next(iter(self.anonymous))
             del self.anonymous[oldest]
             self.evicted += 1
-            oldest.force_close()
+            oldest.cut()
         self.anonymous[handler] = None
         return True
 
@@ -123,7 +125,7 @@ class GuardedRequestHandler(RequestHandler):
             self._keepalive_timeout = limits.anonymous_idle_timeout
         super().connection_made(transport)
         if not self.guard.admit(self):
-            self.force_close()
+            self.cut()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.guard.release(self)
@@ -192,7 +194,19 @@ class GuardedRequestHandler(RequestHandler):
                 + body
             )
         self._stop_head_timer()
+        self.cut(linger=REFUSAL_LINGER)
+
+    def cut(self, linger: float = 0.0) -> None:
+        """Close without waiting for the client: a TLS close waits for the peer's close_notify (up to
+        30 s), reading and decrypting whatever it still sends. ``linger`` lets an answer go out first."""
+        transport = self.transport
         self.force_close()
+        if transport is None:
+            return
+        if linger:
+            self._loop.call_later(linger, transport.abort)
+        else:
+            transport.abort()
 
 
 def _remote(transport: asyncio.BaseTransport | None) -> str:

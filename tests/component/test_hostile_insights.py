@@ -210,14 +210,18 @@ async def test_clients_without_certificate_cannot_crowd_out_a_probe(start: Start
     ends = await asyncio.gather(*(asyncio.wait_for(r.read(), 0.5) for r, _ in crowd), return_exceptions=True)
     for _, writer in crowd:
         writer.close()
-    assert ends.count(b"") >= 70 + 1 - ConnectionLimits().max_anonymous
+    closed = [end for end in ends if end == b"" or isinstance(end, ConnectionResetError)]
+    assert len(closed) >= 70 + 1 - ConnectionLimits().max_anonymous
 
 
 async def test_verified_connections_past_the_cap_are_closed_at_once(start: Start) -> None:
     listener = await start(ConnectionLimits(max_verified=3))
     held = [await listener.connect() for _ in range(3)]
     reader, writer = await listener.connect()
-    assert await _until_closed(reader, timeout=5) == b""
+    try:
+        assert await _until_closed(reader, timeout=5) == b""
+    except ConnectionResetError:
+        pass  # cut: closed at once, without waiting for our TLS close
     writer.close()
     for _, held_writer in held:
         held_writer.close()
