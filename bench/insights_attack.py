@@ -322,6 +322,15 @@ async def many_watches(target: Target, outcome: Outcome, count: int = 1000) -> N
         writer.close()
 
 
+async def _until_serving(target: Target, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    """Wait for the server's first /healthz (imports take seconds on a loaded machine)."""
+    end = time.monotonic() + timeout
+    while await _healthz(target) is None:
+        if process.poll() is not None or time.monotonic() > end:
+            raise RuntimeError(f"the insights server did not serve within {timeout:g}s (exit {process.poll()})")
+        await asyncio.sleep(0.1)
+
+
 ATTACKS: dict[str, Callable[[Target, Outcome], Awaitable[None]]] = {
     "half_sent_heads": half_sent_heads,
     "oversized_heads": oversized_heads,
@@ -340,10 +349,7 @@ async def run(tree: Path, names: list[str], memory_limit_mib: int) -> dict[str, 
             process, port = start_server(tree, cert_dir, memory_limit_mib)
             try:
                 target = Target(port, process.pid, aggregator, anonymous)
-                for _ in range(200):
-                    if await _healthz(target) is not None:
-                        break
-                    await asyncio.sleep(0.05)
+                await _until_serving(target, process)
                 idle = rss_kib(process.pid)[0] / 1024
                 outcome = await measured(target, ATTACKS[name], cert_dir / "ca.crt")
                 results[name] = {"idle_mib": round(idle, 1), **outcome.__dict__, "answers": dict(outcome.answers)}
