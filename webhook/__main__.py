@@ -28,8 +28,9 @@ from kube.cli import (
     positive_float,
     positive_int,
 )
+from kube.limits import raise_open_file_limit
 from kube.logs import setup_logging
-from kube.serving import add_serving_flags, check_serving_flags, raise_open_files_limit, run_server, serving_options
+from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
 from kube.workers import Worker, supervise
 
 from .app import Settings, admission_deadline
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if problem is not None:
         return fail(PROG, problem, 2)
-    raise_open_files_limit()  # before the workers fork: each inherits it
+    raise_open_file_limit()  # before the workers fork: each inherits it
     count = workers(args)
     if count > 1:
         return supervise(count, lambda worker: serve_as(args, worker), prog=PROG)

@@ -182,16 +182,3 @@ def test_a_process_that_is_gone_adds_nothing() -> None:
     own = {s.name: s.value for family in ProcessCollector(registry=None).collect() for s in family.samples}
     assert set(pod) == set(own) and pod["process_max_fds"] == own["process_max_fds"]
     assert pod["process_open_fds"] == pytest.approx(own["process_open_fds"], abs=2)
-
-
-def test_the_soft_open_files_limit_is_raised_to_the_hard_one() -> None:
-    import resource
-
-    from kube.serving import raise_open_files_limit
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
-        assert raise_open_files_limit() == hard == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
