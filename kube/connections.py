@@ -30,7 +30,7 @@ import orjson
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from .reviewserver import HEAD_LIMIT, HEAD_TIMEOUT, KEEPALIVE_SECONDS
+from .reviewserver import KEEPALIVE_SECONDS
 from .status import Status, failure
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,10 @@ REFUSAL_LINGER = 1.0
 class ConnectionLimits:
     """Per-process bounds of the connections an aiohttp listener holds."""
 
-    head_limit: int = HEAD_LIMIT
-    head_timeout: float = HEAD_TIMEOUT
+    # The aggregator forwards the user's identity in headers (X-Remote-Group per group, X-Remote-Extra-*):
+    # more room than the admission port's 16 KiB, which only kube-apiserver's own requests reach.
+    head_limit: int = 64 * KiB
+    head_timeout: float = 10.0
     idle_timeout: float = KEEPALIVE_SECONDS
     # The kubelet's probe is ~150 bytes of head, asked and answered at once.
     anonymous_head_limit: int = 8 * KiB
