@@ -112,14 +112,21 @@ func rawChecks() []check {
 			return o
 		}
 	}
+	// waited: one request (rawList: no retries), timed; a 504 must come after a wait, as
+	// kube-apiserver waits ~3 s for its cache to reach R before it gives up.
 	waited := func(opts func(string) metav1.ListOptions) func(context.Context, *env, *subject) answer {
 		return func(ctx context.Context, e *env, s *subject) answer {
 			rv, _, err := s.fresh(ctx)
 			if err != nil {
 				return refused(err)
 			}
+			o := opts(rv)
+			query := map[string]string{"resourceVersion": o.ResourceVersion}
+			if o.ResourceVersionMatch != "" {
+				query["resourceVersionMatch"] = string(o.ResourceVersionMatch)
+			}
 			began := time.Now()
-			l, err := s.list(ctx, opts(rv))
+			l, err := s.rawList(ctx, query)
 			var a answer
 			if err != nil {
 				a = refused(err)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
 
 var (
@@ -39,6 +40,7 @@ func main() {
 	only := flag.String("only", "", "run only the checks whose rule matches this regular expression")
 	via := flag.String("via", "", "run only the checks made this way: raw, REST, pager or informer")
 	objects := flag.Int("objects", 5, "Foos made before the checks (pages are 2 items)")
+	klog.InitFlags(nil) // -v=4 shows why a reflector gave up a watch-list
 	flag.Parse()
 	installGates() // before any client: the reflector reads the gates when it is made
 	if *namespace == "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,14 +50,20 @@ func (s *subject) fresh(ctx context.Context) (string, []string, error) {
 }
 
 // rawList sends the query as written (values client-go's ListOptions cannot carry, such as
-// limit=abc) and decodes a 200 as a list.
+// limit=abc), once: no retry after a 5xx with Retry-After (client-go's own clients retry ten
+// times, so a 504 that took 3 s reaches them after ~40 s). A 200 is decoded as a list, any other
+// answer as the Status it carries.
 func (s *subject) rawList(ctx context.Context, query map[string]string) (*unstructured.UnstructuredList, error) {
-	req := s.raw.Get().AbsPath("/apis", s.gvr.Group, s.gvr.Version, "namespaces", s.namespace, s.gvr.Resource)
+	req := s.raw.Get().AbsPath("/apis", s.gvr.Group, s.gvr.Version, "namespaces", s.namespace, s.gvr.Resource).MaxRetries(0)
 	for k, v := range query {
 		req = req.Param(k, v)
 	}
 	body, err := req.Do(ctx).Raw()
 	if err != nil {
+		var status metav1.Status
+		if json.Unmarshal(body, &status) == nil && status.Kind == "Status" {
+			return nil, &apierrors.StatusError{ErrStatus: status}
+		}
 		return nil, err
 	}
 	l := &unstructured.UnstructuredList{}
