@@ -371,6 +371,7 @@ def _watch_options(request: web.Request, insights: Insights, form: Form) -> Watc
         timeout=timeout,
         bookmark_interval=insights.bookmark_interval,
         idle_check=insights.idle_check,
+        metadata_only=form == "partial",
     )
 
 
