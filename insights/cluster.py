@@ -162,10 +162,17 @@ def health_informers(client: KubeClient) -> dict[str, Informer]:
     }
 
 
-def health_view(informers: dict[str, Informer], *, history: int = 1024, budget: ByteBudget | None = None) -> HealthView:
+def health_view(
+    informers: dict[str, Informer],
+    *,
+    history: int = 1024,
+    history_window: float = 300.0,
+    budget: ByteBudget | None = None,
+) -> HealthView:
     view = HealthView(
         *(informers[k].store for k in ("foos", "deployments", "pods", "events")),
         history=history,
+        history_window=history_window,
         budget=budget,
         synced=lambda: all(i.has_synced for i in informers.values()),
     )
