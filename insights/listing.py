@@ -173,6 +173,9 @@ async def write(
     loop = asyncio.get_running_loop()
     try:
         await response.prepare(request)
+        if request.method == "HEAD":  # the head alone: aiohttp would send whatever is written
+            await response.write_eof()
+            return response
         await response.write(_opening(head, key))
         position = 0
         while position < len(items):

@@ -227,3 +227,9 @@ async def test_a_large_table_is_streamed_not_built_whole(reader: Insights, view:
         tracemalloc.stop()
     assert response.status == 200 and size > 4_000_000
     assert peak < size / 4, f"{peak} bytes allocated at once for a {size}-byte answer"
+
+
+async def test_a_head_request_on_a_list_gets_the_head_alone(reader: Insights, view: HealthView) -> None:
+    add(view, ready_foo("a"))
+    status, headers, body = await reader.call(LIST, method="HEAD")
+    assert (status, headers["Content-Type"], body) == (200, "application/json", b"")
