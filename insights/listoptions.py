@@ -75,10 +75,13 @@ class Continue:
     @classmethod
     def decode(cls, token: str) -> Continue:
         try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        except (binascii.Error, ValueError):
+            raise _bad_request("invalid continue token: continue key is not valid: illegal base64 data") from None
+        try:
             data = orjson.loads(raw)
-        except (binascii.Error, ValueError) as err:
-            raise _bad_request(f"invalid continue token: continue key is not valid: {err}") from None
+        except orjson.JSONDecodeError:
+            raise _bad_request("invalid continue token: continue key is not valid: not a JSON object") from None
         if not isinstance(data, dict) or data.get("v") != _TOKEN_VERSION:
             version = data.get("v", "") if isinstance(data, dict) else ""
             raise _bad_request(
