@@ -33,6 +33,13 @@ def parser() -> argparse.ArgumentParser:
         help="where the front-proxy CA from kube-system/extension-apiserver-authentication is "
         "written for the TLS layer",
     )
+    parser.add_argument(
+        "--list-history-seconds",
+        type=float,
+        default=300.0,
+        help="how long a FooHealth list can still be read as it was (resourceVersionMatch=Exact, continue "
+        "tokens, watches resuming); older versions answer 410 Expired, as after etcd's compaction",
+    )
     return parser
 
 
@@ -48,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         return fail(PROG, problem, 2)
     options: ServingOptions = serving_options(args)
     config = AggregatedConfig(
-        default_image=args.default_image, kubeconfig=args.kubeconfig, requestheader_ca_file=args.requestheader_ca_file
+        default_image=args.default_image,
+        kubeconfig=args.kubeconfig,
+        requestheader_ca_file=args.requestheader_ca_file,
+        history_window=args.list_history_seconds,
     )
     return run_server(serve(options, config), args, PROG)
 

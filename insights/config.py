@@ -29,6 +29,7 @@ class AggregatedConfig:
     watch_timeout: float = 1800.0
     bookmark_interval: float = 60.0
     history: int = 1024
+    history_window: float = 300.0  # seconds a FooHealth change stays readable (Exact, continue, watch resume)
     # How long startup waits for the ConfigMap before serving anyway (the caches sync meanwhile;
     # foohealths answer 503 until they have).
     sync_timeout: float = 10.0
