@@ -149,14 +149,23 @@ def find_binaries(env: Mapping[str, str] | None = None) -> Binaries:
     )
 
 
-SELECTOR_ORACLE_SOURCES = ("go.mod", "go.sum", "main.go")
+def repo_program(name: str, env: Mapping[str, str] | None = None) -> Path:
+    """The Go program hack/<name> as `hack/build.sh` places it: under a hash of its sources
+    (go.mod, go.sum, then the .go files in name order, as build.sh's glob reads them)."""
+    src = HACK_DIR / name
+    sources = [src / "go.mod", src / "go.sum", *sorted(src.glob("*.go"))]
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()
+    return cache_dir(env) / "bin" / f"{name}-{digest[:12]}" / name
 
 
 def selector_oracle(env: Mapping[str, str] | None = None) -> Path:
-    """hack/selector-oracle as `hack/build.sh` places it: under a hash of its sources."""
-    src = HACK_DIR / "selector-oracle"
-    digest = hashlib.sha256(b"".join((src / name).read_bytes() for name in SELECTOR_ORACLE_SOURCES)).hexdigest()
-    return cache_dir(env) / "bin" / f"selector-oracle-{digest[:12]}" / "selector-oracle"
+    """hack/selector-oracle: apimachinery's selector parsers (tests/unit/test_insights_selectors_oracle.py)."""
+    return repo_program("selector-oracle", env)
+
+
+def list_rules(env: Mapping[str, str] | None = None) -> Path:
+    """hack/list-rules: client-go checking the list rules (tests/e2e/test_client_go_lists.py)."""
+    return repo_program("list-rules", env)
 
 
 @dataclass(frozen=True)

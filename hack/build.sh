@@ -2,7 +2,8 @@
 # Builds the local control plane from Go modules into a cache outside the repo:
 #   kube-apiserver, kubectl, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
 #   etcd, helm, kwok (+ its stage definitions), selector-oracle (hack/selector-oracle:
-#   apimachinery's selector parsers, for a differential test), promtool (checks and unit-tests
+#   apimachinery's selector parsers, for a differential test), list-rules (hack/list-rules:
+#   client-go checking the list rules through kube-apiserver), promtool (checks and unit-tests
 #   the chart's PrometheusRule); `sample-controller`, the real node's parts, cert-manager and
 #   the Prometheus server on request.
 #
@@ -453,23 +454,28 @@ build_sample_controller_in() {
   build_binary "$1" k8s.io/sample-controller "$2" -ldflags "-s -w"
 }
 
-# ---------------------------------------------------------------- selector-oracle
-# k8s.io/apimachinery's own label and field selector parsers behind a JSON-lines pipe, for the
-# differential test of insights' parser. Built from this repository (go.mod pins apimachinery to
-# the plane's version, go.sum is committed); the directory name carries a hash of the sources, so
-# an edit rebuilds it and hack/binaries.py finds the build that matches the checkout.
-build_selector_oracle() {
-  local src="$HACK_DIR/selector-oracle" hash out want default_version
-  hash="$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-12)"
-  out="$BIN/selector-oracle-$hash/selector-oracle"
+# ---------------------------------------------------------------- programs of this repository
+# Go programs kept in hack/<name>, built from this repository (go.mod pins apimachinery and
+# client-go to the plane's version, go.sum is committed); the directory name carries a hash of the
+# sources, so an edit rebuilds it and hack/binaries.py (repo_program) finds the build that
+# matches the checkout. Seconds each once the plane's build has filled the Go module cache.
+#   selector-oracle  k8s.io/apimachinery's own label and field selector parsers behind a
+#                    JSON-lines pipe, for the differential test of insights' parser
+#   list-rules       client-go's raw lists, pager and informers checking every list rule
+#                    through kube-apiserver, kube-apiserver's own answer beside insights'
+#                    (tests/e2e/test_client_go_lists.py)
+build_repo_program() {
+  local name="$1" src="$HACK_DIR/$1" hash out want default_version
+  hash="$(cat "$src/go.mod" "$src/go.sum" "$src"/*.go | sha256sum | cut -c1-12)"
+  out="$BIN/$name-$hash/$name"
   # Pinned to the default version's apimachinery; the matrix's other versions do not move it.
   default_version="$(sed -n 's/^K8S_VERSION=//p' "$HACK_DIR/versions.env")"
   want="k8s.io/apimachinery v0.${default_version#v1.}"
-  grep -q "^require $want\$" "$src/go.mod" \
-    || log "note: hack/selector-oracle/go.mod does not require $want (K8S_VERSION=$default_version in versions.env)"
-  if is_built "$out"; then log "selector-oracle: cached"; return; fi
-  log "building selector-oracle (seconds once apimachinery is in the Go module cache)"
-  timed "selector-oracle" build_binary "$src" . "$out" -ldflags "-s -w"
+  grep -q "$want\$" "$src/go.mod" \
+    || log "note: hack/$name/go.mod does not require $want (K8S_VERSION=$default_version in versions.env)"
+  if is_built "$out"; then log "$name: cached"; return; fi
+  log "building $name (seconds once its modules are in the Go module cache)"
+  timed "$name" build_binary "$src" . "$out" -ldflags "-s -w"
 }
 
 # ---------------------------------------------------------------- coredns
@@ -582,7 +588,8 @@ build_etcd
 build_kubernetes
 build_kwok
 build_helm
-build_selector_oracle
+build_repo_program selector-oracle
+build_repo_program list-rules
 build_promtool
 if $want_sample_controller; then build_sample_controller; fi
 if $want_node; then build_node; fi

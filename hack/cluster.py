@@ -91,12 +91,20 @@ class LocalControlPlane(Started):
         apiserver_args: Sequence[str] = (),
         timeout: float = 120.0,
         address: str = "127.0.0.1",
+        aggregator_routing: bool = True,
     ) -> None:
         """`address`: where kube-apiserver binds and what it advertises. Loopback (the default)
         keeps the plane invisible off this host; a real node's bridge address (hack/node.py)
-        lets pods reach it, as `kubernetes.default`, through kube-proxy."""
+        lets pods reach it, as `kubernetes.default`, through kube-proxy.
+
+        `aggregator_routing`: the aggregator dials an APIService's Service by its endpoints
+        (the default: there is no kube-proxy for ClusterIPs, and the tests' network namespaces
+        are endpoints). Off, it dials the ClusterIP, or an ExternalName Service's name: how
+        `make run` reaches an insights server on loopback, which no endpoint may name
+        (docs/architecture.md, "The whole product on `make run`")."""
         self.workdir = Path(workdir).resolve()
         self.address = address
+        self.aggregator_routing = aggregator_routing
         self.minimal = minimal
         self.node_names = [] if minimal else [f"kwok-node-{i}" for i in range(nodes)]
         self.apiserver_args = list(apiserver_args)
@@ -298,7 +306,8 @@ class LocalControlPlane(Started):
             f"--kubelet-client-certificate={pki.cert_file('apiserver-kubelet-client')}",
             f"--kubelet-client-key={pki.key_file('apiserver-kubelet-client')}",
             # Dial Service endpoints directly: there is no kube-proxy to make ClusterIPs work.
-            "--enable-aggregator-routing=true",
+            # Off: an ExternalName Service's name is dialled instead (see __init__).
+            f"--enable-aggregator-routing={str(self.aggregator_routing).lower()}",
         ]
         if self.minimal:
             # Without kube-controller-manager no namespace ever gets its `default`

@@ -1,8 +1,9 @@
 """`make run`: a real local control plane with foo-operator registered, until Ctrl-C.
 
 Builds nothing itself (``make run`` runs hack/build.sh first); starts etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler and a kwok node, then the webhook and the controller,
-applies examples/foo.yaml and prints what to try.
+kube-controller-manager, kube-scheduler and a kwok node, then the whole product — the webhook,
+the insights server (its APIService Available) and the controller — applies examples/foo.yaml
+and prints what to try. Nothing of it needs root.
 
 `make run REAL_NODE=1` (``--real-node``, root): the product as it runs in a cluster instead — a
 real node (hack/node.py) beside the kwok one, the image built here loaded into it, and
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import logging
 import signal
 import sys
@@ -51,32 +51,41 @@ def main(argv: list[str] | None = None) -> int:
     if args.real_node:
         return _run_on_a_real_node(args.workdir, args.nodes)
 
-    return _serve(lambda: _local_product(args.workdir, args.nodes), _local_banner)
+    return _serve(lambda: local_product(args.workdir, args.nodes), _local_banner)
 
 
 @contextlib.contextmanager
-def _local_product(workdir: Path, nodes: int) -> Iterator[tuple[LocalControlPlane, LocalProduct, bool]]:
-    """The plane with the webhook (and the controller, when built) on loopback, the example applied."""
-    has_controller = importlib.util.find_spec("controller.__main__") is not None
-    with LocalControlPlane(workdir, nodes=nodes) as plane, LocalProduct(plane, controller=has_controller) as product:
+def local_product(workdir: Path, nodes: int = 1) -> Iterator[tuple[LocalControlPlane, LocalProduct]]:
+    """The plane with the webhook, insights and controller on loopback, the example applied.
+
+    The aggregator dials names, not endpoints, on this plane: insights' APIService names an
+    ExternalName Service for ``localhost`` (hack/product.py says why).
+    """
+    with (
+        LocalControlPlane(workdir, nodes=nodes, aggregator_routing=False) as plane,
+        LocalProduct(plane, controller=True, insights=True) as product,
+    ):
         plane.kubectl("apply", "-f", str(REPO / "examples" / "foo.yaml"))
-        yield plane, product, has_controller
+        yield plane, product
 
 
-def _local_banner(running: tuple[LocalControlPlane, LocalProduct, bool], seconds: float) -> str:
-    plane, product, has_controller = running
+def _local_banner(running: tuple[LocalControlPlane, LocalProduct], seconds: float) -> str:
+    plane, product = running
     return f"""foo-operator is running on a local Kubernetes {plane.version} (ready in {seconds:.0f}s).
 
   export KUBECONFIG={plane.kubeconfig}
   export PATH={plane.bin.kubectl.parent}:$PATH   # kubectl {plane.version}, built from its module
   kubectl get foos                                  # the example, defaulted
-  kubectl get deployments                           # {"its Deployment, made by the controller" if has_controller else "(controller not built yet)"}
+  kubectl get deployments                           # its Deployment, made by the controller
   kubectl apply -f examples/foo-invalid.yaml        # every field error at once
   kubectl apply -f examples/foo-v1alpha1.yaml       # sample-controller's schema, converted
   kubectl get foos.v1alpha1.samplecontroller.k8s.io # read back at the old version
   kubectl scale foo/example-foo --replicas=3
+  kubectl get foohealths                            # the aggregated API: each Foo's rollout, live
+  kubectl explain foohealth.status
+  kubectl create -f examples/fooreview.yaml -o yaml # admission as a dry-run API: defaults, errors
 
-Logs: {plane.logs_dir}   Webhook: {product.url}
+Logs: {plane.logs_dir}   Webhook: {product.url}   Insights: https://127.0.0.1:{product.insights_port}
 Press Ctrl-C to stop and remove everything."""
 
 

@@ -37,6 +37,9 @@ class WatchOptions:
     timeout: float
     bookmark_interval: float = 60.0
     idle_check: float = 2.0  # how often an idle watch checks whether its client is still there
+    # as=PartialObjectMetadata: bookmarks are of that kind too, as every object of the stream is
+    # (client-go's metadata informers decode each as one and give a watch up on any other kind).
+    metadata_only: bool = False
 
 
 def event_for(change: Change, matches: Matches) -> tuple[str, Object] | None:
@@ -56,10 +59,12 @@ def event_for(change: Change, matches: Matches) -> tuple[str, Object] | None:
     return None
 
 
-def bookmark(rv: str, initial_events_end: bool = False) -> Object:
+def bookmark(rv: str, initial_events_end: bool = False, *, metadata_only: bool = False) -> Object:
     metadata: Object = {"resourceVersion": rv}
     if initial_events_end:
         metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
+    if metadata_only:
+        return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}
     return {"kind": FOO_HEALTHS.kind, "apiVersion": GROUP_VERSION, "metadata": metadata}
 
 
@@ -94,7 +99,8 @@ async def serve_watch(
             if event is not None:
                 await stream.send(*event)
         if options.initial_events_end and options.bookmarks:
-            await stream.send("BOOKMARK", bookmark(view.resource_version, initial_events_end=True))
+            end = bookmark(view.resource_version, initial_events_end=True, metadata_only=options.metadata_only)
+            await stream.send("BOOKMARK", end)
         await _live(request, view, subscription, stream, matches, options)
     except ConnectionError:
         pass  # the client went away
@@ -129,7 +135,7 @@ async def _live(
             if request.transport is None or request.transport.is_closing():
                 return
             if options.bookmarks and loop.time() >= next_bookmark:
-                await stream.send("BOOKMARK", bookmark(view.resource_version))
+                await stream.send("BOOKMARK", bookmark(view.resource_version, metadata_only=options.metadata_only))
                 next_bookmark = loop.time() + options.bookmark_interval
             continue
         if change is None:  # closed: shutdown, or this watcher fell too far behind

@@ -678,6 +678,28 @@ async def test_watch_sends_bookmarks_and_the_initial_events_end_marker(insights:
         response.close()
 
 
+async def test_a_metadata_watch_gets_its_bookmarks_as_partial_object_metadata(
+    insights: Insights, view: HealthView
+) -> None:
+    # client-go's metadata informer decodes every watch object as PartialObjectMetadata: a
+    # FooHealth-kind bookmark made its reflector give up the watch-list stream (hack/list-rules).
+    insights.rbac.allow("alice", "watch", "foohealths")
+    add(view, ready_foo("a"))
+    response = await _watch(
+        insights,
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+        headers={"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"},
+    )
+    try:
+        added, end = await _read_events(response, 2)
+        assert added["object"]["kind"] == "PartialObjectMetadata"
+        assert end["type"] == "BOOKMARK"
+        assert (end["object"]["kind"], end["object"]["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
+        assert end["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    finally:
+        response.close()
+
+
 async def test_watch_as_table_sends_column_definitions_only_first(insights: Insights, view: HealthView) -> None:
     insights.rbac.allow("alice", "watch", "foohealths")
     add(view, ready_foo("a"), ready_foo("b"))

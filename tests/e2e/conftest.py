@@ -110,13 +110,18 @@ def _build(*argv: str, env: dict[str, str] | None = None) -> None:
 
 
 @pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
+def built() -> None:
+    """hack/build.sh has run: the plane's binaries and this repository's Go programs are in the cache."""
+    _build()
+
+
+@pytest.fixture(scope="session")
+def control_plane(built: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and one kwok node.
 
     Shared by the whole session: tests isolate themselves by namespace and object names.
     Component logs stay in the pytest temp dir (`<tmp>/control-plane0/logs`) after teardown.
     """
-    _build()
     workdir = tmp_path_factory.mktemp("control-plane")
     began = time.monotonic()
     with LocalControlPlane(workdir, nodes=1) as plane:

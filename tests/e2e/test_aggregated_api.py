@@ -105,7 +105,9 @@ def _kubeconfig(plane: LocalControlPlane, token: str, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Insights]:
+def insights(
+    foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Insights]:
     plane = foo_operator.plane
     workdir = tmp_path_factory.mktemp("insights")
     plane.kubectl("create", "namespace", SERVICE_NAMESPACE, check=False)
@@ -145,6 +147,8 @@ def insights(foo_operator: LocalProduct, tmp_path_factory: pytest.TempPathFactor
             str(workdir / "requestheader-ca.crt"),
             "--log-level",
             "debug",
+            # A module that imports this fixture may start its server with more flags.
+            *getattr(request.module, "INSIGHTS_FLAGS", ()),
         ]
         server = Component(
             "insights",
