@@ -1,0 +1,354 @@
+"""Attack mix (issue #25): every attack at once on each server, while honest callers and probes run.
+
+    .venv/bin/python -m bench.attack_mix [--seconds 30] [--server webhook|insights|both]
+                                         [--findings 1,3,...] [--each] [--foos 1000]
+
+Each server runs as the chart runs it (limits.memory 256Mi; the webhook with `--workers auto`
+on 2 CPUs, so a supervisor and two workers; the soft RLIMIT_NOFILE a container starts with,
+1024), on 127.0.0.1. Insights needs a kube-apiserver: a minimal plane with the Foo CRD and
+``--foos`` Foos with 8 KiB of labels each (and five small ones the honest lists select).
+
+For ``--seconds``, three client processes: the attacks of the chosen findings (bench.webhook_attacks,
+bench.insights_attacks), honest callers (bench.honest), and a /healthz probe. Reported per run:
+peak memory of the server's whole process tree (RSS summed, sampled every 50 ms) against 200 MiB
+and the limit, /healthz latency (max must be < 1 s), failed honest requests, 5xx answers to
+anyone, tracebacks in the server's log since it started, and workers replaced. With ``--each``,
+every finding first runs alone on a fresh server (its own peak), then all of them together.
+Numbers, never pass/fail: bench/README.md ("Attack mix (issue #25)") has the measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import resource
+import ssl
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from hack.cluster import LocalControlPlane, free_port
+
+from . import proctree, servers
+from .attacks import Attack, Tally, Target
+from .honest import HONEST_LABEL, Honest, Probes, run_honest, run_probe
+from .insights_attacks import INSIGHTS_ATTACKS
+from .planes import AdminClient, apply_plain_crd, plain_foo, plane
+from .report import fmt, percentile, save, say, table
+from .webhook_attacks import WEBHOOK_ATTACKS
+
+BOUND_MIB = 200
+HEALTHZ_BOUND_S = 1.0
+CONTAINER_NOFILE = "1024:20000"  # a container's soft limit; the hard one is this machine's
+ATTACKS: dict[str, dict[int, Attack]] = {"webhook": WEBHOOK_ATTACKS, "insights": INSIGHTS_ATTACKS}
+LABELS_PER_FOO = 128  # x 63-character values: ~8 KiB of labels per Foo
+
+
+@dataclass
+class Run:
+    server: str
+    findings: tuple[int, ...]
+    seconds: float
+    peak_mib: float
+    idle_mib: float
+    processes_seen: int
+    workers_replaced: int
+    alive: bool
+    honest: Honest
+    probes: Probes
+    tallies: dict[int, Tally]
+    tracebacks: list[str]
+
+    def healthz_max_s(self) -> float:
+        return max(self.probes.latency, default=float("nan"))
+
+    def server_errors(self) -> int:
+        return self.honest.server_errors + sum(t.server_errors() for t in self.tallies.values())
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "findings": list(self.findings),
+            "seconds": self.seconds,
+            "peak_mib": self.peak_mib,
+            "idle_mib": self.idle_mib,
+            "processes_seen": self.processes_seen,
+            "workers_replaced": self.workers_replaced,
+            "alive_after": self.alive,
+            "healthz": {
+                "count": len(self.probes.latency),
+                "failed": len(self.probes.failures),
+                "failures": self.probes.failures[:10],
+                "p50_s": percentile(self.probes.latency, 50),
+                "max_s": self.healthz_max_s(),
+            },
+            "honest": {
+                "count": len(self.honest.latency),
+                "failed": len(self.honest.failures),
+                "failures": self.honest.failures[:10],
+                "p99_s": percentile(self.honest.latency, 99),
+            },
+            "server_errors": self.server_errors(),
+            "tracebacks": len(self.tracebacks),
+            "first_traceback": self.tracebacks[0] if self.tracebacks else "",
+            "attacks": {n: {"answers": dict(t.answers), "notes": dict(t.notes)} for n, t in self.tallies.items()},
+        }
+
+
+# ---- the client processes ---------------------------------------------------------------------------
+
+
+def _raise_nofile() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+async def _attack_all(target: Target, findings: tuple[int, ...], server: str, seconds: float) -> dict[int, Tally]:
+    tallies = {n: Tally() for n in findings}
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(ATTACKS[server][n](target, tallies[n], stop)) for n in findings]
+    done, _ = await asyncio.wait(tasks, timeout=seconds)
+    for task in done:  # an attack that ended early is a harness bug: say so, do not hide it
+        task.result()
+    stop.set()
+    _, pending = await asyncio.wait(tasks, timeout=20)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return tallies
+
+
+def _client(role: str, target: Target, run: tuple[str, tuple[int, ...], float, int], results: Connection) -> None:
+    """One client process: attackers, honest callers and the probe never share a loop."""
+    _raise_nofile()
+    server, findings, seconds, clients = run
+    outcome: object
+    if role == "attack":
+        outcome = asyncio.run(_attack_all(target, findings, server, seconds))
+    elif role == "honest":
+        outcome = asyncio.run(run_honest(target, server, clients, seconds))
+    else:
+        outcome = asyncio.run(run_probe(target, seconds))
+    results.send(outcome)
+    results.close()
+
+
+# ---- one run ------------------------------------------------------------------------------------------
+
+
+def _tracebacks(log: Path) -> list[str]:
+    """Every traceback the server logged since its latest start (Component marks each with '==>')."""
+    text = log.read_text(errors="replace")
+    text = text[text.rfind("\n==> ") + 1 :]
+    found = []
+    for part in text.split("Traceback (most recent call last)")[1:]:
+        found.append("Traceback" + part[:1200])
+    return found
+
+
+def measure(
+    server_name: str, server: servers.Server, target: Target, findings: tuple[int, ...], args: argparse.Namespace
+) -> Run:
+    assert server.pid is not None
+    context = multiprocessing.get_context("fork")
+    root = server.pid
+    pids = proctree.tree(root)
+    idle = proctree.rss_mib(pids)
+    first = set(pids)
+    seen = set(pids)
+    run = (server_name, findings, args.seconds, args.honest)
+    pipes = {role: context.Pipe(duplex=False) for role in ("attack", "honest", "probe")}
+    procs = [
+        context.Process(target=_client, args=(role, target, run, send), name=f"attack-mix-{role}")
+        for role, (_, send) in pipes.items()
+    ]
+    say(f"{server_name}: findings {','.join(map(str, findings))} for {args.seconds:g}s (idle {idle:.0f} MiB)")
+    started = time.monotonic()
+    for proc in procs:
+        proc.start()
+    peak = idle
+    refreshed = 0.0
+    while time.monotonic() - started < args.seconds + 40 and not all(r.poll() for r, _ in pipes.values()):
+        if time.monotonic() - refreshed > 0.5:
+            pids = proctree.tree(root) if server.component.running() else set()
+            seen |= pids
+            refreshed = time.monotonic()
+        peak = max(peak, proctree.rss_mib(pids))
+        time.sleep(0.05)
+    outcomes = {}
+    for role, (receive, _) in pipes.items():
+        if not receive.poll(30):
+            raise SystemExit(f"bench: the {role} client process ended without a result (see above)")
+        outcomes[role] = receive.recv()
+    for proc in procs:
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.kill()
+    return Run(
+        server=server_name,
+        findings=findings,
+        seconds=time.monotonic() - started,
+        peak_mib=peak,
+        idle_mib=idle,
+        processes_seen=len(seen),
+        workers_replaced=len(seen - first),
+        alive=server.component.running(),
+        honest=outcomes["honest"],
+        probes=outcomes["probe"],
+        tallies=outcomes["attack"],
+        tracebacks=_tracebacks(server.component.log_file),
+    )
+
+
+# ---- the servers, as the chart runs them ---------------------------------------------------------------
+
+
+@contextmanager
+def webhook(cert_dir: Path, args: argparse.Namespace) -> Iterator[tuple[servers.Server, Target]]:
+    chart_args = [
+        "--workers", "auto", "--memory-limit-mib", str(args.memory_limit_mib), "--drain-seconds", "5",
+        "--admission-timeout-seconds", "5", "--log-level", "info", "--log-format", "json",
+        "--tls-min-version", "VersionTLS12",
+    ]  # fmt: skip
+    launcher = ["taskset", "-c", "0,1", "prlimit", f"--nofile={CONTAINER_NOFILE}"]
+    with servers.ours(cert_dir, args=chart_args, pin=False, launcher=launcher) as server:
+        yield server, Target("127.0.0.1", int(server.url.rsplit(":", 1)[1]), servers.client_context(cert_dir))
+
+
+def _front_proxy(p: LocalControlPlane, cert_dir: Path) -> ssl.SSLContext:
+    assert p.pki is not None
+    context = servers.client_context(cert_dir)
+    context.load_cert_chain(p.pki.cert_file("front-proxy-client"), p.pki.key_file("front-proxy-client"))
+    return context
+
+
+@contextmanager
+def insights(p: LocalControlPlane, cert_dir: Path, args: argparse.Namespace) -> Iterator[tuple[servers.Server, Target]]:
+    port = free_port()
+    argv = [
+        "prlimit", f"--nofile={CONTAINER_NOFILE}", sys.executable, "-m", "insights",
+        "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port),
+        "--kubeconfig", str(p.kubeconfig), "--requestheader-ca-file", str(cert_dir / "requestheader-ca.crt"),
+        "--drain-seconds", "5", "--log-level", "info", "--log-format", "json", "--metrics-bind-address", "0",
+        "--tls-min-version", "VersionTLS12",
+    ]  # fmt: skip
+    with servers.start("insights", argv, cert_dir, port) as server:
+        target = Target(
+            "127.0.0.1",
+            port,
+            servers.client_context(cert_dir),
+            _front_proxy(p, cert_dir),
+            (("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters")),
+        )
+        yield server, target
+
+
+def heavy_foo(i: int) -> dict[str, Any]:
+    """A Foo with ~8 KiB of labels: its FooHealth, and a Table row holding it, are as large."""
+    foo = plain_foo(i)
+    foo["metadata"]["labels"] = {f"l{j:03d}": f"{j:03d}" + "v" * 60 for j in range(LABELS_PER_FOO)}
+    return foo
+
+
+def seed(p: LocalControlPlane, foos: int) -> None:
+    apply_plain_crd(p)
+    honest = [plain_foo(i, prefix="honest") for i in range(5)]
+    for foo in honest:
+        foo["metadata"]["labels"] = dict([HONEST_LABEL])
+
+    async def create() -> None:
+        async with AdminClient(p) as client:
+            outcome = await client.create_foos([*honest, *(heavy_foo(i) for i in range(foos))])
+        if outcome.failed:
+            raise SystemExit(f"bench: seeding Foos failed: {outcome.first_error}")
+
+    say(f"creating {foos} Foos with 8 KiB of labels each")
+    asyncio.run(create())
+
+
+# ---- the CLI --------------------------------------------------------------------------------------------
+
+
+Starter = Callable[[], Any]
+
+
+def _runs(findings: tuple[int, ...], each: bool) -> list[tuple[int, ...]]:
+    return [(n,) for n in findings] + [findings] if each and len(findings) > 1 else [findings]
+
+
+def _print(runs: list[Run], limit_mib: int) -> None:
+    rows = [
+        [
+            r.server,
+            ",".join(map(str, r.findings)) if len(r.findings) < 4 else "all",
+            fmt(r.idle_mib),
+            fmt(r.peak_mib),
+            "yes"
+            if r.peak_mib < BOUND_MIB
+            else f"NO (> {BOUND_MIB})"
+            if r.peak_mib < limit_mib
+            else f"NO (> {limit_mib})",
+            fmt(r.healthz_max_s()),
+            len(r.probes.failures),
+            f"{len(r.honest.failures)}/{len(r.honest.latency)}",
+            r.server_errors(),
+            len(r.tracebacks),
+            r.workers_replaced,
+            "yes" if r.alive else "NO",
+        ]
+        for r in runs
+    ]
+    headers = ["server", "findings", "idle MiB", "peak MiB", "< 200", "healthz max s", "probe fails"]
+    print(table([*headers, "honest failed", "5xx", "tracebacks", "workers replaced", "alive"], rows))
+    for r in runs:
+        for n, tally in sorted(r.tallies.items()):
+            answers = ", ".join(f"{k}: {v}" for k, v in sorted(tally.answers.items()))
+            notes = ", ".join(f"{k}: {v}" for k, v in sorted(tally.notes.items()))
+            print(f"  {r.server} #{n} ({','.join(map(str, r.findings))}): {answers}" + (f" | {notes}" if notes else ""))
+        for failure in r.honest.failures[:3] + r.probes.failures[:3]:
+            print(f"  {r.server} failure: {failure}")
+        if r.tracebacks:
+            print(f"  {r.server} first traceback: {r.tracebacks[0][-600:]}")
+
+
+def _findings(text: str, server: str) -> tuple[int, ...]:
+    wanted = {int(n) for n in text.split(",")} if text else set(ATTACKS[server])
+    return tuple(sorted(wanted & set(ATTACKS[server])))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.attack_mix", description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="of attack, per run")
+    parser.add_argument("--server", choices=("webhook", "insights", "both"), default="both")
+    parser.add_argument("--findings", default="", help="comma-separated finding numbers (default: all)")
+    parser.add_argument("--each", action="store_true", help="each finding alone first, then all together")
+    parser.add_argument("--foos", type=int, default=1000, help="Foos with 8 KiB of labels for insights")
+    parser.add_argument("--honest", type=int, default=4, help="honest clients")
+    parser.add_argument("--memory-limit-mib", type=int, default=256, help="as the chart passes limits.memory")
+    args = parser.parse_args(argv)
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="foo-attack-mix-") as tmp:
+        cert_dir = servers.serving_certs(Path(tmp))
+        if args.server in ("webhook", "both") and (findings := _findings(args.findings, "webhook")):
+            for chosen in _runs(findings, args.each):
+                with webhook(cert_dir, args) as (server, target):
+                    runs.append(measure("webhook", server, target, chosen, args))
+        if args.server in ("insights", "both") and (findings := _findings(args.findings, "insights")):
+            with plane("attack-mix") as p:
+                seed(p, args.foos)
+                for chosen in _runs(findings, args.each):
+                    with insights(p, cert_dir, args) as (server, target):
+                        runs.append(measure("insights", server, target, chosen, args))
+    _print(runs, args.memory_limit_mib)
+    save("attack_mix", {"settings": vars(args), "runs": [r.summary() for r in runs]})
+
+
+if __name__ == "__main__":
+    main()
