@@ -36,7 +36,7 @@ from typing import Any
 
 from hack.cluster import LocalControlPlane, free_port
 
-from . import proctree, servers
+from . import proctree, servers, webhook_attacks
 from .attacks import Attack, Tally, Target
 from .honest import HONEST_LABEL, Honest, Probes, run_honest, run_probe
 from .insights_attacks import INSIGHTS_ATTACKS
@@ -153,44 +153,67 @@ def _tracebacks(log: Path) -> list[str]:
     return found
 
 
+class Clients:
+    """The three client processes of one server's run (attacks, honest callers, probe), forked."""
+
+    ROLES = ("attack", "honest", "probe")
+
+    def __init__(self, server: str, target: Target, findings: tuple[int, ...], seconds: float, honest: int) -> None:
+        if server == "webhook":
+            webhook_attacks.prepare()  # inherited by the forked attack process
+        context = multiprocessing.get_context("fork")
+        run = (server, findings, seconds, honest)
+        self.seconds = seconds
+        self.pipes = {role: context.Pipe(duplex=False) for role in self.ROLES}
+        self.procs = [
+            context.Process(target=_client, args=(role, target, run, send), name=f"attack-mix-{server}-{role}")
+            for role, (_, send) in self.pipes.items()
+        ]
+
+    def start(self) -> None:
+        for proc in self.procs:
+            proc.start()
+
+    def finished(self) -> bool:
+        return all(receive.poll() for receive, _ in self.pipes.values())
+
+    def results(self) -> tuple[dict[int, Tally], Honest, Probes]:
+        """What each process found (waits for them; a process that died is a harness bug)."""
+        outcomes = {}
+        for role, (receive, _) in self.pipes.items():
+            if not receive.poll(self.seconds + 60):
+                raise RuntimeError(f"the attack mix's {role} client process ended without a result")
+            outcomes[role] = receive.recv()
+        for proc in self.procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+        return outcomes["attack"], outcomes["honest"], outcomes["probe"]
+
+
 def measure(
     server_name: str, server: servers.Server, target: Target, findings: tuple[int, ...], args: argparse.Namespace
 ) -> Run:
     assert server.pid is not None
-    context = multiprocessing.get_context("fork")
     root = server.pid
     pids = proctree.tree(root)
     idle = proctree.rss_mib(pids)
     first = set(pids)
     seen = set(pids)
-    run = (server_name, findings, args.seconds, args.honest)
-    pipes = {role: context.Pipe(duplex=False) for role in ("attack", "honest", "probe")}
-    procs = [
-        context.Process(target=_client, args=(role, target, run, send), name=f"attack-mix-{role}")
-        for role, (_, send) in pipes.items()
-    ]
+    clients = Clients(server_name, target, findings, args.seconds, args.honest)
     say(f"{server_name}: findings {','.join(map(str, findings))} for {args.seconds:g}s (idle {idle:.0f} MiB)")
     started = time.monotonic()
-    for proc in procs:
-        proc.start()
+    clients.start()
     peak = idle
     refreshed = 0.0
-    while time.monotonic() - started < args.seconds + 40 and not all(r.poll() for r, _ in pipes.values()):
+    while time.monotonic() - started < args.seconds + 40 and not clients.finished():
         if time.monotonic() - refreshed > 0.5:
             pids = proctree.tree(root) if server.component.running() else set()
             seen |= pids
             refreshed = time.monotonic()
         peak = max(peak, proctree.rss_mib(pids))
         time.sleep(0.05)
-    outcomes = {}
-    for role, (receive, _) in pipes.items():
-        if not receive.poll(30):
-            raise SystemExit(f"bench: the {role} client process ended without a result (see above)")
-        outcomes[role] = receive.recv()
-    for proc in procs:
-        proc.join(timeout=10)
-        if proc.is_alive():
-            proc.kill()
+    tallies, honest, probes = clients.results()
     return Run(
         server=server_name,
         findings=findings,
@@ -200,9 +223,9 @@ def measure(
         processes_seen=len(seen),
         workers_replaced=len(seen - first),
         alive=server.component.running(),
-        honest=outcomes["honest"],
-        probes=outcomes["probe"],
-        tallies=outcomes["attack"],
+        honest=honest,
+        probes=probes,
+        tallies=tallies,
         tracebacks=_tracebacks(server.component.log_file),
     )
 
@@ -222,11 +245,21 @@ def webhook(cert_dir: Path, args: argparse.Namespace) -> Iterator[tuple[servers.
         yield server, Target("127.0.0.1", int(server.url.rsplit(":", 1)[1]), servers.client_context(cert_dir))
 
 
-def _front_proxy(p: LocalControlPlane, cert_dir: Path) -> ssl.SSLContext:
+def insights_target(host: str, port: int, context: ssl.SSLContext, p: LocalControlPlane) -> Target:
+    """Insights at ``host:port``, with the aggregator's front-proxy client certificate of plane ``p``
+    for the requests that need a user (one that may do anything)."""
     assert p.pki is not None
-    context = servers.client_context(cert_dir)
-    context.load_cert_chain(p.pki.cert_file("front-proxy-client"), p.pki.key_file("front-proxy-client"))
-    return context
+    front_proxy = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    front_proxy.check_hostname = context.check_hostname
+    front_proxy.verify_mode = context.verify_mode
+    front_proxy.load_verify_locations(cadata=_ca_of(context))
+    front_proxy.load_cert_chain(p.pki.cert_file("front-proxy-client"), p.pki.key_file("front-proxy-client"))
+    user = (("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters"))
+    return Target(host, port, context, front_proxy, user)
+
+
+def _ca_of(context: ssl.SSLContext) -> str:
+    return "".join(ssl.DER_cert_to_PEM_cert(der) for der in context.get_ca_certs(binary_form=True))
 
 
 @contextmanager
@@ -240,13 +273,7 @@ def insights(p: LocalControlPlane, cert_dir: Path, args: argparse.Namespace) -> 
         "--tls-min-version", "VersionTLS12",
     ]  # fmt: skip
     with servers.start("insights", argv, cert_dir, port) as server:
-        target = Target(
-            "127.0.0.1",
-            port,
-            servers.client_context(cert_dir),
-            _front_proxy(p, cert_dir),
-            (("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters")),
-        )
+        target = insights_target("127.0.0.1", port, servers.client_context(cert_dir), p)
         yield server, target
 
 

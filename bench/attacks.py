@@ -92,12 +92,13 @@ def status_of(line: bytes) -> str:
 
 
 async def read_answer(reader: asyncio.StreamReader, timeout: float) -> tuple[str, int]:
-    """(status, bytes) of everything the server writes until it closes or ``timeout`` passes quiet."""
+    """(status, bytes) of everything the server writes until it closes, or goes quiet: ``timeout``
+    before the first byte, a second after it (a server may keep the connection open)."""
     first = b""
     size = 0
     with contextlib.suppress(TimeoutError, OSError, ssl.SSLError, asyncio.IncompleteReadError):
         while True:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout if not first else 1.0):
                 chunk = await reader.read(65536)
             if not chunk:
                 break

