@@ -36,7 +36,7 @@ from typing import Any
 
 from hack.cluster import LocalControlPlane, free_port
 
-from . import proctree, servers, webhook_attacks
+from . import memcg, proctree, servers, webhook_attacks
 from .attacks import Attack, Tally, Target
 from .honest import HONEST_LABEL, Honest, Probes, run_honest, run_probe
 from .insights_attacks import INSIGHTS_ATTACKS
@@ -65,6 +65,8 @@ class Run:
     probes: Probes
     tallies: dict[int, Tally]
     tracebacks: list[str]
+    oom_kills: int | None  # None: no memory cgroup here, the server ran unlimited
+    cgroup_peak_mib: float | None
 
     def healthz_max_s(self) -> float:
         return max(self.probes.latency, default=float("nan"))
@@ -82,6 +84,8 @@ class Run:
             "processes_seen": self.processes_seen,
             "workers_replaced": self.workers_replaced,
             "alive_after": self.alive,
+            "oom_kills": self.oom_kills,
+            "cgroup_peak_mib": self.cgroup_peak_mib,
             "healthz": {
                 "count": len(self.probes.latency),
                 "failed": len(self.probes.failures),
@@ -192,8 +196,12 @@ class Clients:
 
 
 def measure(
-    server_name: str, server: servers.Server, target: Target, findings: tuple[int, ...], args: argparse.Namespace
+    server_name: str,
+    started_server: tuple[servers.Server, Target, memcg.MemoryCgroup | None],
+    findings: tuple[int, ...],
+    args: argparse.Namespace,
 ) -> Run:
+    server, target, cgroup = started_server
     assert server.pid is not None
     root = server.pid
     pids = proctree.tree(root)
@@ -227,6 +235,8 @@ def measure(
         probes=probes,
         tallies=tallies,
         tracebacks=_tracebacks(server.component.log_file),
+        oom_kills=cgroup.oom_kills() if cgroup else None,
+        cgroup_peak_mib=cgroup.peak_mib() if cgroup else None,
     )
 
 
@@ -234,15 +244,26 @@ def measure(
 
 
 @contextmanager
-def webhook(cert_dir: Path, args: argparse.Namespace) -> Iterator[tuple[servers.Server, Target]]:
+def webhook(
+    cert_dir: Path, args: argparse.Namespace
+) -> Iterator[tuple[servers.Server, Target, memcg.MemoryCgroup | None]]:
     chart_args = [
         "--workers", "auto", "--memory-limit-mib", str(args.memory_limit_mib), "--drain-seconds", "5",
         "--admission-timeout-seconds", "5", "--log-level", "info", "--log-format", "json",
         "--tls-min-version", "VersionTLS12",
     ]  # fmt: skip
-    launcher = ["taskset", "-c", "0,1", "prlimit", f"--nofile={CONTAINER_NOFILE}"]
-    with servers.ours(cert_dir, args=chart_args, pin=False, launcher=launcher) as server:
-        yield server, Target("127.0.0.1", int(server.url.rsplit(":", 1)[1]), servers.client_context(cert_dir))
+    with memcg.limited("foo-attack-mix-webhook", args.memory_limit_mib) as cgroup:
+        launcher = [
+            *(cgroup.launcher() if cgroup else []),
+            "taskset",
+            "-c",
+            "0,1",
+            "prlimit",
+            f"--nofile={CONTAINER_NOFILE}",
+        ]
+        with servers.ours(cert_dir, args=chart_args, pin=False, launcher=launcher) as server:
+            target = Target("127.0.0.1", int(server.url.rsplit(":", 1)[1]), servers.client_context(cert_dir))
+            yield server, target, cgroup
 
 
 def insights_target(host: str, port: int, context: ssl.SSLContext, p: LocalControlPlane) -> Target:
@@ -263,7 +284,9 @@ def _ca_of(context: ssl.SSLContext) -> str:
 
 
 @contextmanager
-def insights(p: LocalControlPlane, cert_dir: Path, args: argparse.Namespace) -> Iterator[tuple[servers.Server, Target]]:
+def insights(
+    p: LocalControlPlane, cert_dir: Path, args: argparse.Namespace
+) -> Iterator[tuple[servers.Server, Target, memcg.MemoryCgroup | None]]:
     port = free_port()
     argv = [
         "prlimit", f"--nofile={CONTAINER_NOFILE}", sys.executable, "-m", "insights",
@@ -272,9 +295,9 @@ def insights(p: LocalControlPlane, cert_dir: Path, args: argparse.Namespace) -> 
         "--drain-seconds", "5", "--log-level", "info", "--log-format", "json", "--metrics-bind-address", "0",
         "--tls-min-version", "VersionTLS12",
     ]  # fmt: skip
-    with servers.start("insights", argv, cert_dir, port) as server:
-        target = insights_target("127.0.0.1", port, servers.client_context(cert_dir), p)
-        yield server, target
+    with memcg.limited("foo-attack-mix-insights", args.memory_limit_mib) as cgroup:
+        with servers.start("insights", [*(cgroup.launcher() if cgroup else []), *argv], cert_dir, port) as server:
+            yield server, insights_target("127.0.0.1", port, servers.client_context(cert_dir), p), cgroup
 
 
 def heavy_foo(i: int) -> dict[str, Any]:
@@ -328,12 +351,13 @@ def _print(runs: list[Run], limit_mib: int) -> None:
             r.server_errors(),
             len(r.tracebacks),
             r.workers_replaced,
+            "-" if r.oom_kills is None else r.oom_kills,
             "yes" if r.alive else "NO",
         ]
         for r in runs
     ]
-    headers = ["server", "findings", "idle MiB", "peak MiB", "< 200", "healthz max s", "probe fails"]
-    print(table([*headers, "honest failed", "5xx", "tracebacks", "workers replaced", "alive"], rows))
+    headers = ["server", "findings", "idle MiB", "peak MiB", "cgroup peak", "< 200", "healthz max s", "probe fails"]
+    print(table([*headers, "honest failed", "5xx", "tracebacks", "workers replaced", "OOM kills", "alive"], rows))
     for r in runs:
         for n, tally in sorted(r.tallies.items()):
             answers = ", ".join(f"{k}: {v}" for k, v in sorted(tally.answers.items()))
@@ -365,14 +389,14 @@ def main(argv: list[str] | None = None) -> None:
         cert_dir = servers.serving_certs(Path(tmp))
         if args.server in ("webhook", "both") and (findings := _findings(args.findings, "webhook")):
             for chosen in _runs(findings, args.each):
-                with webhook(cert_dir, args) as (server, target):
-                    runs.append(measure("webhook", server, target, chosen, args))
+                with webhook(cert_dir, args) as started:
+                    runs.append(measure("webhook", started, chosen, args))
         if args.server in ("insights", "both") and (findings := _findings(args.findings, "insights")):
             with plane("attack-mix") as p:
                 seed(p, args.foos)
                 for chosen in _runs(findings, args.each):
-                    with insights(p, cert_dir, args) as (server, target):
-                        runs.append(measure("insights", server, target, chosen, args))
+                    with insights(p, cert_dir, args) as started:
+                        runs.append(measure("insights", started, chosen, args))
     _print(runs, args.memory_limit_mib)
     save("attack_mix", {"settings": vars(args), "runs": [r.summary() for r in runs]})
 

