@@ -25,6 +25,8 @@ from .foos import new_foo
 from .insights_attacks import FOOHEALTHS, FOOREVIEWS, TABLE, foo_review
 
 PROBE_TIMEOUT = 5.0
+# The chart's webhook timeoutSeconds: kube-apiserver gives up on a review after it.
+REVIEW_TIMEOUT = 5.0
 PROBE_INTERVAL = 0.25
 # FooHealths carrying this label are the ones honest lists select: a list of the attack's 1,000
 # heavy FooHealths would be the attack itself.
@@ -126,7 +128,7 @@ async def honest_reviews(
 ) -> None:
     """The webhook's honest callers: bench.flood's checked reviews, tallied as ours."""
     tally = ReviewTally()
-    await valid(session, target.url, index, tally, stop)
+    await valid(session, target.url, index, tally, stop, timeout=REVIEW_TIMEOUT)
     honest.latency += tally.valid_latency
     honest.failures += tally.valid_failures
     honest.server_errors += sum(" HTTP 5" in failure for failure in tally.valid_failures)
