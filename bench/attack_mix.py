@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import multiprocessing
 import resource
+import signal
 import ssl
 import sys
 import tempfile
@@ -384,6 +385,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--honest", type=int, default=4, help="honest clients")
     parser.add_argument("--memory-limit-mib", type=int, default=256, help="as the chart passes limits.memory")
     args = parser.parse_args(argv)
+    # SIGTERM (timeout, a CI stop) unwinds like Ctrl-C: servers stopped, memory cgroups removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="foo-attack-mix-") as tmp:
         cert_dir = servers.serving_certs(Path(tmp))
@@ -391,13 +394,24 @@ def main(argv: list[str] | None = None) -> None:
             for chosen in _runs(findings, args.each):
                 with webhook(cert_dir, args) as started:
                     runs.append(measure("webhook", started, chosen, args))
+                _keep(runs, args)
         if args.server in ("insights", "both") and (findings := _findings(args.findings, "insights")):
             with plane("attack-mix") as p:
                 seed(p, args.foos)
                 for chosen in _runs(findings, args.each):
                     with insights(p, cert_dir, args) as started:
                         runs.append(measure("insights", started, chosen, args))
+                    _keep(runs, args)
     _print(runs, args.memory_limit_mib)
+
+
+def _keep(runs: list[Run], args: argparse.Namespace) -> None:
+    """Save after every run: a long --each loses nothing to a later failure."""
+    latest = runs[-1]
+    say(
+        f"{latest.server} {','.join(map(str, latest.findings))}: peak {latest.peak_mib:.0f} MiB, "
+        f"/healthz max {latest.healthz_max_s():.2f}s, honest failed {len(latest.honest.failures)}"
+    )
     save("attack_mix", {"settings": vars(args), "runs": [r.summary() for r in runs]})
 
 

@@ -67,10 +67,13 @@ async def open_tls(
     try:
         async with asyncio.timeout(timeout):
             await asyncio.get_running_loop().sock_connect(sock, (target.host, target.port))
-            return await asyncio.open_connection(sock=sock, ssl=context, server_hostname=target.host)
     except BaseException:
         sock.close()
         raise
+    # From here the transport owns the socket and closes it on failure: closing it here too would
+    # close whatever new socket got its number in between.
+    async with asyncio.timeout(timeout):
+        return await asyncio.open_connection(sock=sock, ssl=context, server_hostname=target.host)
 
 
 async def open_tcp(target: Target, timeout: float = 10.0) -> socket.socket:

@@ -242,6 +242,7 @@ async def idle_connections(
                     tally.answers["tcp closed by server"] += 1
                 for task in (reading, stopping):
                     task.cancel()
+                await asyncio.gather(reading, stopping, return_exceptions=True)  # before the close
             finally:
                 sock.close()
 
