@@ -308,8 +308,8 @@ def heavy_foo(i: int) -> dict[str, Any]:
     return foo
 
 
-def seed(p: LocalControlPlane, foos: int) -> None:
-    apply_plain_crd(p)
+def create_foos(p: LocalControlPlane, foos: int) -> None:
+    """Five small Foos the honest lists select, and ``foos`` heavy ones, in the attacks' namespace."""
     honest = [plain_foo(i, prefix="honest") for i in range(5)]
     for foo in honest:
         foo["metadata"]["labels"] = dict([HONEST_LABEL])
@@ -318,7 +318,7 @@ def seed(p: LocalControlPlane, foos: int) -> None:
         async with AdminClient(p) as client:
             outcome = await client.create_foos([*honest, *(heavy_foo(i) for i in range(foos))])
         if outcome.failed:
-            raise SystemExit(f"bench: seeding Foos failed: {outcome.first_error}")
+            raise RuntimeError(f"creating Foos failed: {outcome.first_error}")
 
     say(f"creating {foos} Foos with 8 KiB of labels each")
     asyncio.run(create())
@@ -397,7 +397,8 @@ def main(argv: list[str] | None = None) -> None:
                 _keep(runs, args)
         if args.server in ("insights", "both") and (findings := _findings(args.findings, "insights")):
             with plane("attack-mix") as p:
-                seed(p, args.foos)
+                apply_plain_crd(p)
+                create_foos(p, args.foos)
                 for chosen in _runs(findings, args.each):
                     with insights(p, cert_dir, args) as started:
                         runs.append(measure("insights", started, chosen, args))

@@ -54,12 +54,8 @@ class Tally:
 Attack = Callable[[Target, Tally, asyncio.Event], Coroutine[Any, Any, None]]
 
 
-async def open_tls(
-    target: Target, *, client_cert: bool = False, receive_buffer: int | None = None, timeout: float = 10.0
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A TLS connection; ``receive_buffer`` shrinks the kernel's buffer (a client that does not read
-    then holds the server's answer in the server, not in our socket)."""
-    context = target.client_context if client_cert and target.client_context else target.context
+async def open_tcp(target: Target, timeout: float = 10.0, receive_buffer: int | None = None) -> socket.socket:
+    """A bare TCP connection (one that will never say anything, or the start of a TLS one)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
     if receive_buffer is not None:
@@ -70,23 +66,35 @@ async def open_tls(
     except BaseException:
         sock.close()
         raise
+    return sock
+
+
+async def open_tls(
+    target: Target, *, client_cert: bool = False, receive_buffer: int | None = None, timeout: float = 10.0
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A TLS connection; ``receive_buffer`` shrinks the kernel's buffer (a client that does not read
+    then holds the server's answer in the server, not in our socket)."""
+    context = target.client_context if client_cert and target.client_context else target.context
+    sock = await open_tcp(target, timeout, receive_buffer)
     # From here the transport owns the socket and closes it on failure: closing it here too would
     # close whatever new socket got its number in between.
     async with asyncio.timeout(timeout):
         return await asyncio.open_connection(sock=sock, ssl=context, server_hostname=target.host)
 
 
-async def open_tcp(target: Target, timeout: float = 10.0) -> socket.socket:
-    """A bare TCP connection that will never say anything."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setblocking(False)
+async def connect(
+    target: Target, tally: Tally, stop: asyncio.Event | None = None, **options: Any
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """``open_tls``, or None with the failure tallied (and a pause before the caller tries again)."""
     try:
-        async with asyncio.timeout(timeout):
-            await asyncio.get_running_loop().sock_connect(sock, (target.host, target.port))
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+        return await open_tls(target, **options)
+    except (OSError, ssl.SSLError, TimeoutError) as err:
+        tally.answers[f"connect {type(err).__name__}"] += 1
+        if stop is not None:
+            await hold(stop, 1)
+        else:
+            await asyncio.sleep(0.2)
+        return None
 
 
 def status_of(line: bytes) -> str:
@@ -126,12 +134,9 @@ async def exchange(
     quiet: float = 10.0,
 ) -> tuple[str, int]:
     """Send ``request`` on a new connection, read until the server closes or goes quiet; tally it."""
-    try:
-        reader, writer = await open_tls(target, client_cert=client_cert)
-    except (OSError, ssl.SSLError, TimeoutError) as err:
-        tally.answers[f"connect {type(err).__name__}"] += 1
-        await asyncio.sleep(0.2)
+    if (connection := await connect(target, tally, client_cert=client_cert)) is None:
         return "connect", 0
+    reader, writer = connection
     try:
         writer.write(request)
         await writer.drain()

@@ -13,7 +13,7 @@ import ssl
 
 import orjson
 
-from .attacks import Attack, MiB, Tally, Target, close, exchange, hold, many, open_tls, post, repeat, status_of
+from .attacks import Attack, MiB, Tally, Target, close, connect, exchange, many, post, repeat, status_of
 from .flood import dense
 from .foos import new_foo
 from .webhook_attacks import DEEP, nested_lists, with_deep
@@ -42,12 +42,9 @@ def padded_head(headers: int, *, finished: bool) -> bytes:
 
 async def _held(target: Target, tally: Tally, stop: asyncio.Event, data: bytes, *, client_cert: bool = False) -> None:
     """Send ``data`` on a new connection and hold it until the server closes it or we stop."""
-    try:
-        reader, writer = await open_tls(target, client_cert=client_cert)
-    except (OSError, ssl.SSLError, TimeoutError) as err:
-        tally.answers[f"connect {type(err).__name__}"] += 1
-        await hold(stop, 1)
+    if (connection := await connect(target, tally, stop, client_cert=client_cert)) is None:
         return
+    reader, writer = connection
     tally.notes["held now"] += 1
     try:
         writer.write(data)
@@ -136,11 +133,9 @@ def _nested_review(depth: int) -> bytes:
 
 async def _disconnect_mid_body(target: Target, tally: Tally) -> None:
     request = post(FOOREVIEWS, orjson.dumps(foo_review(new_foo())), target)
-    try:
-        _, writer = await open_tls(target, client_cert=True)
-    except (OSError, ssl.SSLError, TimeoutError) as err:
-        tally.answers[f"connect {type(err).__name__}"] += 1
+    if (connection := await connect(target, tally, client_cert=True)) is None:
         return
+    _, writer = connection
     writer.write(request[: len(request) - 40])
     with contextlib.suppress(OSError, ssl.SSLError):
         await writer.drain()

@@ -26,11 +26,11 @@ from .attacks import (
     Tally,
     Target,
     close,
+    connect,
     exchange,
     hold,
     many,
     open_tcp,
-    open_tls,
     post,
     read_answer,
     repeat,
@@ -136,12 +136,9 @@ async def unread_answers(target: Target, tally: Tally, stop: asyncio.Event) -> N
 
     async def one(_: int) -> None:
         async def round_() -> None:
-            try:
-                reader, writer = await open_tls(target, receive_buffer=4096)
-            except (OSError, ssl.SSLError, TimeoutError) as err:
-                tally.answers[f"connect {type(err).__name__}"] += 1
-                await hold(stop, 0.5)
+            if (connection := await connect(target, tally, stop, receive_buffer=4096)) is None:
                 return
+            reader, writer = connection
             try:
                 writer.write(request)
                 with contextlib.suppress(OSError, ssl.SSLError):
@@ -178,12 +175,9 @@ async def waiting_bodies(target: Target, tally: Tally, stop: asyncio.Event, conn
 
     async def one(_: int) -> None:
         async def round_() -> None:
-            try:
-                reader, writer = await open_tls(target)
-            except (OSError, ssl.SSLError, TimeoutError) as err:
-                tally.answers[f"connect {type(err).__name__}"] += 1
-                await hold(stop, 1)
+            if (connection := await connect(target, tally, stop)) is None:
                 return
+            reader, writer = connection
             try:
                 writer.write(request)
                 while not stop.is_set() and not reader.at_eof():
@@ -210,12 +204,9 @@ async def idle_connections(
 
     async def tls(_: int) -> None:
         async def round_() -> None:
-            try:
-                reader, writer = await open_tls(target)
-            except (OSError, ssl.SSLError, TimeoutError) as err:
-                tally.answers[f"tls connect {type(err).__name__}"] += 1
-                await hold(stop, 1)
+            if (connection := await connect(target, tally, stop)) is None:
                 return
+            reader, writer = connection
             try:
                 status, _ = await read_answer(reader, 3600)  # until the server closes it, or we stop
                 tally.answers[f"tls idle closed by server ({status})"] += 1
@@ -262,12 +253,9 @@ async def trailer_floods(target: Target, tally: Tally, stop: asyncio.Event) -> N
 
     async def one(_: int) -> None:
         async def round_() -> None:
-            try:
-                reader, writer = await open_tls(target)
-            except (OSError, ssl.SSLError, TimeoutError) as err:
-                tally.answers[f"connect {type(err).__name__}"] += 1
-                await hold(stop, 1)
+            if (connection := await connect(target, tally, stop)) is None:
                 return
+            reader, writer = connection
             answer = asyncio.ensure_future(reader.readline())
             try:
                 writer.write(head)
@@ -296,11 +284,9 @@ async def upgrades(target: Target, tally: Tally, stop: asyncio.Event) -> None:
 
     async def round_() -> None:
         for request in requests:
-            try:
-                reader, writer = await open_tls(target)
-            except (OSError, ssl.SSLError, TimeoutError) as err:
-                tally.answers[f"connect {type(err).__name__}"] += 1
+            if (connection := await connect(target, tally)) is None:
                 continue
+            reader, writer = connection
             try:
                 writer.write(request)
                 data = b""

@@ -11,7 +11,6 @@ working set, sampled), and every /healthz was answered within 1 s.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import ssl
@@ -24,11 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.attack_mix import Clients, heavy_foo, insights_target
+from bench.attack_mix import Clients, create_foos, insights_target
 from bench.attacks import Target
 from bench.honest import HONEST_LABEL
 from bench.insights_attacks import INSIGHTS_ATTACKS, NAMESPACE
-from bench.planes import AdminClient, plain_foo
 from bench.webhook_attacks import WEBHOOK_ATTACKS
 from hack.cluster import LocalControlPlane
 from hack.machine import cgroup_dirs
@@ -61,19 +59,6 @@ class Release:
         return pods[0]
 
 
-def _seed(plane: LocalControlPlane) -> None:
-    honest = [plain_foo(i, prefix="honest") for i in range(5)]
-    for foo in honest:
-        foo["metadata"]["labels"] = dict([HONEST_LABEL])
-
-    async def create() -> None:
-        async with AdminClient(plane) as client:
-            outcome = await client.create_foos([*honest, *(heavy_foo(i) for i in range(HEAVY_FOOS))])
-        assert outcome.failed == 0, outcome.first_error
-
-    asyncio.run(create())
-
-
 @pytest.fixture(scope="module")
 def release(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
     workdir = tmp_path_factory.mktemp("attack-mix")
@@ -93,7 +78,7 @@ def release(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
             secret = json.loads(
                 plane.kubectl("get", "secret", f"{RELEASE}-webhook-tls", "-n", RELEASE_NAMESPACE, "-o", "json").stdout
             )
-            _seed(plane)
+            create_foos(plane, HEAVY_FOOS)
             yield Release(plane, base64.b64decode(secret["data"]["ca.crt"]).decode())
         finally:
             plane.helm("uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait", "--timeout=60s", check=False)
