@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import resource
 import signal
 import ssl
@@ -116,6 +117,8 @@ def _raise_nofile() -> None:
 
 
 async def _attack_all(target: Target, findings: tuple[int, ...], server: str, seconds: float) -> dict[int, Tally]:
+    """Every attack for ``seconds``; then a few seconds to finish what is in flight, no more: a
+    loop holding thousands of connections may take minutes to unwind, and only the tallies matter."""
     tallies = {n: Tally() for n in findings}
     stop = asyncio.Event()
     tasks = [asyncio.create_task(ATTACKS[server][n](target, tallies[n], stop)) for n in findings]
@@ -123,26 +126,26 @@ async def _attack_all(target: Target, findings: tuple[int, ...], server: str, se
     for task in done:  # an attack that ended early is a harness bug: say so, do not hide it
         task.result()
     stop.set()
-    _, pending = await asyncio.wait(tasks, timeout=20)
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
+    await asyncio.wait(tasks, timeout=5)
     return tallies
 
 
 def _client(role: str, target: Target, run: tuple[str, tuple[int, ...], float, int], results: Connection) -> None:
-    """One client process: attackers, honest callers and the probe never share a loop."""
+    """One client process: attackers, honest callers and the probe never share a loop. It leaves
+    with os._exit once it has sent its outcome: the attackers' connections die with it."""
     _raise_nofile()
     server, findings, seconds, clients = run
+    loop = asyncio.new_event_loop()
     outcome: object
     if role == "attack":
-        outcome = asyncio.run(_attack_all(target, findings, server, seconds))
+        outcome = loop.run_until_complete(_attack_all(target, findings, server, seconds))
     elif role == "honest":
-        outcome = asyncio.run(run_honest(target, server, clients, seconds))
+        outcome = loop.run_until_complete(run_honest(target, server, clients, seconds))
     else:
-        outcome = asyncio.run(run_probe(target, seconds))
+        outcome = loop.run_until_complete(run_probe(target, seconds))
     results.send(outcome)
     results.close()
+    os._exit(0)
 
 
 # ---- one run ------------------------------------------------------------------------------------------

@@ -262,6 +262,7 @@ async def trailer_floods(target: Target, tally: Tally, stop: asyncio.Event) -> N
                 while not stop.is_set() and not answer.done():
                     writer.write(field)
                     await writer.drain()
+                    await asyncio.sleep(0)  # drain() need not yield: let the others (and the answer) in
                 if answer.done() and not answer.exception():
                     tally.answers[status_of(answer.result())] += 1
             except (OSError, ssl.SSLError) as err:
