@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from .names import GROUP, HUB_API_VERSION, LEGACY_API_VERSION
+from .nesting import MAX_DEPTH, too_deep
 from .views import Object
 
 CONVERSION_ANNOTATION = f"{GROUP}/conversion-data"
@@ -52,7 +53,10 @@ def _decode(text: Any) -> Any:
     ``_encode`` wrote re-encodes to its own text, and then nothing was lost: a float that was a
     big integer, an escape orjson writes differently, anything else comes out different, and
     json reads it (~4x slower: ~80 ms of a 10,000-object list read, bench.conversion).
+    A stash nested past the body's own limit is refused before either reads it (json recurses).
     """
+    if isinstance(text, str) and too_deep(text.encode()):
+        raise ConversionError(f"annotation {CONVERSION_ANNOTATION} nests deeper than {MAX_DEPTH} levels; remove it")
     try:
         value = orjson.loads(text)
         if orjson.dumps(value, option=orjson.OPT_SORT_KEYS) == text.encode():

@@ -37,11 +37,35 @@ _SHOWS_VALUE = {CauseType.INVALID, CauseType.NOT_SUPPORTED, CauseType.DUPLICATE,
 
 _NO_VALUE = object()
 
+# The longest string value a field error shows: past it the value is cut, as apimachinery's
+# TooLong leaves a too-long value out ("<value omitted>"), so that an error answer does not grow
+# with the request (a 3 MiB name was shown in full four times, escaped twice: a 36 MiB answer).
+# 256 shows any value of a length Kubernetes accepts in a name (253) in full.
+MAX_SHOWN_CHARS = 256
+# The longest message a Status carries: a few field errors, each with its value cut, fit.
+MAX_MESSAGE_CHARS = 4096
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def shown(text: str) -> str:
+    """A caller's string as a message shows it: quoted, and cut past MAX_SHOWN_CHARS."""
+    if len(text) <= MAX_SHOWN_CHARS:
+        return json.dumps(text, ensure_ascii=False)
+    return (
+        f"{json.dumps(text[:MAX_SHOWN_CHARS], ensure_ascii=False)}... ({len(text) - MAX_SHOWN_CHARS} more characters)"
+    )
+
 
 def _render_value(value: Any) -> str:
-    """Render a bad value like Go's %#v would for JSON-ish values: strings quoted."""
+    """Render a bad value like Go's %#v would for JSON-ish values: strings quoted, long ones cut."""
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return shown(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -101,4 +125,4 @@ def aggregate_message(errors: list[FieldError]) -> str:
 def invalid_message(name: str, errors: list[FieldError], kind: str = KIND, group: str = GROUP) -> str:
     """`Foo.samplecontroller.k8s.io "x" is invalid: ...` — what apierrors.NewInvalid says."""
     qualified = f"{kind}.{group}" if group else kind
-    return f"{qualified} {json.dumps(name)} is invalid: {aggregate_message(errors)}"
+    return f"{qualified} {shown(name)} is invalid: {aggregate_message(errors)}"

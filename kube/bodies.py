@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from fooapi.nesting import MAX_DEPTH, too_deep
 from kube.status import Status, failure
 
 JSON = "application/json"
@@ -82,11 +83,13 @@ _PAUSE_GC_FROM = 64 * 1024
 def parse_json(body: bytes) -> Any:
     """``body`` parsed as JSON, or a 400 Status that says what is wrong.
 
-    orjson refuses nesting deeper than 1024 (a JSONDecodeError, so a 400 here): depth cannot
-    exhaust the stack.
+    Nesting past fooapi.nesting's limit is refused before the parse: what is parsed is then
+    copied, rendered and written again, and each of those recurses (orjson writes only 255 levels).
     """
     if not body:
         raise StatusError(failure(400, "request body is empty: expected a JSON object"))
+    if too_deep(body):
+        raise StatusError(failure(400, f"request body nests arrays and objects deeper than {MAX_DEPTH} levels"))
     try:
         if len(body) < _PAUSE_GC_FROM:
             return orjson.loads(body)  # too few containers to be worth the pause's own cost

@@ -15,11 +15,12 @@ from contextlib import asynccontextmanager
 
 MiB = 1024 * 1024
 
-# What a process needs besides request bodies: measured 51 MiB RSS for an idle `python -m webhook`
-# (interpreter, aiohttp, pydantic, prometheus, TLS), plus slack for per-connection buffers
-# (aiohttp reads up to ~128 KiB per connection ahead of the handler, TLS objects) and allocator
-# fragmentation. The rest of the container's memory limit is the budget.
-RESERVED_MIB = 64
+# What one serving process needs besides what the budget charges: an idle worker's own memory
+# (~22 MiB PSS forked from the supervisor, ~40 MiB RSS alone: interpreter, pydantic, prometheus,
+# TLS) and what each of its connections may hold uncharged, times the connection cap
+# (kube.reviewserver.MAX_CONNECTIONS): the head llhttp keeps, TLS state, the write buffers a
+# client that does not read leaves full. docs/architecture.md, "Resource model (admission port)".
+RESERVED_MIB = 48
 
 # Upper bounds of what orjson.loads allocates, per body byte and per token, from CPython's object
 # sizes: an empty dict or list costs 64 bytes (+8 for the slot that holds it); a value after ','
@@ -53,20 +54,37 @@ def parse_cost(body: bytes) -> int:
     return COST_PER_BYTE * len(body) + COST_PER_CONTAINER * (structural - commas) + COST_PER_VALUE * commas
 
 
-# The least body budget `--workers auto` leaves each worker: an 8 MiB admission body estimated
-# at its worst still fits, and a ConversionReview of a few thousand Foos.
+def parse_charge(body: bytes) -> int:
+    """What a body costs from its nesting scan (kube.bodies.parse_json) until its tree is freed:
+    itself, and the larger of its tree (``parse_cost``) and the scan's two working copies of its
+    brackets, quotes and backslashes (at most twice its size: a body of quotes has a small tree)."""
+    return len(body) + max(parse_cost(body), 2 * len(body))
+
+
+# The least body budget `--workers auto` leaves each worker: an update of two 3 MiB objects
+# (18 MiB charged at most) and a ConversionReview of a few thousand Foos fit.
 WORKER_BUDGET_MIB = 64
+
+
+def pod_headroom_mib(limit_mib: int) -> int:
+    """What of the container's limit no serving process plans for: the supervisor of `--workers N`
+    (~5 MiB of its own), the allocator's fragmentation after large bodies, the kernel's socket
+    buffers. Without it N workers' plans summed to the whole limit, so one worker at its budget
+    plus anything unplanned put the pod over it, and the OOM killer took every worker (issue 25)."""
+    return max(limit_mib // 8, 16)
 
 
 def budget_for_memory_limit(limit_mib: int, processes: int = 1) -> int:
     """The in-flight budget (bytes) of each of ``processes`` serving processes sharing a container
-    that may use ``limit_mib`` MiB: what is left after each one's own needs, split evenly."""
-    return max((limit_mib - RESERVED_MIB * processes) // processes, 16) * MiB
+    that may use ``limit_mib`` MiB: what is left after the pod's headroom and each one's own
+    needs, split evenly. At 256 MiB: 176 MiB for one process, 64 MiB each for two."""
+    usable = limit_mib - pod_headroom_mib(limit_mib)
+    return max((usable - RESERVED_MIB * processes) // processes, 16) * MiB
 
 
 def processes_memory_feeds(limit_mib: int) -> int:
     """How many serving processes ``limit_mib`` MiB holds, each with its needs and WORKER_BUDGET_MIB."""
-    return max(1, limit_mib // (RESERVED_MIB + WORKER_BUDGET_MIB))
+    return max(1, (limit_mib - pod_headroom_mib(limit_mib)) // (RESERVED_MIB + WORKER_BUDGET_MIB))
 
 
 class NeverFits(Exception):
@@ -168,6 +186,15 @@ class Reservation:
             self.budget._add(amount - self.held)
         self.held = amount
         return True
+
+    def force(self, amount: int) -> None:
+        """Hold ``amount`` bytes that are held already, room or not (bytes a read brought, an
+        answer made): the budget's count stays true, and other charges wait until they go."""
+        if amount < self.held:
+            self.budget._give(self.held - amount)
+        else:
+            self.budget._add(amount - self.held)
+        self.held = amount
 
     def release(self) -> None:
         if self.held:

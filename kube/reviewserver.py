@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import socket
 import time
-import zlib
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -49,21 +49,46 @@ from kube.bodies import (
     request_timeout,
     unsupported_content_type,
 )
-from kube.budget import ByteBudget, MiB, NeverFits, Reservation, parse_cost
+from kube.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
 from kube.readiness import Readiness
 from kube.status import Status, failure
 
 log = logging.getLogger(__name__)
 
-# Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line. kube-apiserver sends
-# ~300 bytes; 64 KiB leaves room for any proxy's headers and bounds what a connection can make
-# us hold before a request is even routed.
-HEAD_LIMIT = 64 * 1024
+# Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line, Node.js 16 KiB.
+# kube-apiserver sends ~300 bytes; 16 KiB bounds what a connection can make us hold before a
+# request is even routed (llhttp keeps a header's partial bytes), times the connection cap.
+HEAD_LIMIT = 16 * 1024
 # From the first byte of a request to the end of its head (the apiserver writes it in one go).
-HEAD_TIMEOUT = 10.0
-# Above the apiserver's 90 s idle timeout: the client, not us, retires an idle connection, so it
-# never writes a request onto one we are closing (a lost POST).
-KEEPALIVE_SECONDS = 120.0
+HEAD_TIMEOUT = 5.0
+# A new connection's TLS handshake, and then the start of its first request: kube-apiserver's
+# client gives its own handshake 10 s (client-go's TLSHandshakeTimeout) and writes the request
+# it dialed for at once. A bare TCP connect was held 60 s (asyncio's default handshake timeout).
+FIRST_REQUEST_SECONDS = 10.0
+# Idle after an answer. Above the apiserver's 90 s (client-go's IdleConnTimeout, from
+# utilnet.SetTransportDefaults): the client, not us, retires an idle connection, so it never
+# writes a POST onto one we are closing (Go does not retry a POST it wrote: a lost review).
+# Past the connection cap the least recently active idle connection is closed sooner (below).
+KEEPALIVE_SECONDS = 95.0
+# Connections one process holds. kube-apiserver keeps at most 25 idle connections per webhook
+# host (client-go's MaxIdleConnsPerHost) and opens one per review in flight beyond them; the
+# kubelet's probes open a new one each. At the cap a new connection closes the one that has
+# been quiet longest among those not being answered (idle, or still sending a head or a body,
+# or waiting for the budget): neither probes nor the apiserver, whose requests arrive whole at
+# once, are refused by connections a client merely holds open or trickles into; only when
+# every one is being answered is the newcomer closed. Each costs at most a constant
+# (docs/architecture.md, "Resource model (admission port)").
+MAX_CONNECTIONS = 128
+# A large answer is written in pieces, each once the transport has room: over TLS the whole
+# answer would otherwise be encrypted into the socket transport's buffer at once, and drain()
+# (which sees only the TLS layer's buffer) would return while megabytes wait for the client.
+_WRITE_PIECE = 64 * 1024
+# The kernel's socket buffers of one connection, each way (it doubles the number). Left to
+# autotuning, a client that does not read lets the send buffer grow to tcp_wmem's 4 MiB — a
+# whole answer out of our hands and our budget, yet in the pod's memory (the cgroup counts
+# socket buffers) — and one whose body waits for the budget fills the receive buffer. 128 KiB
+# each way still moves ~250 MB/s at a 0.5 ms round trip.
+_SOCKET_BUFFER = 64 * 1024
 # A body's bytes the connection holds before its handler takes them; past it, reading pauses.
 _BUFFER_HIGH = 256 * 1024
 # Chunked bodies (kube-apiserver always sends a Content-Length) grow their reservation in steps.
@@ -95,9 +120,9 @@ class Request:
         "method",
         "path",
         "content_type",
-        "content_encoding",
         "content_length",
-        "chunked",
+        "refused",
+        "paid",
         "expect",
         "keep_alive",
         "chunks",
@@ -111,9 +136,9 @@ class Request:
         self.method = ""
         self.path = ""
         self.content_type = ""
-        self.content_encoding = ""
         self.content_length: int | None = None
-        self.chunked = False
+        self.refused: Status | None = None  # a head outside what the port serves (the first reason)
+        self.paid = False  # its body's bytes are in its own reservation (else in the connection's)
         self.expect = ""
         self.keep_alive = True
         self.chunks: list[bytes] = []
@@ -246,8 +271,11 @@ class Endpoint:
             try:
                 body = _whole_body(request, self.bounds.body_limit)
                 assert held is not None
-                if not held.try_resize(len(body) + parse_cost(body)):
-                    return self.serve(conn, request, started, body=body, counted=True)
+                if not held.try_resize(parse_charge(body)):
+                    held.force(len(body))  # held while it waits for room: charged
+                    waiting = self.serve(conn, request, started, body=body, counted=True, held=held)
+                    held = None
+                    return waiting
                 answer, tree = _answer(self.handler, request, body)
                 if not conn.fits_send_buffer(len(answer)):
                     # A large answer: written under the deadline, still paid for (released there).
@@ -283,7 +311,8 @@ class Endpoint:
         tree: list[Any] | None = None,
     ) -> None:
         """``answer``'s way with every deadline: the body read (unless ``body`` was), paid for,
-        parsed and answered (unless ``answer`` was, with ``held`` and ``tree``) and written."""
+        parsed and answered (unless ``answer`` was, with ``held`` and ``tree``) and written.
+        ``held`` is what is charged already (for ``body``, or for ``answer`` and ``tree``)."""
         if not counted:
             self.in_flight.inc()
         code = 500
@@ -321,31 +350,35 @@ class Endpoint:
         """
         bounds = self.bounds
         stage = "budget"
+        if held is not None:
+            request.paid = True  # its bytes are in ``held``: not a connection to close for room
         reservation = held or Reservation(self.budget)
         try:
             async with asyncio.timeout(bounds.timeout):
                 if answer is None:
                     if body is None:
-                        declared = request.content_length
-                        if declared is not None and declared > bounds.body_limit:
+                        declared = request.content_length or 0  # the head has one (else 411)
+                        if declared > bounds.body_limit:
                             raise body_too_large(bounds.body_limit)
                         # Raw bytes twice while reading: the chunks and their join.
-                        await reservation.resize(2 * (declared or 0))
+                        await reservation.resize(2 * declared)
+                        conn.paid(request)
                         stage = "read"
-                        body = await _read_body(conn, request, bounds, reservation)
+                        body = await _read_body(conn, request, bounds)
                         stage = "budget"
                     else:
                         # As if read here: a body too large to hold twice is refused in those words.
                         await reservation.resize(2 * len(body))
-                    await reservation.resize(len(body) + parse_cost(body))
+                    await reservation.resize(parse_charge(body))
                     stage = "work"
                     async with self.slots:
                         answer, tree = _answer(self.handler, request, body)
                 # Written while still paid for and under the deadline: a client that does not
-                # read its answer must not keep megabytes in the send buffer for free.
+                # read its answer must not keep megabytes in the send buffer for free. The
+                # answer is charged too (made already, so charged room or not).
                 stage = "write"
-                conn.write(200, JSON, answer)
-                await conn.drain()
+                reservation.force(reservation.held + len(answer))
+                await conn.write_in_pieces(200, JSON, answer)
                 return 200
         except NeverFits as err:
             raise StatusError(failure(413, _never_fits_message(err, request))) from None
@@ -374,32 +407,20 @@ def _internal_error(conn: Connection, request: Request) -> int:
     return 500
 
 
-async def _read_body(conn: Connection, request: Request, bounds: Bounds, reservation: Reservation) -> bytes:
-    """The request body, inflated; 413 past the limit, 408 when it stops coming or takes too long.
-
-    A body without Content-Length grows ``reservation`` as it arrives (twice its size: the
-    chunks and their join) and gets a 429 when the budget has no room.
-    """
-    limit, deadlines = bounds.body_limit, bounds.deadlines
+async def _read_body(conn: Connection, request: Request, bounds: Bounds) -> bytes:
+    """The request body (its Content-Length is paid for); 408 when it stops coming or takes too long."""
+    deadlines = bounds.deadlines
     if request.expect:
         conn.write_continue()
     chunks: list[bytes] = []
-    size = 0
     loop = asyncio.get_running_loop()
     end = loop.time() + deadlines.total
     try:
         async with asyncio.timeout(None) as deadline:
             while True:
                 if request.buffered:
-                    chunk = request.take()
+                    chunks.append(request.take())
                     conn.resume_reading()
-                    size += len(chunk)
-                    if size > limit:
-                        raise body_too_large(limit)
-                    if request.content_length is None and 2 * size > reservation.held:
-                        if not reservation.try_resize(max(4 * size, reservation.held + _GROWTH_STEP)):
-                            raise StatusError(failure(429, "too many large requests in flight; retry later"))
-                    chunks.append(chunk)
                 if request.complete:
                     break
                 deadline.reschedule(min(loop.time() + deadlines.idle, end))
@@ -408,40 +429,14 @@ async def _read_body(conn: Connection, request: Request, bounds: Bounds, reserva
         if loop.time() >= end:
             raise request_timeout(f"request body not received within {deadlines.total:g}s") from None
         raise request_timeout(f"no request body bytes received for {deadlines.idle:g}s") from None
-    return _inflated(b"".join(chunks), request.content_encoding, limit)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _whole_body(request: Request, limit: int) -> bytes:
-    """A whole body that arrived with its head, checked against ``limit`` and inflated."""
+    """A whole body that arrived with its head, checked against ``limit``."""
     if request.received > limit:
         raise body_too_large(limit)
-    return _inflated(request.take(), request.content_encoding, limit)
-
-
-# zlib's window bits: a gzip header, or a zlib one (what HTTP calls deflate).
-_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-
-
-def _inflated(body: bytes, encoding: str, limit: int) -> bytes:
-    """``body`` with its Content-Encoding undone, never past ``limit`` bytes (a gzip bomb is a 413)."""
-    if not encoding or encoding == "identity":
-        return body
-    wbits = _WBITS.get(encoding)
-    if wbits is None:
-        raise StatusError(failure(415, f"unsupported Content-Encoding {encoding!r}: send gzip, deflate or none"))
-    try:
-        inflater = zlib.decompressobj(wbits)
-        inflated = inflater.decompress(body, limit + 1)
-        if len(inflated) > limit or inflater.unconsumed_tail:
-            raise body_too_large(limit)
-        inflated += inflater.flush()
-    except zlib.error as err:
-        raise StatusError(failure(400, f"request body is not valid {encoding}: {err}")) from None
-    if len(inflated) > limit:
-        raise body_too_large(limit)
-    if not inflater.eof:
-        raise StatusError(failure(400, f"request body is not valid {encoding}: truncated"))
-    return inflated
+    return request.take()
 
 
 def _answer(handler: BodyHandler, request: Request, body: bytes) -> tuple[bytes, list[Any] | None]:
@@ -496,11 +491,18 @@ class ReviewApp:
         *,
         head_timeout: float = HEAD_TIMEOUT,
         keepalive: float = KEEPALIVE_SECONDS,
+        first_request: float = FIRST_REQUEST_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
+        budget: ByteBudget | None = None,
     ) -> None:
         self.readiness = readiness
         self.endpoints = {endpoint.path: endpoint for endpoint in endpoints}
         self.head_timeout = head_timeout
         self.keepalive = keepalive
+        self.first_request = first_request
+        self.max_connections = max_connections
+        # Where a connection charges body bytes it holds before their request is paid for.
+        self.budget = budget
 
     def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
         """Answer ``request`` at once (None), or the coroutine that will."""
@@ -560,16 +562,30 @@ class Connection(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = 0.0
         self.write_limit = 64 * 1024
+        self.served = False  # an answer was written: idle from now on is keep-alive
+        # Body bytes read for requests not paid for yet (kube.budget): charged, and reading
+        # stops until their request pays, so at most one read's worth each time.
+        self.unpaid = Reservation(app.budget) if app.budget is not None else None
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
         self.transport = stream = cast(asyncio.Transport, transport)
+        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections):
+            stream.abort()  # every connection is busy with a paid request: this one waits its turn
+            return
         self.connections.add(self)
         self.last_active = self.loop.time()
-        self._arm(self.last_active + self.app.keepalive)
+        self._arm(self.last_active + self.app.first_request)
         _, self.write_limit = stream.get_write_buffer_limits()
+        sock = stream.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
+            except OSError:
+                pass
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
@@ -581,10 +597,13 @@ class Connection(asyncio.Protocol):
             self.task.cancel()
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
+        if self.unpaid is not None:
+            self.unpaid.release()
 
     def data_received(self, data: bytes) -> None:
         if self.closing or self.refusal is not None:
             return  # lingering, or past what could be parsed: dropped
+        self.last_active = self.loop.time()
         try:
             self.parser.feed_data(data)
         except _Refused as refused:
@@ -611,6 +630,25 @@ class Connection(asyncio.Protocol):
             self._answer_queue()
         elif len(self.queue) > 1 and not self.reading_paused:
             self._pause_reading()  # a pipelined request waits its turn; so does the next one
+        if self.queue and self.unpaid is not None:
+            self._charge_unpaid()
+
+    def _charge_unpaid(self) -> None:
+        """Charge the body bytes held for requests not paid for yet; stop reading while there are any."""
+        unpaid = self.unpaid
+        assert unpaid is not None
+        held = sum(request.buffered for request in self.queue if not request.paid)
+        if held != unpaid.held:
+            unpaid.force(held)
+        if held and not self.reading_paused:
+            self._pause_reading()
+
+    def paid(self, request: Request) -> None:
+        """``request``'s reservation now covers its body: the connection's charge for it goes."""
+        request.paid = True
+        if self.unpaid is not None:
+            self._charge_unpaid()
+        self.resume_reading()
 
     def eof_received(self) -> bool | None:
         if not self.busy and not self.queue:
@@ -625,6 +663,8 @@ class Connection(asyncio.Protocol):
         self.writing_paused = False
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
+        if not self.busy and self.queue:
+            self._answer_queue()  # answers wait while the client does not read (below)
 
     # -- httptools callbacks -------------------------------------------------------------------
 
@@ -656,9 +696,14 @@ class Connection(asyncio.Protocol):
             except ValueError:
                 raise _Refused(failure(400, "malformed Content-Length")) from None
         elif lower == b"transfer-encoding":
-            request.chunked = True
+            _refuse_once(request, failure(411, "Transfer-Encoding is not served here: send a Content-Length"))
         elif lower == b"content-encoding":
-            request.content_encoding = value.strip().lower().decode("latin-1")
+            _refuse_once(
+                request,
+                failure(415, f"Content-Encoding {value.decode('latin-1')!r} is not served here: send the body as is"),
+            )
+        elif lower == b"upgrade":
+            _refuse_once(request, _NO_UPGRADES)
         elif lower == b"expect":
             if value.strip().lower() != b"100-continue":
                 raise _Refused(failure(417, f"unsupported Expect {value.decode('latin-1')!r}"))
@@ -668,9 +713,13 @@ class Connection(asyncio.Protocol):
         request = self.parsing
         assert request is not None
         parser = self.parser
-        if request.chunked and request.content_length is not None:  # llhttp refuses it too
-            raise _Refused(failure(400, "both Content-Length and Transfer-Encoding: a request may have one"))
         request.method = parser.get_method().decode("latin-1")
+        if request.method == "CONNECT":
+            raise _Refused(_NO_UPGRADES)
+        if request.refused is not None:
+            raise _Refused(request.refused)
+        if request.method == "POST" and request.content_length is None:
+            raise _Refused(failure(411, "a POST must carry a Content-Length"))
         request.keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
         query = request.path.find("?")
         if query >= 0:
@@ -699,7 +748,8 @@ class Connection(asyncio.Protocol):
 
     def _answer_queue(self) -> None:
         """Answer queued requests in order, each at once where it can be; else start its task."""
-        while self.queue and not self.busy and not self.closing:
+        # Not while the client leaves what was written unread: pipelined answers would pile up.
+        while self.queue and not self.busy and not self.closing and not self.writing_paused:
             request = self.queue[0]
             self.busy = True
             later = self.app.answer(self, request)
@@ -707,7 +757,7 @@ class Connection(asyncio.Protocol):
                 self.task = self.loop.create_task(self._finish(later))
                 return
             self._answered()
-        if self.refusal is not None and not self.busy and not self.closing:
+        if self.refusal is not None and not self.busy and not self.queue and not self.closing:
             _write_status(self, self.refusal)  # no request left: written with `Connection: close`
             self._close(linger=True)
 
@@ -724,6 +774,11 @@ class Connection(asyncio.Protocol):
         request = self.queue.pop(0)
         self.busy = False
         self.last_active = self.loop.time()
+        if not self.served:  # from now on idle is keep-alive, which may be the shorter wait
+            self.served = True
+            self._arm(self.last_active + self.app.keepalive)
+        if self.unpaid is not None and self.unpaid.held:
+            self._charge_unpaid()
         if not request.complete:
             # A body left unread cannot be skipped safely: the connection ends with this answer.
             self._close(linger=True)
@@ -734,7 +789,9 @@ class Connection(asyncio.Protocol):
         if self.reading_paused and len(self.queue) <= 1:
             self.resume_reading()
 
-    def write(self, code: int, content_type: str, body: bytes, *, head_only: bool = False) -> None:
+    def write(
+        self, code: int, content_type: str, body: bytes, *, head_only: bool = False, length: int | None = None
+    ) -> None:
         """Write one answer: the precomputed head, its length, and `Connection: close` when it is the last."""
         transport = self.transport
         if transport is None:
@@ -745,11 +802,11 @@ class Connection(asyncio.Protocol):
         elif not request.complete:
             self.close_after = True  # its body is not read: this answer is the connection's last
         prefix = _JSON_200 if code == 200 and content_type == JSON else _prefix(code, content_type)
-        length = str(len(body)).encode()
+        length_text = str(len(body) if length is None else length).encode()
         if self.close_after:
-            head = b"".join((prefix, length, b"\r\nConnection: close", _Clock.header()))
+            head = b"".join((prefix, length_text, b"\r\nConnection: close", _Clock.header()))
         else:
-            head = b"".join((prefix, length, _Clock.header()))
+            head = b"".join((prefix, length_text, _Clock.header()))
         if head_only:
             transport.write(head)
         elif len(body) < _JOIN_BELOW:
@@ -757,6 +814,17 @@ class Connection(asyncio.Protocol):
         else:
             transport.write(head)
             transport.write(body)
+
+    async def write_in_pieces(self, code: int, content_type: str, body: bytes) -> None:
+        """Write a large answer a piece at a time, each once the transport has room again, so
+        what waits for the client stays within the transport's limits (callers bound the wait)."""
+        self.write(code, content_type, b"", head_only=True, length=len(body))
+        for start in range(0, len(body), _WRITE_PIECE):
+            await self.drain()
+            if self.transport is None:
+                raise ConnectionResetError("the client closed the connection")
+            self.transport.write(body[start : start + _WRITE_PIECE])
+        await self.drain()
 
     def write_continue(self) -> None:
         if self.transport is not None:
@@ -867,9 +935,12 @@ class Connection(asyncio.Protocol):
         if self.busy or self.queue:
             self._arm(now + self.app.keepalive)  # a request in service has deadlines of its own
             return
-        due = self.last_active + self.app.keepalive
+        due = self.last_active + (self.app.keepalive if self.served else self.app.first_request)
         if now >= due:
-            self._close()
+            if self.transport.get_write_buffer_size():
+                self.abort()  # an answer left unread all this time: not waited for any longer
+            else:
+                self._close()
             return
         self._arm(due)
 
@@ -878,6 +949,31 @@ class Connection(asyncio.Protocol):
         self.close_after = True
         if not self.busy and not self.queue:
             self._close()
+
+
+_NO_UPGRADES = failure(400, "protocol upgrades and CONNECT are not served here")
+
+
+def _refuse_once(request: Request, status: Status) -> None:
+    """Refuse ``request`` once its head is read (its first reason wins): what kube-apiserver and
+    the kubelet send (POST with a Content-Length, GET) never has these headers."""
+    if request.refused is None:
+        request.refused = status
+
+
+def _make_room(connections: set[Connection]) -> bool:
+    """Close the connection quiet longest among those not being answered; False if none."""
+    victim: Connection | None = None
+    for conn in connections:
+        if conn.busy and conn.queue and conn.queue[0].paid and conn.queue[0].complete:
+            continue  # its request is read and paid for: being answered
+        if victim is None or conn.last_active < victim.last_active:
+            victim = conn
+    if victim is None:
+        return False
+    victim.abort()
+    victim.connection_lost(None)  # out of the set now: the transport reports it only later
+    return True
 
 
 def _head_too_large() -> Status:
@@ -913,6 +1009,7 @@ class ReviewServer:
             host,
             port,
             ssl=ssl,
+            ssl_handshake_timeout=self.app.first_request if ssl is not None else None,
             backlog=backlog,
             reuse_address=True,
             reuse_port=reuse_port or None,

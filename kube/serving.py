@@ -321,3 +321,22 @@ def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog
         print(f"{prog}: cannot serve on {args.bind_address}:{args.port}: {err.strerror or err}", file=sys.stderr)
         return 1
     return 0
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit; returns the soft limit now.
+
+    Container runtimes start a process with a soft limit of 1,024 under a hard one of ~1,000,000:
+    connections are capped per process (kube.reviewserver.MAX_CONNECTIONS), so file descriptors
+    are not what runs out first, and certificate files, metrics and logs always find one.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):  # an infinite hard limit cannot be a soft one on some kernels
+            pass
+    return soft

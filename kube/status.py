@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from fooapi.errors import FieldError, invalid_message
+from fooapi.errors import MAX_MESSAGE_CHARS, MAX_SHOWN_CHARS, FieldError, cut, invalid_message
 
 
 class StatusCause(TypedDict, total=False):
@@ -53,13 +53,14 @@ REASON_BY_CODE = {
 
 
 def failure(code: int, message: str, *, reason: str | None = None, details: StatusDetails | None = None) -> Status:
-    """A Failure Status with the reason Kubernetes uses for ``code`` unless one is given."""
+    """A Failure Status with the reason Kubernetes uses for ``code`` unless one is given; its
+    message cut past MAX_MESSAGE_CHARS, so no answer grows with what a caller sent."""
     status: Status = {
         "apiVersion": "v1",
         "kind": "Status",
         "metadata": {},
         "status": "Failure",
-        "message": message,
+        "message": cut(message, MAX_MESSAGE_CHARS),
         "reason": reason or REASON_BY_CODE.get(code, "Unknown"),
         "code": code,
     }
@@ -77,7 +78,7 @@ def invalid(name: str, errors: list[FieldError], *, kind: str, group: str) -> St
     return failure(
         422,
         invalid_message(name, errors, kind=kind, group=group),
-        details={"name": name, "group": group, "kind": kind, "causes": causes(errors)},
+        details={"name": cut(name, MAX_SHOWN_CHARS), "group": group, "kind": kind, "causes": causes(errors)},
     )
 
 

@@ -29,7 +29,7 @@ from kube.cli import (
     positive_int,
 )
 from kube.logs import setup_logging
-from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
+from kube.serving import add_serving_flags, check_serving_flags, raise_open_files_limit, run_server, serving_options
 from kube.workers import Worker, supervise
 
 from .app import Settings, admission_deadline
@@ -48,7 +48,8 @@ def parser() -> argparse.ArgumentParser:
         default=env_default("WEBHOOK_WORKERS", "auto"),
         help="processes serving the port together (SO_REUSEPORT), with a supervisor when more than 1; "
         "auto: the container's CPU limit from its cgroup, rounded down, else the CPUs it may run on, "
-        f"at most one per {RESERVED_MIB + WORKER_BUDGET_MIB} MiB of --memory-limit-mib [env WEBHOOK_WORKERS] "
+        f"at most one per {RESERVED_MIB + WORKER_BUDGET_MIB} MiB of --memory-limit-mib less its eighth kept as "
+        "headroom [env WEBHOOK_WORKERS] "
         "(default: auto)",
     )
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
@@ -66,8 +67,8 @@ def parser() -> argparse.ArgumentParser:
         type=positive_int,
         default=env_default("MEMORY_LIMIT_MIB", "256"),
         help="the container's memory limit [env MEMORY_LIMIT_MIB, which the chart sets from "
-        f"limits.memory through the downward API]; request bodies may hold all of it but "
-        f"{RESERVED_MIB} MiB per worker at once",
+        f"limits.memory through the downward API]; request bodies may hold all of it but an eighth "
+        f"(at least 16 MiB) and {RESERVED_MIB} MiB per worker at once",
     )
     parser.add_argument(
         "--admission-timeout-seconds",
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if problem is not None:
         return fail(PROG, problem, 2)
+    raise_open_files_limit()  # before the workers fork: each inherits it
     count = workers(args)
     if count > 1:
         return supervise(count, lambda worker: serve_as(args, worker), prog=PROG)

@@ -168,5 +168,7 @@ def build_app(
             ("/convert", convert, conversions),
         )
     ]
-    reviews = ReviewApp(readiness or Readiness(serving=True), endpoints, head_timeout=settings.head_timeout)
+    reviews = ReviewApp(
+        readiness or Readiness(serving=True), endpoints, head_timeout=settings.head_timeout, budget=budget
+    )
     return Webhook(reviews, settings, metrics, budget)

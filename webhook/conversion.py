@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fooapi import API_VERSIONS, KIND, ConversionError, convert
+from fooapi.errors import MAX_MESSAGE_CHARS, cut
 from kube.review import review_request
 
 CONVERSION_API_VERSION = "apiextensions.k8s.io/v1"
@@ -17,7 +18,8 @@ def _response(uid: str, converted: list[Any] | None, message: str | None) -> dic
         response["result"] = {"status": "Success"}
     else:
         response["convertedObjects"] = []
-        response["result"] = {"status": "Failure", "message": message}
+        # Cut: a message names the caller's values (a name, a kind), and must not grow with them.
+        response["result"] = {"status": "Failure", "message": cut(message, MAX_MESSAGE_CHARS)}
     return {"apiVersion": CONVERSION_API_VERSION, "kind": "ConversionReview", "response": response}
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import tracemalloc
+from typing import Any
 
 import orjson
 
-from tests.objects import V1ALPHA1, foo_v1
+from fooapi.conversion import CONVERSION_ANNOTATION
+from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from webhook.app import Settings
 
 from .reviews import admission_review, conversion_review
@@ -195,4 +197,60 @@ async def test_nesting_deeper_than_orjson_allows_is_a_400_status(webhook_client:
         "/validate-foo", data=b"[" * 1025 + b"]" * 1025, headers={"Content-Type": "application/json"}
     )
     status = await response.json()
-    assert response.status == 400 and "depth limit exceeded" in status["message"]
+    assert response.status == 400 and "deeper than 128 levels" in status["message"]
+
+
+def _with_nested(review: dict[str, Any], depth: int) -> bytes:
+    """``review`` as JSON, its value "NESTED" replaced by objects nested ``depth`` deep (orjson
+    cannot write them)."""
+    return orjson.dumps(review).replace(b'"NESTED"', b'{"a":' * depth + b'"x"' + b"}" * depth)
+
+
+async def test_an_invalid_value_nested_990_deep_is_a_400_status_not_a_500(webhook_client: ServeWebhook) -> None:
+    # Before: the field error rendered the value with json.dumps, which recursed past its limit: a 500.
+    client = await webhook_client(Settings())
+    foo = foo_v1()
+    foo["spec"]["deployment"] = "NESTED"
+    body = _with_nested(admission_review(foo), 990)
+    response = await client.post("/validate-foo", data=body, headers={"Content-Type": "application/json"})
+    status = await response.json()
+    assert response.status == 400 and status["kind"] == "Status" and "deeper than 128 levels" in status["message"]
+
+
+async def test_a_conversion_object_nested_300_deep_is_a_400_status_not_a_500(webhook_client: ServeWebhook) -> None:
+    # Before: orjson parsed it (up to 1,024 levels) but writes only 255: the answer was a 500.
+    client = await webhook_client(Settings())
+    foo = foo_v1()
+    foo["spec"]["extra"] = "NESTED"
+    body = _with_nested(conversion_review([foo], V1ALPHA1), 300)
+    response = await client.post("/convert", data=body, headers={"Content-Type": "application/json"})
+    status = await response.json()
+    assert response.status == 400 and "deeper than 128 levels" in status["message"]
+
+
+async def test_a_conversion_stash_nested_deep_is_a_failed_conversion_not_a_500(webhook_client: ServeWebhook) -> None:
+    # Before: json.loads of the annotation recursed past its limit (a RecursionError): a 500.
+    client = await webhook_client(Settings())
+    foo = foo_v1alpha1()
+    stash = "[" * 5000 + "]" * 5000
+    foo["metadata"]["annotations"] = {CONVERSION_ANNOTATION: stash}
+    body = orjson.dumps(conversion_review([foo], V1))
+    response = await client.post("/convert", data=body, headers={"Content-Type": "application/json"})
+    result = (await response.json())["response"]["result"]
+    assert response.status == 200 and result["status"] == "Failure"
+    assert "nests deeper than 128 levels; remove it" in result["message"]
+
+
+async def test_an_error_answer_does_not_grow_with_the_invalid_value_it_names(webhook_client: ServeWebhook) -> None:
+    # Before: a 3 MiB invalid deployment name was repeated in every field error, in the message
+    # and in each cause, escaped twice: a 36 MiB answer (12x the request).
+    client = await webhook_client(Settings())
+    foo = foo_v1(name="x" * 1024 * 1024)
+    foo["spec"]["deployment"]["name"] = "\n" * (3 * 1024 * 1024)
+    body = orjson.dumps(admission_review(foo))
+    response = await client.post("/validate-foo", data=body, headers={"Content-Type": "application/json"})
+    answer = await response.read()
+    status = orjson.loads(answer)["response"]["status"]
+    assert response.status == 200 and status["code"] == 422
+    assert "more characters)" in status["message"]
+    assert len(answer) < 16 * 1024

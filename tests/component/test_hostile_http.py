@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import zlib
 
 import orjson
 
+from kube.reviewserver import HEAD_LIMIT
 from tests.objects import foo_v1
 from webhook.app import Settings
 
@@ -59,7 +59,7 @@ async def test_a_head_larger_than_the_limit_is_a_431_status_and_the_connection_c
     client = await webhook_client(Settings())
     request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Padding: " + b"a" * (100 * 1024) + b"\r\n\r\n"
     [(code, _, body)] = _answers(await _exchange(client.port, request))
-    assert code == 431 and "request head is larger than 65536 bytes" in orjson.loads(body)["message"]
+    assert code == 431 and f"request head is larger than {HEAD_LIMIT} bytes" in orjson.loads(body)["message"]
 
 
 async def test_a_head_that_never_ends_is_a_431_status_not_memory(webhook_client: ServeWebhook) -> None:
@@ -146,37 +146,58 @@ async def test_expect_100_continue_is_answered_before_the_body_is_sent(webhook_c
     assert final.startswith(b"HTTP/1.1 200 ")
 
 
-async def test_a_gzip_bomb_is_a_413_status_without_inflating_it(webhook_client: ServeWebhook) -> None:
-    client = await webhook_client(Settings(admission_body_limit=64 * 1024))
-    bomb = gzip.compress(b" " * (256 * 1024 * 1024))  # 256 MiB of spaces in ~250 KiB
-    response = await client.post(
-        "/validate-foo", data=bomb, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
-    )
-    status = await response.json()
-    assert response.status == 413 and "limit of 65536 bytes" in status["message"]
-
-
-async def test_a_deflated_review_is_answered_and_a_corrupt_one_is_a_400(webhook_client: ServeWebhook) -> None:
+async def test_a_content_encoding_is_one_415_status_and_the_body_is_never_inflated(
+    webhook_client: ServeWebhook,
+) -> None:
+    # Before: a gzip body was inflated up to /convert's 256 MiB limit before anything was charged
+    # (one 260 KB request peaked at 553 MiB). kube-apiserver never compresses a review.
     client = await webhook_client(Settings())
-    headers = {"Content-Type": "application/json", "Content-Encoding": "deflate"}
-    response = await client.post("/validate-foo", data=zlib.compress(REVIEW), headers=headers)
-    assert response.status == 200 and (await response.json())["response"]["allowed"] is True
-    response = await client.post("/validate-foo", data=b"not deflate", headers=headers)
-    assert response.status == 400 and (await response.json())["kind"] == "Status"
+    bomb = gzip.compress(b" " * (64 * 1024 * 1024))
+    request = _post("/convert", bomb, "Content-Encoding: gzip")
+    answers = _answers(await _exchange(client.port, request))
+    assert [code for code, _, _ in answers] == [415]
+    status = orjson.loads(answers[0][2])
+    assert status["kind"] == "Status" and "Content-Encoding 'gzip' is not served here" in status["message"]
+    assert answers[0][1]["connection"] == "close"
+    assert client.webhook.budget.peak == 0, "nothing was read, so nothing was charged"
 
 
-async def test_a_chunked_body_past_the_limit_is_a_413_status(webhook_client: ServeWebhook) -> None:
-    client = await webhook_client(Settings(admission_body_limit=64 * 1024))
-    chunk = b"%x\r\n%s\r\n" % (32 * 1024, b" " * (32 * 1024))
-    request = b"POST /validate-foo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk * 3
-    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
-    writer.write(request)  # and never the last chunk: counted while read, refused before the end
-    try:
-        answer = await asyncio.wait_for(reader.read(), timeout=10)
-    finally:
-        writer.close()
-    [(code, _, body)] = _answers(answer)
-    assert code == 413 and "limit of 65536 bytes" in orjson.loads(body)["message"]
+async def test_a_chunked_body_is_one_411_status_and_its_trailers_are_never_read(webhook_client: ServeWebhook) -> None:
+    # Before: chunked trailers had no bound and a trailer could override the head's Content-Type
+    # or Content-Encoding (8 floods reached 427 MiB).
+    client = await webhook_client(Settings())
+    request = (
+        b"POST /validate-foo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n" + b"X-Trailer: " + b"a" * 60_000 + b"\r\n"
+    )
+    answers = _answers(await _exchange(client.port, request))
+    assert [code for code, _, _ in answers] == [411]
+    assert "send a Content-Length" in orjson.loads(answers[0][2])["message"]
+    assert answers[0][1]["connection"] == "close"
+
+
+async def test_a_post_without_content_length_is_a_411_status(webhook_client: ServeWebhook) -> None:
+    client = await webhook_client(Settings())
+    request = b"POST /validate-foo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n"
+    [(code, headers, _)] = _answers(await _exchange(client.port, request))
+    assert code == 411 and headers["connection"] == "close"
+
+
+async def test_an_upgrade_is_answered_once_with_a_400_status_then_closed(webhook_client: ServeWebhook) -> None:
+    # Before: the upgrade request was answered (404) and then refused (400): two answers.
+    client = await webhook_client(Settings())
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+    answers = _answers(await _exchange(client.port, request))
+    assert [code for code, _, _ in answers] == [400]
+    assert "upgrades and CONNECT are not served here" in orjson.loads(answers[0][2])["message"]
+
+
+async def test_a_connect_is_answered_once_with_a_400_status_then_closed(webhook_client: ServeWebhook) -> None:
+    client = await webhook_client(Settings())
+    request = b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"
+    answers = _answers(await _exchange(client.port, request))
+    assert [code for code, _, _ in answers] == [400]
+    assert answers[0][1]["connection"] == "close"
 
 
 async def test_an_idle_connection_is_closed_after_the_keepalive(webhook_client: ServeWebhook) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from kube.budget import MiB, budget_for_memory_limit, processes_memory_feeds
+from kube.budget import RESERVED_MIB, MiB, budget_for_memory_limit, pod_headroom_mib, processes_memory_feeds
 from kube.cpus import cgroup_cpu_limit, workers_for
 from kube.metrics import PodProcessCollector
 from kube.workers import Worker, describe_exit, runtime_layout
@@ -127,8 +127,18 @@ def test_auto_never_starts_more_workers_than_the_memory_limit_feeds(monkeypatch:
 def test_each_worker_gets_its_share_of_the_memory_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MEMORY_LIMIT_MIB", raising=False)
     args = parse_args(["--cert-dir", "/x"])
-    assert settings_from(args).in_flight_budget == 192 * MiB
+    assert settings_from(args).in_flight_budget == 176 * MiB
     assert settings_from(args, 2).in_flight_budget == 64 * MiB == budget_for_memory_limit(256, 2)
+
+
+@pytest.mark.parametrize("limit_mib", [128, 256, 512, 1024, 4096])
+def test_every_workers_plan_summed_leaves_the_pod_headroom_under_its_limit(limit_mib: int) -> None:
+    # Before: N workers' budgets and needs summed to the whole limit; one worker at its budget
+    # with anything unplanned (the supervisor, fragmentation) put the pod over it (issue 25).
+    count = processes_memory_feeds(limit_mib)
+    planned = count * (RESERVED_MIB * MiB + budget_for_memory_limit(limit_mib, count))
+    assert planned <= (limit_mib - pod_headroom_mib(limit_mib)) * MiB
+    assert pod_headroom_mib(limit_mib) >= limit_mib // 8
 
 
 # --- the state workers share -----------------------------------------------------------------------------
@@ -173,3 +183,16 @@ def test_a_process_that_is_gone_adds_nothing() -> None:
     own = {s.name: s.value for family in ProcessCollector(registry=None).collect() for s in family.samples}
     assert set(pod) == set(own) and pod["process_max_fds"] == own["process_max_fds"]
     assert pod["process_open_fds"] == pytest.approx(own["process_open_fds"], abs=2)
+
+
+def test_the_soft_open_files_limit_is_raised_to_the_hard_one() -> None:
+    import resource
+
+    from kube.serving import raise_open_files_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+        assert raise_open_files_limit() == hard == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -1,0 +1,131 @@
+"""What a caller can make the admission port hold: connections, bytes waiting for the budget, answers.
+
+Each test is an attack from issue 25 that held memory or file descriptors for free before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from pathlib import Path
+
+import orjson
+
+from kube.reviewserver import ReviewServer
+from tests.objects import V1ALPHA1, foo_v1
+from webhook.app import Settings, build_app
+
+from .certificates import serving_certificates
+from .reviews import conversion_review
+from .webhook_client import ServeWebhook
+
+MiB = 1024 * 1024
+
+
+async def _connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def test_past_the_connection_cap_an_idle_connection_makes_room_for_a_probe(
+    webhook_client: ServeWebhook,
+) -> None:
+    # Before: no cap. One client holding idle connections took every file descriptor, and the
+    # kubelet's probes and kube-apiserver were refused.
+    client = await webhook_client(Settings())
+    client.webhook.reviews.max_connections = 8
+    idle = [await _connect(client.port) for _ in range(8)]
+    try:
+        await asyncio.sleep(0.1)  # every one is accepted
+        response = await client.get("/healthz")
+        assert response.status == 200 and await response.text() == "ok"
+        assert len(client.server.connections) <= 8
+        closed = [await asyncio.wait_for(reader.read(), timeout=10) == b"" for reader, _ in idle[:1]]
+        assert closed == [True], "the least recently active idle connection made room"
+    finally:
+        for _, writer in idle:
+            writer.close()
+
+
+async def test_a_connection_that_sends_nothing_is_closed_at_the_first_request_deadline(
+    webhook_client: ServeWebhook,
+) -> None:
+    # Before: a connection that never sent a byte was held for the keep-alive, 120 s.
+    client = await webhook_client(Settings())
+    client.webhook.reviews.first_request = 0.3
+    reader, writer = await _connect(client.port)
+    try:
+        assert await asyncio.wait_for(reader.read(), timeout=10) == b""
+    finally:
+        writer.close()
+
+
+async def _hold_the_budget(port: int, declared: int) -> asyncio.StreamWriter:
+    """A /convert that declares ``declared`` bytes, sends one, and so holds twice that while it reads."""
+    _, writer = await _connect(port)
+    writer.write(
+        b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{" % declared
+    )
+    await writer.drain()
+    return writer
+
+
+async def test_body_bytes_that_wait_for_the_budget_are_charged_to_it(webhook_client: ServeWebhook) -> None:
+    # Before: a connection buffered 256 KiB plus one read of a body whose request waited for the
+    # budget, uncharged; 300 connections took +282 MiB.
+    client = await webhook_client(Settings(in_flight_budget=4 * MiB, conversion_body_timeout=30))
+    budget = client.webhook.budget
+    holder = await _hold_the_budget(client.port, 1900 * 1024)
+    body = b" " * MiB
+    waiting = []
+    try:
+        await asyncio.sleep(0.2)
+        held = budget.in_use
+        for _ in range(6):
+            _, writer = await _connect(client.port)
+            writer.write(
+                b"POST /validate-foo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body
+            )
+            waiting.append(writer)
+        await asyncio.sleep(0.5)
+        buffered = sum(request.buffered for conn in client.server.connections for request in conn.queue)
+        assert buffered > 0, "the waiting requests' first bytes were read"
+        assert budget.in_use >= held + buffered, "every byte read is charged"
+    finally:
+        for writer in [holder, *waiting]:
+            writer.close()
+
+
+async def test_a_tls_client_that_does_not_read_its_answer_keeps_it_charged_until_cut_off(tmp_path: Path) -> None:
+    # Before: over TLS drain() returned at once (the answer went whole into the socket
+    # transport's buffer) and the reservation was given back: four such clients held 342 MiB.
+    certs = serving_certificates(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+    webhook = build_app(Settings(conversion_timeout=3.0))
+    server = ReviewServer(webhook.reviews)
+    await server.start("127.0.0.1", 0, ssl=server_context)
+    client_context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    foos = [foo_v1(f"foo-{i}") for i in range(8)]
+    for foo in foos:
+        foo["metadata"]["annotations"] = {"example.com/blob": "x" * MiB}
+    body = orjson.dumps(conversion_review(foos, V1ALPHA1))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that barely reads
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+        reader, writer = await asyncio.open_connection(sock=sock, ssl=client_context, server_hostname="127.0.0.1")
+        writer.write(
+            b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
+        await writer.drain()
+        await asyncio.sleep(1.5)  # answered, not read, before the deadline
+        assert webhook.budget.in_use >= len(body), "the unread answer is still charged"
+        await asyncio.sleep(3.0)  # past the deadline
+        assert webhook.budget.in_use == 0 and not server.connections, "cut off, its memory given back"
+        writer.close()
+    finally:
+        await server.stop(1.0)
