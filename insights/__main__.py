@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from fooapi import DEFAULT_IMAGE
-from kube.cli import KUBECONFIG_HELP, command_parser, fail
+from kube.cli import KUBECONFIG_HELP, command_parser, env_default, fail, positive_int
+from kube.limits import raise_open_file_limit
 from kube.logs import setup_logging
 from kube.serving import ServingOptions, add_serving_flags, check_serving_flags, run_server, serving_options
 
@@ -33,6 +34,13 @@ def parser() -> argparse.ArgumentParser:
         help="where the front-proxy CA from kube-system/extension-apiserver-authentication is "
         "written for the TLS layer",
     )
+    parser.add_argument(
+        "--memory-limit-mib",
+        type=positive_int,
+        default=env_default("MEMORY_LIMIT_MIB", "256"),
+        help="the container's memory limit [env MEMORY_LIMIT_MIB, which the chart sets from limits.memory "
+        "through the downward API]; FooReviews in progress may hold a share of it at once",
+    )
     return parser
 
 
@@ -48,8 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         return fail(PROG, problem, 2)
     options: ServingOptions = serving_options(args)
     config = AggregatedConfig(
-        default_image=args.default_image, kubeconfig=args.kubeconfig, requestheader_ca_file=args.requestheader_ca_file
+        default_image=args.default_image,
+        kubeconfig=args.kubeconfig,
+        requestheader_ca_file=args.requestheader_ca_file,
+        memory_limit_mib=args.memory_limit_mib,
     )
+    raise_open_file_limit()
     return run_server(serve(options, config), args, PROG)
 
 

@@ -7,17 +7,30 @@ to every authenticated user, as `system:discovery` makes them in a cluster.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import random
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.payload import Payload
 
 from fooapi.views import Object
-from kube.http import StatusError, read_json
+from kube.budget import ByteBudget, NeverFits, parse_cost
+from kube.http import (
+    GROWTH_STEP,
+    BodyDeadlines,
+    StatusError,
+    body_too_large,
+    check_json_content_type,
+    parse_json,
+    read_body,
+)
+from kube.nesting import check_nesting
 from kube.status import failure
 
 from . import discovery, openapi
@@ -36,6 +49,33 @@ log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 
+# What a FooReview holds at once, measured (bench.insights_attack big_reviews): its raw bytes
+# twice (the chunks and their join), up to three trees the size of its parsed body (the body,
+# its conversion to v1, the defaulted copy), and its answer, which repeats the Foo twice (spec
+# and status.object) and is copied once more into the transport's buffer.
+RAW_COPIES = 2
+REVIEW_TREES = 3
+ANSWER_COPIES = 4
+# What the insights process needs besides reviews: measured 98 MiB RSS idle (interpreter,
+# aiohttp, uvloop, the Kubernetes client, TLS) plus room for the informer caches and lists.
+INSIGHTS_RESERVED_MIB = 128
+# What a watch holds (~57 KiB: its task, subscription queue, TLS and write buffers) times this
+# is bounded; past it a new watch is a 429 and the client (a reflector) retries.
+MAX_WATCHES = 100
+# Two threads: reviews queue (each holding its charge) rather than all take turns at the GIL
+# with the loop, which keeps answering probes and watches between their slices.
+_REVIEWERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="review")
+
+
+def review_budget(memory_limit_mib: int) -> int:
+    """FooReviews in progress may hold what the process does not need itself (64 MiB of 256 MiB)."""
+    return max((memory_limit_mib - INSIGHTS_RESERVED_MIB) // 2, 16) * MiB
+
+
+def review_cost(body: bytes) -> int:
+    """An upper bound of the bytes reviewing ``body`` holds, until its answer is written."""
+    return (RAW_COPIES + ANSWER_COPIES) * len(body) + REVIEW_TREES * parse_cost(body)
+
 
 @dataclass
 class Insights:
@@ -51,6 +91,11 @@ class Insights:
     bookmark_interval: float = 60.0
     # How often an idle watch checks whether its client is still there.
     idle_check: float = 2.0
+    # Every byte a FooReview makes the process hold is charged here before it is held.
+    budget: ByteBudget = field(default_factory=lambda: ByteBudget(review_budget(256)))
+    body_deadlines: BodyDeadlines = BodyDeadlines()
+    max_watches: int = MAX_WATCHES
+    watches: int = 0
 
 
 INSIGHTS = web.AppKey("insights", Insights)
@@ -64,17 +109,21 @@ def _fail(code: int, message: str, **kwargs: Any) -> StatusError:
     return StatusError(failure(code, message, **kwargs))
 
 
-def _render(body: Any, form: Form, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def _rendered(body: Any, form: Form) -> tuple[bytes | Payload, str]:
+    """``body`` in ``form``: its bytes and their Content-Type."""
     if form == "yaml":
-        return web.Response(body=yaml_body(body), status=status, headers={"Content-Type": YAML, **(headers or {})})
+        return yaml_body(body), YAML
     content_type = {
         "table": TABLE,
         "discovery-v2": discovery.aggregated_media_type("v2"),
         "discovery-v2beta1": discovery.aggregated_media_type("v2beta1"),
     }.get(form, JSON)
-    return web.Response(
-        body=orjson.dumps(body), status=status, headers={"Content-Type": content_type, **(headers or {})}
-    )
+    return orjson.dumps(body), content_type
+
+
+def _render(body: Any, form: Form, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    data, content_type = _rendered(body, form)
+    return web.Response(body=data, status=status, headers={"Content-Type": content_type, **(headers or {})})
 
 
 def _form(request: web.Request, allowed: tuple[Form, ...]) -> Form:
@@ -205,13 +254,43 @@ async def _resource(request: web.Request, insights: Insights, info: RequestInfo)
 
 
 async def _create_review(request: web.Request, insights: Insights, namespace: str) -> web.StreamResponse:
+    """A FooReview answered within the budget: its bytes charged before they are read, its
+    parsed trees before they are built, its answer until it is written; the work off the loop."""
     form = _form(request, ("json", "yaml"))
-    body = await read_json(request, insights.review_body_limit)
+    check_json_content_type(request)
+    limit, declared = insights.review_body_limit, request.content_length
+    if declared is not None and declared > limit:
+        raise body_too_large(limit)
     try:
-        answer = review(body, namespace, default_image=insights.default_image)
+        # Twice what arrives: the chunks and their join.
+        async with insights.budget.reserve(RAW_COPIES * declared if declared else GROWTH_STEP) as reservation:
+            body = await read_body(request, limit, deadlines=insights.body_deadlines, reservation=reservation)
+            await reservation.resize(review_cost(body))
+            # Parsing, reviewing and rendering are CPU work of up to seconds: in a thread, so the
+            # loop goes on answering probes and watches meanwhile.
+            data, content_type = await asyncio.get_running_loop().run_in_executor(
+                _REVIEWERS, _review_rendered, body, namespace, insights.default_image, form
+            )
+            del body
+            response = web.Response(body=data, status=201, headers={"Content-Type": content_type})
+            await response.prepare(request)
+            await response.write_eof()  # written (into the transport) before the bytes are given back
+            return response
+    except NeverFits as err:
+        raise _fail(
+            413,
+            f"request body is too large to review: it needs {err.wanted} bytes of the {err.largest} the "
+            "server may hold for reviews (it follows --memory-limit-mib)",
+        ) from None
+
+
+def _review_rendered(body: bytes, namespace: str, default_image: str, form: Form) -> tuple[bytes | Payload, str]:
+    check_nesting(body)  # before any recursive work: parse, convert, copy, render
+    try:
+        answer = review(parse_json(body), namespace, default_image=default_image)
     except ReviewError as err:
         raise StatusError(err.status) from None
-    return _render(answer, form, status=201)
+    return _rendered(answer, form)
 
 
 # ---- foohealths: get, list, watch -------------------------------------------------------------------------
@@ -386,6 +465,15 @@ def _watch_render(request: web.Request, form: Form) -> Render:
 
 
 async def _watch(request: web.Request, insights: Insights, matches: _Filter, form: Form) -> web.StreamResponse:
-    return await serve_watch(
-        request, insights.view, matches, _watch_render(request, form), _watch_options(request, insights, form)
-    )
+    options = _watch_options(request, insights, form)
+    if insights.watches >= insights.max_watches:
+        raise _fail(
+            429,
+            f"too many watches in progress (at most {insights.max_watches}); retry later",
+            details={"retryAfterSeconds": 1},
+        )
+    insights.watches += 1
+    try:
+        return await serve_watch(request, insights.view, matches, _watch_render(request, form), options)
+    finally:
+        insights.watches -= 1

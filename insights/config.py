@@ -29,6 +29,8 @@ class AggregatedConfig:
     watch_timeout: float = 1800.0
     bookmark_interval: float = 60.0
     history: int = 1024
+    # The container's memory limit: FooReviews are charged to a budget taken from it (api.review_budget).
+    memory_limit_mib: int = 256
     # How long startup waits for the ConfigMap before serving anyway (the caches sync meanwhile;
     # foohealths answer 503 until they have).
     sync_timeout: float = 10.0

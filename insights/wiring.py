@@ -7,11 +7,12 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from kube.budget import ByteBudget
 from kube.client import KubeClient
 from kube.config import ClientSettings, connect
 from kube.informer import Informer
 
-from .api import INSIGHTS, Insights, handle
+from .api import INSIGHTS, Insights, handle, review_budget
 from .authn import Authenticator, UserInfo
 from .authz import CachingAuthorizer, Decision, RequestInfo
 from .cluster import RequestHeaderSource, health_informers, health_view, sar_authorizer, start_all
@@ -38,6 +39,7 @@ def setup(app: web.Application, config: AggregatedConfig) -> None:
         default_image=config.default_image,
         watch_timeout=config.watch_timeout,
         bookmark_interval=config.bookmark_interval,
+        budget=ByteBudget(review_budget(config.memory_limit_mib)),
     )
     app[INSIGHTS] = insights
     for path in ("/apis", "/apis/{tail:.*}", "/openapi/v2", "/openapi/v3", "/openapi/v3/{tail:.*}"):

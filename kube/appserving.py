@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from ssl import SSLContext
 
 from aiohttp import hdrs, web
 
+from .connections import ConnectionGuard, ConnectionLimits, GuardedSite
 from .http import StatusError, status_response
+from .limits import give_back_freed_memory_every
 from .readiness import Readiness
 from .reviewserver import KEEPALIVE_SECONDS
 from .status import failure
@@ -19,6 +22,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 READINESS = web.AppKey("readiness", Readiness)
+# How often freed memory is given back: often enough that RSS follows a burst down within seconds.
+TRIM_SECONDS = 10.0
 
 
 @web.middleware
@@ -36,6 +41,16 @@ async def status_edge(request: web.Request, handler: Handler) -> web.StreamRespo
             405: f"method {request.method} is not allowed on {request.path}",
         }.get(err.status, err.reason)
         return status_response(failure(err.status, message))
+    except ConnectionError:
+        if request.transport is not None and not request.transport.is_closing():
+            log.exception("internal error serving %s %s", request.method, request.path)
+            return status_response(failure(500, "internal error; see the server's log"))
+        # The client closed its connection mid-request (its body unread): nothing to answer, nothing broken.
+        log.info(
+            "client went away before its request was read",
+            extra={"method": request.method, "path": request.path, "remote": request.remote},
+        )
+        return status_response(failure(400, "the client went away"))  # never written: aiohttp drops it
     except Exception:
         log.exception("internal error serving %s %s", request.method, request.path)
         return status_response(failure(500, "internal error; see the server's log"))
@@ -81,12 +96,14 @@ def serving_app(readiness: Readiness, *, client_max_size: int = 1024 * 1024) -> 
 
 
 class AppListener:
-    """An aiohttp app as a Listener (the insights API)."""
+    """An aiohttp app as a Listener (the insights API); its connections are bounded (kube.connections)."""
 
-    def __init__(self, app: web.Application) -> None:
+    def __init__(self, app: web.Application, limits: ConnectionLimits | None = None) -> None:
         self.app = app
         self.readiness = app[READINESS]
         self.runner: web.AppRunner | None = None
+        self.guard = ConnectionGuard(limits)
+        self.trimmer: asyncio.Task[None] | None = None
 
     async def prepare(self) -> None:
         """The app's start-up (``on_startup``, ``cleanup_ctx``): the insights API connects there."""
@@ -100,12 +117,24 @@ class AppListener:
 
     async def start(self, host: str, port: int, *, ssl: SSLContext, reuse_port: bool, backlog: int) -> None:
         assert self.runner is not None, "prepare() first: the TLS context is built after it"
-        site = web.TCPSite(
-            self.runner, host, port, ssl_context=ssl, backlog=backlog, reuse_address=True, reuse_port=reuse_port or None
+        site = GuardedSite(
+            self.runner,
+            host,
+            port,
+            self.guard,
+            ssl_context=ssl,
+            backlog=backlog,
+            reuse_address=True,
+            reuse_port=reuse_port or None,
         )
         await site.start()
+        # What a burst of connections or reviews freed goes back to the system (kube.limits).
+        self.trimmer = asyncio.create_task(give_back_freed_memory_every(TRIM_SECONDS), name="malloc-trim")
 
     async def stop(self, timeout: float) -> None:
+        if self.trimmer is not None:
+            self.trimmer.cancel()
+            await asyncio.gather(self.trimmer, return_exceptions=True)
         if self.runner is not None:
             self.runner._shutdown_timeout = timeout  # what AppRunner(shutdown_timeout=) sets, now deprecated
             await self.runner.cleanup()

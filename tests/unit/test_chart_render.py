@@ -687,3 +687,18 @@ def test_webhook_body_budget_follows_its_memory_limit_through_the_downward_api(m
     # What the kubelet puts there for that limit is what the flag's default reads.
     monkeypatch.setenv("MEMORY_LIMIT_MIB", "512")
     assert parse_webhook_flags(["--cert-dir", "/etc/foo-operator/tls"]).memory_limit_mib == 512
+
+
+def test_insights_review_budget_follows_its_memory_limit_through_the_downward_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    deployment = find(render({"insights": {"resources": {"limits": {"memory": "384Mi"}}}}), "Deployment", INSIGHTS)
+    insights = container(deployment)
+    env = {e["name"]: e for e in insights["env"]}
+    assert env["MEMORY_LIMIT_MIB"]["valueFrom"]["resourceFieldRef"] == {
+        "containerName": insights["name"],
+        "resource": "limits.memory",
+        "divisor": "1Mi",
+    }
+    monkeypatch.setenv("MEMORY_LIMIT_MIB", "384")
+    assert parse_insights_flags(["--cert-dir", "/etc/foo-operator/tls"]).memory_limit_mib == 384

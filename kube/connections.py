@@ -1,0 +1,239 @@
+"""What a connection to an aiohttp server may hold before it is a request: bounded heads, capped counts.
+
+aiohttp bounds each header line (8190 bytes) and their number (128), not the head as a whole nor
+the time it takes to arrive, and it accepts every connection. Here, on the insights listener:
+
+* a head (request line and headers) is at most ``head_limit`` bytes (431) and must arrive within
+  ``head_timeout`` of its first byte (408); either way the connection closes.
+* Connections are told apart by their TLS client certificate. One that presented a certificate
+  the listener verified (kube-apiserver's front-proxy client) is *verified*; one that did not
+  (the kubelet's probes; anyone else) is *anonymous*. Anonymous ones get a small head limit, a
+  short idle timeout, and a count of their own: past it the oldest anonymous connection is
+  closed, so a client that opens many can never lock out a probe (which asks and is answered
+  within a millisecond of its handshake). Verified ones past their cap are closed at once.
+
+So what heads hold is bounded by constants times capped counts (docs/architecture.md, "Resource
+model (insights)"). The numbers are the admission port's (kube.reviewserver) where they mean
+the same thing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from http import HTTPStatus
+from ssl import SSLContext
+from typing import Any
+
+import orjson
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from .reviewserver import HEAD_LIMIT, HEAD_TIMEOUT, KEEPALIVE_SECONDS
+from .status import Status, failure
+
+log = logging.getLogger(__name__)
+
+KiB = 1024
+# How long a refused connection has to take its answer (431, 408) before it is cut.
+REFUSAL_LINGER = 1.0
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Per-process bounds of the connections an aiohttp listener holds."""
+
+    head_limit: int = HEAD_LIMIT
+    head_timeout: float = HEAD_TIMEOUT
+    idle_timeout: float = KEEPALIVE_SECONDS
+    # The kubelet's probe is ~150 bytes of head, asked and answered at once.
+    anonymous_head_limit: int = 8 * KiB
+    anonymous_head_timeout: float = 5.0
+    anonymous_idle_timeout: float = 5.0
+    # kube-apiserver's aggregator opens one connection per request in flight (a watch holds one; at most
+    # 100 of them): 256 x (a 64 KiB head, 128 KiB of body read ahead) is at most 48 MiB.
+    max_verified: int = 256
+    max_anonymous: int = 64
+    # asyncio's default is 60 s: a handshake holds its TLS buffers until it completes or times out.
+    handshake_timeout: float = 10.0
+
+
+class ConnectionGuard:
+    """The connections of one listener, counted: verified ones up to a cap, anonymous ones evicted oldest first."""
+
+    def __init__(self, limits: ConnectionLimits | None = None) -> None:
+        self.limits = limits or ConnectionLimits()
+        self.verified: set[GuardedRequestHandler] = set()
+        self.anonymous: dict[GuardedRequestHandler, None] = {}  # in order of arrival
+        self.refused = 0  # verified connections closed at the cap
+        self.evicted = 0  # anonymous connections closed for a newer one
+        self._full = False
+
+    def admit(self, handler: GuardedRequestHandler) -> bool:
+        """Count ``handler``'s connection; False if it must be closed at once."""
+        if handler.verified:
+            if len(self.verified) >= self.limits.max_verified:
+                self.refused += 1
+                if not self._full:
+                    log.warning("connection cap reached: closing new connections", extra={"cap": len(self.verified)})
+                    self._full = True
+                return False
+            self._full = False
+            self.verified.add(handler)
+            return True
+        while len(self.anonymous) >= self.limits.max_anonymous:
+            oldest = next(iter(self.anonymous))
+            del self.anonymous[oldest]
+            self.evicted += 1
+            oldest.cut()
+        self.anonymous[handler] = None
+        return True
+
+    def release(self, handler: GuardedRequestHandler) -> None:
+        self.verified.discard(handler)
+        self.anonymous.pop(handler, None)
+
+    def handler(self, server: web.Server) -> GuardedRequestHandler:
+        """The protocol of one new connection (the listener's protocol factory)."""
+        # ``server._kwargs``: what the runner was given (access log, timeouts), as Server() passes them.
+        return GuardedRequestHandler(server, self, loop=asyncio.get_running_loop(), **server._kwargs)
+
+
+class GuardedRequestHandler(RequestHandler):
+    """aiohttp's connection protocol, with its head bounded in bytes and in time from its first byte."""
+
+    def __init__(self, manager: web.Server, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self.guard = guard
+        self.verified = False
+        self.head_limit = guard.limits.anonymous_head_limit
+        self.head_timeout = guard.limits.anonymous_head_timeout
+        self._head_bytes = 0
+        self._head_tail = b""  # the last bytes fed, to find a head's end split across two reads
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._body: Any = None  # the payload (StreamReader) of the last request; None before the first
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # With TLS, called once the handshake is over: the peer's certificate is known.
+        self.verified = bool(transport.get_extra_info("peercert"))
+        limits = self.guard.limits
+        if self.verified:
+            self.head_limit, self.head_timeout = limits.head_limit, limits.head_timeout
+            self._keepalive_timeout = limits.idle_timeout
+        else:
+            self._keepalive_timeout = limits.anonymous_idle_timeout
+        super().connection_made(transport)
+        if not self.guard.admit(self):
+            self.cut()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.guard.release(self)
+        self._stop_head_timer()
+        super().connection_lost(exc)
+
+    def _in_head(self) -> bool:
+        return self._body is None or self._body.is_eof()
+
+    def data_received(self, data: bytes) -> None:
+        if not data or self._force_close or self._close or not self._in_head():
+            super().data_received(data)
+            return
+        if self._head_timer is None:
+            self._head_timer = self._loop.call_later(self.head_timeout, self._head_expired)
+            if self._keepalive_handle is not None:  # the head's own deadline holds from here
+                self._keepalive_handle.cancel()
+                self._keepalive_handle = None
+        room = self.head_limit - self._head_bytes
+        if len(data) > room:
+            # Past the limit unless the head ends within it (the rest is its body or the next request).
+            window = self._head_tail + data[: room + 4]
+            if b"\r\n\r\n" not in window and b"\n\n" not in window:
+                self._refuse(
+                    failure(
+                        431,
+                        f"request head is larger than {self.head_limit} bytes",
+                        reason="RequestHeaderFieldsTooLarge",
+                    ),
+                    "head too large",
+                )
+                return
+        self._head_bytes += len(data)
+        self._head_tail = data[-3:]
+        count = self._request_count
+        super().data_received(data)
+        if self._request_count != count:  # a head is complete (or refused by aiohttp's parser)
+            self._stop_head_timer()
+            self._head_bytes, self._head_tail = 0, b""
+            if self._messages:
+                self._body = self._messages[-1][1]
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if self.transport is not None and self._in_head():
+            self._refuse(
+                failure(408, f"request head not received within {self.head_timeout:g}s", reason="Timeout"),
+                "head too slow",
+            )
+
+    def _refuse(self, status: Status, why: str) -> None:
+        """Answer ``status`` unless a request is being answered (its answer comes first), then close."""
+        log.info(why, extra={"remote": _remote(self.transport), "verified": self.verified})
+        transport = self.transport
+        if transport is not None and not self._request_in_progress and not self._messages:
+            body = orjson.dumps(status)
+            code = int(status.get("code", 400))
+            transport.write(
+                f"HTTP/1.1 {code} {HTTPStatus(code).phrase}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+        self._stop_head_timer()
+        self.cut(linger=REFUSAL_LINGER)
+
+    def cut(self, linger: float = 0.0) -> None:
+        """Close without waiting for the client: a TLS close waits for the peer's close_notify (up to
+        30 s), reading and decrypting whatever it still sends. ``linger`` lets an answer go out first."""
+        transport = self.transport
+        self.force_close()
+        if transport is None:
+            return
+        if linger:
+            self._loop.call_later(linger, transport.abort)
+        else:
+            transport.abort()
+
+
+def _remote(transport: asyncio.BaseTransport | None) -> str:
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+
+class GuardedSite(web.TCPSite):
+    """aiohttp's TCPSite, whose connections are GuardedRequestHandlers and whose handshakes time out sooner."""
+
+    def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(runner, host, port, **kwargs)
+        self.guard = guard
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner, as TCPSite.start does
+        server = self._runner.server
+        assert server is not None
+        ssl: SSLContext | None = self._ssl_context
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: self.guard.handler(server),
+            self._host,
+            self._port,
+            ssl=ssl,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+            ssl_handshake_timeout=self.guard.limits.handshake_timeout if ssl is not None else None,
+        )
+        self._bound_port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self._port

@@ -1,0 +1,329 @@
+"""Hostile callers of the insights API, through its real listener (kube.appserving over TLS).
+
+Each test is an attack that once worked (issue #25, findings 10-15): heads that never end or
+arrive slowly, many connections without a certificate, reviews larger than memory or nested
+deeper than any renderer goes, clients that leave mid-body, watches without end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from certs.authority import KeyPair, issue_client, issue_serving, new_ca
+from hack.cluster import free_port
+from insights import AggregatedConfig
+from insights import api as insights_api
+from insights.api import INSIGHTS
+from insights.authn import RequestHeaderConfig, UserInfo
+from insights.authz import Decision, RequestInfo
+from insights.server import build_app
+from insights.view import HealthView
+from kube.appserving import AppListener
+from kube.connections import ConnectionLimits
+from kube.readiness import Readiness
+from kube.serving import ServingOptions, serve_until_stopped
+from tests.objects import foo_v1
+
+REVIEWS = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/fooreviews"
+WATCH = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/foohealths?watch=1"
+
+
+@dataclass
+class Listener:
+    """A running insights listener and the two kinds of caller: the aggregator (verified) and anyone."""
+
+    port: int
+    aggregator: ssl.SSLContext
+    anonymous: ssl.SSLContext
+    app: Any
+    authorized: list[RequestInfo]  # every request let through (the rest is routed and read after)
+
+    async def connect(self, *, verified: bool = True) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        context = self.aggregator if verified else self.anonymous
+        return await asyncio.open_connection("127.0.0.1", self.port, ssl=context)
+
+    async def request(self, method: str, path: str, *, verified: bool = True, body: Any = None) -> tuple[int, Any]:
+        async with aiohttp.ClientSession() as session:
+            async with session.request(
+                method,
+                f"https://127.0.0.1:{self.port}{path}",
+                ssl=self.aggregator if verified else self.anonymous,
+                headers={"X-Remote-User": "alice", "Content-Type": "application/json"},
+                data=orjson.dumps(body) if body is not None else None,
+                timeout=aiohttp.ClientTimeout(total=20),
+            ) as response:
+                text = await response.read()
+                try:
+                    return response.status, orjson.loads(text)
+                except orjson.JSONDecodeError:
+                    return response.status, text.decode()
+
+
+Start = Callable[..., Awaitable[Listener]]
+
+
+async def until(what: str, condition: Callable[[], bool], timeout: float = 10) -> None:
+    """Wait on the loop (the server runs on it too) until ``condition()`` holds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        assert loop.time() < end, f"timed out waiting: {what}"
+        await asyncio.sleep(0.02)
+
+
+def _write_pair(directory: Path, name: str, pair: KeyPair) -> None:
+    (directory / f"{name}.crt").write_bytes(pair.cert_pem)
+    (directory / f"{name}.key").write_bytes(pair.key_pem)
+
+
+@pytest.fixture
+async def start(tmp_path: Path) -> AsyncIterator[Start]:
+    serving_ca, front_proxy_ca = new_ca("serving-ca"), new_ca("front-proxy-ca")
+    _write_pair(
+        tmp_path, "tls", issue_serving(serving_ca, common_name="insights", dns_names=["localhost"], ips=["127.0.0.1"])
+    )
+    _write_pair(tmp_path, "aggregator", issue_client(front_proxy_ca, common_name="front-proxy-client"))
+    client_ca_file = tmp_path / "front-proxy-ca.crt"
+    client_ca_file.write_bytes(front_proxy_ca.cert_pem)
+    anonymous = ssl.create_default_context(cadata=serving_ca.cert_pem.decode())
+    aggregator = ssl.create_default_context(cadata=serving_ca.cert_pem.decode())
+    aggregator.load_cert_chain(tmp_path / "aggregator.crt", tmp_path / "aggregator.key")
+    stop = asyncio.Event()
+    servers: list[asyncio.Task[None]] = []
+
+    async def start_listener(limits: ConnectionLimits | None = None, **config: Any) -> Listener:
+        options = ServingOptions(cert_dir=tmp_path, bind_address="127.0.0.1", port=free_port())
+        watcher = options.certificate(client_ca_file=client_ca_file)
+        readiness = Readiness(checks=[lambda: watcher.loaded])
+        authorized: list[RequestInfo] = []
+
+        async def allow_all(user: UserInfo, info: RequestInfo) -> Decision:
+            authorized.append(info)
+            return Decision(True)
+
+        app = build_app(
+            AggregatedConfig(
+                requestheader=RequestHeaderConfig(client_ca_pem=front_proxy_ca.cert_pem),
+                authorizer=allow_all,
+                view=HealthView.empty(instance=1),
+                **config,
+            ),
+            readiness,
+        )
+        listener = AppListener(app) if limits is None else AppListener(app, limits)
+        servers.append(asyncio.create_task(serve_until_stopped(listener, options, watcher, stop, name="insights")))
+        await until("the listener serves", lambda: readiness.serving, timeout=10)
+        return Listener(options.port, aggregator, anonymous, app, authorized)
+
+    yield start_listener
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*servers), 20)
+
+
+def _status_of(answer: bytes) -> int:
+    """The status code of the first HTTP answer in ``answer`` (0 if there is none)."""
+    head = answer.split(b"\r\n", 1)[0].split()
+    return int(head[1]) if len(head) > 1 else 0
+
+
+async def _until_closed(reader: asyncio.StreamReader, timeout: float = 15) -> bytes:
+    return await asyncio.wait_for(reader.read(), timeout)
+
+
+# ---- heads (findings 10 and 11) ---------------------------------------------------------------
+
+
+async def test_a_head_that_never_ends_is_a_431_once_it_passes_the_limit(start: Start) -> None:
+    # Before: 126 headers of 8 KiB each (under aiohttp's per-line limit) were held until the
+    # idle timeout, 120 s; 200 such connections took the process to 601 MiB.
+    listener = await start()
+    reader, writer = await listener.connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    try:
+        for i in range(100):
+            writer.write(f"X-Padding-{i}: ".encode() + b"a" * 4000 + b"\r\n")
+            await writer.drain()
+    except ConnectionError:
+        pass  # closed while we still wrote: what we want
+    answer = await _until_closed(reader)
+    writer.close()
+    assert _status_of(answer) == 431
+    assert b"request head is larger than 65536 bytes" in answer
+
+
+async def test_a_head_sent_slowly_by_a_client_without_certificate_is_a_408_within_seconds(start: Start) -> None:
+    # Before: a half-sent head was held until the idle timeout (120 s from connect).
+    listener = await start()
+    reader, writer = await listener.connect(verified=False)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    await writer.drain()
+
+    async def trickle() -> None:
+        try:
+            while True:
+                await asyncio.sleep(0.5)
+                writer.write(b"X-A: b\r\n")
+                await writer.drain()
+        except ConnectionError:
+            pass
+
+    sender = asyncio.create_task(trickle())
+    try:
+        answer = await _until_closed(reader, timeout=12)
+    finally:
+        sender.cancel()
+        writer.close()
+    assert _status_of(answer) == 408
+    assert b"request head not received within 5s" in answer
+
+
+async def test_a_slow_head_from_the_aggregator_gets_its_own_deadline_from_the_first_byte(start: Start) -> None:
+    listener = await start(ConnectionLimits(head_timeout=1.0))
+    reader, writer = await listener.connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\n")
+    await writer.drain()
+    answer = await _until_closed(reader)
+    writer.close()
+    assert _status_of(answer) == 408
+
+
+async def test_clients_without_certificate_cannot_crowd_out_a_probe(start: Start) -> None:
+    # Before: every connection was kept, and one client could take every descriptor the
+    # process had; now the oldest anonymous connection makes room for the newest.
+    listener = await start()
+    crowd = [await listener.connect(verified=False) for _ in range(70)]
+    for _, writer in crowd:
+        writer.write(b"GET /healthz HTTP/1.1\r\nX-Never-Ends: ")
+    status, text = await listener.request("GET", "/healthz", verified=False)
+    assert (status, text) == (200, "ok")
+    ends = await asyncio.gather(*(asyncio.wait_for(r.read(), 0.5) for r, _ in crowd), return_exceptions=True)
+    for _, writer in crowd:
+        writer.close()
+    closed = [end for end in ends if end == b"" or isinstance(end, ConnectionResetError)]
+    assert len(closed) >= 70 + 1 - ConnectionLimits().max_anonymous
+
+
+async def test_verified_connections_past_the_cap_are_closed_at_once(start: Start) -> None:
+    listener = await start(ConnectionLimits(max_verified=3))
+    held = [await listener.connect() for _ in range(3)]
+    reader, writer = await listener.connect()
+    try:
+        assert await _until_closed(reader, timeout=5) == b""
+    except ConnectionResetError:
+        pass  # cut: closed at once, without waiting for our TLS close
+    writer.close()
+    for _, held_writer in held:
+        held_writer.close()
+
+
+# ---- FooReviews (findings 12 and 15) --------------------------------------------------------
+
+
+def _foo_review(obj: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "insights.samplecontroller.k8s.io/v1alpha1",
+        "kind": "FooReview",
+        "metadata": {"name": "r"},
+        "spec": {"object": obj},
+        **extra,
+    }
+
+
+async def test_a_review_that_would_not_fit_the_budget_is_a_413_before_it_is_parsed(start: Start) -> None:
+    # Before: read with only the 8 MiB cap and parsed: a 2 MiB review peaked at 258 MiB.
+    listener = await start()
+    review = _foo_review(foo_v1("big", namespace="ns"), padding=[{}] * (700 * 1024))  # 2.1 MiB of `{},`
+    status, body = await listener.request("POST", REVIEWS, body=review)
+    assert status == 413, body
+    assert "too large to review" in body["message"] and "--memory-limit-mib" in body["message"]
+    assert listener.app[INSIGHTS].budget.in_use == 0
+
+
+async def test_probes_are_answered_while_a_review_is_being_worked_on(
+    start: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: parse, review and render ran on the event loop: an 8 MiB review stalled /healthz 5.8 s.
+    listener = await start()
+    working, healthz_answered, finished = threading.Event(), threading.Event(), threading.Event()
+    real_review = insights_api.review
+
+    def slow_review(*args: Any, **kwargs: Any) -> Any:
+        working.set()
+        healthz_answered.wait(10)  # on the loop this would block the probe it waits for
+        finished.set()
+        return real_review(*args, **kwargs)
+
+    monkeypatch.setattr(insights_api, "review", slow_review)
+    reviewing = asyncio.create_task(listener.request("POST", REVIEWS, body=_foo_review(foo_v1("a", namespace="ns"))))
+    await until("the review started", working.is_set, timeout=10)
+    assert await listener.request("GET", "/healthz", verified=False) == (200, "ok")
+    assert not finished.is_set(), "the probe was answered only after the review"
+    healthz_answered.set()
+    status, _ = await reviewing
+    assert status == 201
+
+
+async def test_a_review_nested_deeper_than_the_limit_is_a_400_status(start: Start) -> None:
+    # Before: 300 levels parsed (orjson reads 1,024) and failed rendering (it writes 255): a 500.
+    listener = await start()
+    foo = orjson.dumps(foo_v1("deep", namespace="ns"))
+    deep = foo[:-1] + b',"extra":' + b'{"a":' * 300 + b'"leaf"' + b"}" * 300 + b"}"
+    status, body = await listener.request("POST", REVIEWS, body=_foo_review(orjson.Fragment(deep)))
+    assert status == 400, body
+    assert body["message"] == "request body is nested 303 levels deep: the limit is 128"
+
+
+async def test_a_client_that_leaves_mid_body_is_one_info_line_and_no_traceback(
+    start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: logged as an internal error with a traceback.
+    caplog.set_level(logging.INFO)
+    listener = await start()
+    reader, writer = await listener.connect()
+    writer.write(
+        f"POST {REVIEWS} HTTP/1.1\r\nHost: x\r\nX-Remote-User: alice\r\nContent-Type: application/json\r\n"
+        'Content-Length: 100000\r\n\r\n{"apiVersion": '.encode()
+    )
+    await writer.drain()
+    await until("the body is being read", lambda: bool(listener.authorized))
+    writer.transport.abort()
+    await until("the line is logged", lambda: any("went away" in r.getMessage() for r in caplog.records))
+    assert [r.getMessage() for r in caplog.records if "went away" in r.getMessage()] == [
+        "client went away before its request was read"
+    ]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert listener.app[INSIGHTS].budget.in_use == 0
+
+
+# ---- watches (finding 14) ---------------------------------------------------------------------
+
+
+async def test_watches_past_the_cap_are_a_429_that_says_when_to_retry(start: Start) -> None:
+    # Before: every watch was kept (~57 KiB and one descriptor each).
+    listener = await start()
+    listener.app[INSIGHTS].max_watches = 2
+    async with aiohttp.ClientSession() as session:
+        url = f"https://127.0.0.1:{listener.port}{WATCH}"
+        headers = {"X-Remote-User": "alice"}
+        held = [await session.get(url, ssl=listener.aggregator, headers=headers) for _ in range(2)]
+        assert [r.status for r in held] == [200, 200]
+        async with session.get(url, ssl=listener.aggregator, headers=headers) as third:
+            assert third.status == 429
+            body = await third.json()
+        assert body["reason"] == "TooManyRequests" and body["details"]["retryAfterSeconds"] == 1
+        for response in held:
+            response.close()
+        await until("the watches end", lambda: listener.app[INSIGHTS].watches == 0)
+        async with session.get(url, ssl=listener.aggregator, headers=headers) as again:
+            assert again.status == 200
