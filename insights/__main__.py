@@ -41,6 +41,13 @@ def parser() -> argparse.ArgumentParser:
         help="the container's memory limit [env MEMORY_LIMIT_MIB, which the chart sets from limits.memory "
         "through the downward API]; FooReviews in progress may hold a share of it at once",
     )
+    parser.add_argument(
+        "--list-history-seconds",
+        type=float,
+        default=300.0,
+        help="how long a FooHealth list can still be read as it was (resourceVersionMatch=Exact, continue "
+        "tokens, watches resuming); older versions answer 410 Expired, as after etcd's compaction",
+    )
     return parser
 
 
@@ -60,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         kubeconfig=args.kubeconfig,
         requestheader_ca_file=args.requestheader_ca_file,
         memory_limit_mib=args.memory_limit_mib,
+        history_window=args.list_history_seconds,
     )
     raise_open_file_limit()
     return run_server(serve(options, config), args, PROG)

@@ -8,12 +8,13 @@ to every authenticated user, as `system:discovery` makes them in a cluster.
 from __future__ import annotations
 
 import asyncio
-import base64
+import datetime
 import logging
 import random
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
@@ -33,21 +34,24 @@ from kube.http import (
 from kube.nesting import check_nesting
 from kube.status import failure
 
-from . import discovery, openapi
+from . import discovery, listing, openapi
 from .authn import Authenticator, Unauthenticated, UserInfo
 from .authz import Authorizer, RequestInfo, forbidden, request_info
+from .listing import page, reached, resolve
+from .listoptions import OptionsError, get_read, list_options, watch_read
 from .media import ACCEPTED, JSON, TABLE, YAML, Form, negotiate
-from .rendering import yaml_body
+from .rendering import YAML_LIMIT, yaml_body, yaml_document
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_VERSION, RESOURCES, VERSION, Resource
 from .review import ReviewError, review
 from .selectors import SelectorError, Selectors
-from .table import IncludeObject, table
+from .table import IncludeObject, row, table, table_head
 from .view import HealthView
 from .watch import Render, WatchOptions, serve_watch
 
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
+T = TypeVar("T")
 
 # What a FooReview holds at once, measured (bench.insights_attack big_reviews): its raw bytes
 # twice (the chunks and their join), up to three trees the size of its parsed body (the body,
@@ -246,7 +250,7 @@ async def _resource(request: web.Request, insights: Insights, info: RequestInfo)
     if info.path_name:
         if not info.namespace or info.verb != "get":
             raise _fail(404, NOT_FOUND)
-        return _get_health(request, insights, resource, info.namespace, info.path_name)
+        return await _get_health(request, insights, resource, info.namespace, info.path_name)
     return await _list_or_watch(request, insights, info)
 
 
@@ -307,11 +311,13 @@ def _require_synced(insights: Insights) -> None:
         )
 
 
-def _get_health(
+async def _get_health(
     request: web.Request, insights: Insights, resource: Resource, namespace: str, name: str
 ) -> web.StreamResponse:
     form = _form(request, ("json", "yaml", "table", "partial"))
+    read = _options(get_read, request.query)
     _require_synced(insights)
+    await reached(insights.view, read.resource_version)
     health = insights.view.get(namespace, name)
     if health is None:
         raise _fail(
@@ -320,6 +326,14 @@ def _get_health(
             details={"name": name, "group": GROUP, "kind": resource.name},
         )
     return _one(health, form, request)
+
+
+def _options(parse: Callable[[Mapping[str, str]], T], query: Mapping[str, str]) -> T:
+    """A read's options, or the Status apimachinery answers for them (before any head is sent)."""
+    try:
+        return parse(query)
+    except OptionsError as err:
+        raise StatusError(err.status) from None
 
 
 def _include_object(request: web.Request) -> IncludeObject:
@@ -371,58 +385,47 @@ async def _list_or_watch(request: web.Request, insights: Insights, info: Request
     watch = info.verb == "watch"
     form = _form(request, ("json", "table", "partial") if watch else ("json", "yaml", "table", "partial"))
     matches = _filter(info)
-    _require_synced(insights)
     if watch:
-        return await _watch(request, insights, matches, form)
-    items = [h for h in insights.view.healths(info.namespace or None) if matches(h)]
-    rv = insights.view.resource_version
-    items, continue_token, remaining = _page(request, items, rv)
-    if form == "table":
-        body = table(items, resource_version=rv, include_object=_include_object(request))
-        if continue_token:
-            body["metadata"]["continue"] = continue_token
-        return _render(body, form)
-    metadata: Object = {"resourceVersion": rv}
-    if continue_token:
-        metadata.update({"continue": continue_token, "remainingItemCount": remaining})
-    if form == "partial":
-        return _render(
-            {
-                "kind": "PartialObjectMetadataList",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": metadata,
-                "items": [_partial(h) for h in items],
-            },
-            form,
-        )
-    return _render(
-        {"kind": f"{FOO_HEALTHS.kind}List", "apiVersion": GROUP_VERSION, "metadata": metadata, "items": items}, form
+        options = _watch_options(request, insights, form)
+        _require_synced(insights)
+        return await _watch(request, insights, matches, form, options)
+    return await _list(request, insights, info, form, matches)
+
+
+async def _list(
+    request: web.Request, insights: Insights, info: RequestInfo, form: Form, matches: _Filter
+) -> web.StreamResponse:
+    """Every check first (options, then the state asked for), then the page, streamed."""
+    options = _options(list_options, request.query)
+    include = _include_object(request) if form == "table" else "Metadata"
+    _require_synced(insights)
+    state, version = await resolve(insights.view, options)
+    listed = page(
+        state,
+        version,
+        options,
+        namespace=info.namespace,
+        matches=None if matches.selectors.empty else matches.selectors.matches,
     )
+    head: Object
+    render: Callable[[Object], Object]
+    if form == "table":
+        now = datetime.datetime.now(datetime.UTC)
+        head, key, render = table_head(listed.metadata), "rows", lambda obj: row(obj, now, include)
+    elif form == "partial":
+        head = {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": listed.metadata}
+        key, render = "items", _partial
+    else:
+        head = {"kind": f"{FOO_HEALTHS.kind}List", "apiVersion": GROUP_VERSION, "metadata": listed.metadata}
+        key, render = "items", _same
+    if form == "yaml":
+        document = await listing.document(head, key, listed.items, render, YAML_LIMIT)
+        return web.Response(body=yaml_document(document), headers={"Content-Type": YAML})
+    return await listing.write(request, head, key, listed.items, render, TABLE if form == "table" else JSON)
 
 
-def _key(obj: Object) -> str:
-    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata'].get('name', '')}"
-
-
-def _page(request: web.Request, items: list[Object], rv: str) -> tuple[list[Object], str, int]:
-    """`limit`/`continue` over the key order; the token says where the last page stopped."""
-    token = request.query.get("continue", "")
-    if token:
-        try:
-            state = orjson.loads(base64.urlsafe_b64decode(token.encode()))
-            start = str(state["start"])
-        except (ValueError, KeyError, TypeError):
-            raise _fail(400, "continue key is not valid: ask for the list again without it") from None
-        items = [i for i in items if _key(i) > start]
-    try:
-        limit = int(request.query.get("limit", "0") or 0)
-    except ValueError:
-        raise _fail(400, "limit must be an integer") from None
-    if limit <= 0 or len(items) <= limit:
-        return items, "", 0
-    page = items[:limit]
-    token = base64.urlsafe_b64encode(orjson.dumps({"rv": rv, "start": _key(page[-1])})).decode()
-    return page, token, len(items) - limit
+def _same(obj: Object) -> Object:
+    return obj
 
 
 # ---- watch -----------------------------------------------------------------------------------------------
@@ -430,9 +433,7 @@ def _page(request: web.Request, items: list[Object], rv: str) -> tuple[list[Obje
 
 def _watch_options(request: web.Request, insights: Insights, form: Form) -> WatchOptions:
     query = request.query
-    rv = query.get("resourceVersion", "")
-    if rv and not rv.isdigit():
-        raise _fail(400, f"invalid resource version: {rv!r}")
+    read = _options(watch_read, query)  # the one resourceVersion parser, before the head is sent
     send_initial = query.get("sendInitialEvents") in ("1", "true", "True")
     try:
         timeout = (
@@ -443,7 +444,7 @@ def _watch_options(request: web.Request, insights: Insights, form: Form) -> Watc
     except ValueError:
         raise _fail(400, "timeoutSeconds must be a number") from None
     return WatchOptions(
-        since=None if send_initial or rv in ("", "0") else rv,
+        since=None if send_initial or read.resource_version == 0 else str(read.resource_version),
         initial_events_end=send_initial,
         # Table watches are for people; bookmarks would only be noise in them.
         bookmarks=query.get("allowWatchBookmarks") in ("1", "true", "True") and form != "table",
@@ -464,8 +465,9 @@ def _watch_render(request: web.Request, form: Form) -> Render:
     return lambda obj, first: obj
 
 
-async def _watch(request: web.Request, insights: Insights, matches: _Filter, form: Form) -> web.StreamResponse:
-    options = _watch_options(request, insights, form)
+async def _watch(
+    request: web.Request, insights: Insights, matches: _Filter, form: Form, options: WatchOptions
+) -> web.StreamResponse:
     if insights.watches >= insights.max_watches:
         raise _fail(
             429,

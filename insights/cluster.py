@@ -20,6 +20,7 @@ from typing import Any
 from certs.files import write_atomic
 from fooapi import KIND
 from fooapi.views import POD_LABEL, DeploymentView, Object
+from kube.budget import ByteBudget
 from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, FOOS, PODS, SUBJECT_ACCESS_REVIEWS, KubeClient
 from kube.informer import Informer
 
@@ -161,10 +162,18 @@ def health_informers(client: KubeClient) -> dict[str, Informer]:
     }
 
 
-def health_view(informers: dict[str, Informer], *, history: int = 1024) -> HealthView:
+def health_view(
+    informers: dict[str, Informer],
+    *,
+    history: int = 1024,
+    history_window: float = 300.0,
+    budget: ByteBudget | None = None,
+) -> HealthView:
     view = HealthView(
         *(informers[k].store for k in ("foos", "deployments", "pods", "events")),
         history=history,
+        history_window=history_window,
+        budget=budget,
         synced=lambda: all(i.has_synced for i in informers.values()),
     )
     for kind, informer in informers.items():

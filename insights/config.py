@@ -31,6 +31,7 @@ class AggregatedConfig:
     history: int = 1024
     # The container's memory limit: FooReviews are charged to a budget taken from it (api.review_budget).
     memory_limit_mib: int = 256
+    history_window: float = 300.0  # seconds a FooHealth change stays readable (Exact, continue, watch resume)
     # How long startup waits for the ConfigMap before serving anyway (the caches sync meanwhile;
     # foohealths answer 503 until they have).
     sync_timeout: float = 10.0

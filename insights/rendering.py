@@ -52,13 +52,17 @@ class _YamlPayload(Payload):
 
 def yaml_body(body: Any, limit: int = YAML_LIMIT) -> Payload:
     """``body`` as a YAML payload, or a 406 Status suggesting JSON when it is too large to render."""
-    document = orjson.dumps(body)
-    if len(document) > limit:
+    return yaml_document(orjson.dumps(body), limit)
+
+
+def yaml_document(document: bytes | None, limit: int = YAML_LIMIT) -> Payload:
+    """A JSON document as a YAML payload; None (or one over ``limit``) is the 406 Status."""
+    if document is None or len(document) > limit:
+        size = f"{len(document)} bytes" if document is not None else f"more than {limit} bytes"
         raise StatusError(
             failure(
                 406,
-                f"the answer is {len(document)} bytes as JSON; this server renders YAML only "
-                f"up to {limit} bytes: ask for {JSON}",
+                f"the answer is {size} as JSON; this server renders YAML only up to {limit} bytes: ask for {JSON}",
             )
         )
     return _YamlPayload(document)

@@ -36,6 +36,11 @@ class Selectors:
     labels: LabelSelector = field(default_factory=LabelSelector)
     fields: FieldSelector = field(default_factory=FieldSelector)
 
+    @property
+    def empty(self) -> bool:
+        """Selects everything (kube-apiserver's Predicate.Empty: a list may then count what remains)."""
+        return not self.labels.requirements and not self.fields.requirements
+
     def pinned_name(self) -> str:
         """The name a list or watch is about, as RequestInfo reads it: `metadata.name=x`, x a valid path segment."""
         name = self.fields.requires_exact_match("metadata.name")

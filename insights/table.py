@@ -117,6 +117,25 @@ def _row_object(obj: Object, include: IncludeObject) -> Object | None:
     return {"kind": "PartialObjectMetadata", "apiVersion": TABLE_API_VERSION, "metadata": obj.get("metadata", {})}
 
 
+def row(obj: Object, now: datetime.datetime, include_object: IncludeObject = "Metadata") -> Object:
+    """One TableRow: the cells, and the object as ``includeObject`` asks."""
+    out: Object = {"cells": cells(obj, now)}
+    embedded = _row_object(obj, include_object)
+    if embedded is not None:
+        out["object"] = embedded
+    return out
+
+
+def table_head(metadata: Object, *, headers: bool = True) -> Object:
+    """A Table without its rows (a streamed list writes them after it)."""
+    return {
+        "kind": "Table",
+        "apiVersion": TABLE_API_VERSION,
+        "metadata": metadata,
+        "columnDefinitions": COLUMNS if headers else [],
+    }
+
+
 def table(
     objects: Iterable[Object],
     *,
@@ -127,14 +146,7 @@ def table(
 ) -> Object:
     """A Table of FooHealths; ``headers=False`` for every watch event after the first (as Kubernetes)."""
     now = now or datetime.datetime.now(datetime.UTC)
-    rows = []
-    for obj in objects:
-        row: Object = {"cells": cells(obj, now)}
-        embedded = _row_object(obj, include_object)
-        if embedded is not None:
-            row["object"] = embedded
-        rows.append(row)
     metadata = {"resourceVersion": resource_version} if resource_version else {}
-    out: Object = {"kind": "Table", "apiVersion": TABLE_API_VERSION, "metadata": metadata, "rows": rows}
-    out["columnDefinitions"] = COLUMNS if headers else []
+    out = table_head(metadata, headers=headers)
+    out["rows"] = [row(obj, now, include_object) for obj in objects]
     return out

@@ -1,9 +1,15 @@
-"""The live FooHealths: recomputed when a Foo, Deployment, Pod or Event changes, with a watch history.
+"""The live FooHealths: recomputed when a Foo, Deployment, Pod or Event changes, with a history.
 
 Reads the informer stores (``kube.informer.Store``) and is told about changes through informer
 handlers. Each change that alters a FooHealth gets the next resourceVersion and goes into a
-bounded history, so a watch can resume from a recent version; an older (or another replica's)
-version answers 410 Expired and the client relists, as with any apiserver's watch cache.
+bounded history, so a watch can resume from a recent version and a list can be answered as it
+was at a recent version (``snapshot``: resourceVersionMatch=Exact, and every page of a paged
+list). An older (or another replica's) version answers 410 Expired and the client relists, as
+with any apiserver's watch cache.
+
+The history is held by count (``history``), by age (``history_window``) and by bytes: each
+change is charged to the byte budget for the state it replaced (the only thing it alone keeps
+alive); past a quarter of the budget, or when the budget has no room, the oldest changes go first.
 """
 
 from __future__ import annotations
@@ -11,14 +17,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from fooapi import KIND
 from fooapi.views import BY_DEPLOYMENT, Object, ObjectView, deployment_index, namespaced_key, pod_foo_index
+from kube.budget import ByteBudget, Reservation, parse_cost
 from kube.informer import Store, object_key
+from kube.ratelimit import Clock
 
 from .health import foo_health
 
@@ -56,6 +67,25 @@ class Change:
     type: EventType
     old: Object | None
     new: Object
+    at: float = 0.0  # when (the view's clock), for the history's window
+    cost: int = 0  # bytes charged to the budget while the history holds it
+
+    @property
+    def key(self) -> str:
+        return object_key(self.new)
+
+
+# The history may hold at most this fraction (1/HISTORY_SHARE) of the budget, so that requests
+# (FooReview bodies, answers) always find most of it free.
+HISTORY_SHARE = 4
+
+# What one history entry costs besides the state it replaced: the Change, its slot, the DELETED copy.
+CHANGE_OVERHEAD = 512
+
+
+def change_cost(old: Object | None) -> int:
+    """An upper bound of the memory the replaced state holds (its parse cost, as for a body)."""
+    return CHANGE_OVERHEAD + (parse_cost(orjson.dumps(old)) if old is not None else 0)
 
 
 class Expired(Exception):
@@ -107,12 +137,22 @@ class HealthView:
         events: Store,
         *,
         history: int = 1024,
+        history_window: float = 300.0,
+        budget: ByteBudget | None = None,
+        clock: Clock = time.monotonic,
         instance: int | None = None,
         synced: Callable[[], bool] = lambda: True,
     ) -> None:
         self.foos, self.deployments, self.pods, self.events = foos, deployments, pods, events
         self._healths: dict[str, Object] = {}
-        self._history: deque[Change] = deque(maxlen=history)
+        self._history: deque[Change] = deque()
+        self.history_limit = history
+        self.history_window = history_window
+        self._clock = clock
+        # With no budget of its own (tests), the history is bounded by count and age alone.
+        self._reservation = Reservation(budget or ByteBudget(1 << 62))
+        self._history_bytes = 0
+        self._changed = asyncio.Event()
         self._subscribers: set[Subscription] = set()
         self._synced = synced
         # resourceVersions are "<instance><counter>": another replica's (or an earlier process's)
@@ -136,6 +176,55 @@ class HealthView:
     @property
     def resource_version(self) -> str:
         return str(self._counter)
+
+    @property
+    def version(self) -> int:
+        return self._counter
+
+    @property
+    def oldest(self) -> int:
+        """The oldest version whose state ``snapshot`` can still give (the state before the first change held)."""
+        self._trim()
+        return self._history[0].resource_version - 1 if self._history else self._counter
+
+    @property
+    def history_bytes(self) -> int:
+        """What the history holds, as charged to the budget."""
+        return self._history_bytes
+
+    def snapshot(self, resource_version: int) -> dict[str, Object] | None:
+        """The FooHealths by key as they were at ``resource_version`` (at most the current one),
+        or None when that state is no longer held: the current state with the newer changes undone."""
+        if not self.oldest <= resource_version <= self._counter:
+            return None
+        state = dict(self._healths)
+        for change in reversed(self._history):
+            if change.resource_version <= resource_version:
+                break
+            if change.old is None:
+                state.pop(change.key, None)
+            else:
+                state[change.key] = change.old
+        return state
+
+    async def wait_for(self, resource_version: int, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until the view has reached ``resource_version``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._counter < resource_version:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                return self._counter >= resource_version
+        return True
+
+    @property
+    def current(self) -> Mapping[str, Object]:
+        """The FooHealths by key ("<namespace>/<name>"), as they are now; read-only."""
+        return self._healths
 
     def get(self, namespace: str, name: str) -> Object | None:
         return self._healths.get(f"{namespace}/{name}")
@@ -204,12 +293,29 @@ class HealthView:
         return str(self._counter)
 
     def _publish(self, type_: EventType, old: Object | None, new: Object) -> None:
-        change = Change(self._counter, type_, old, new)
+        change = Change(self._counter, type_, old, new, self._clock(), change_cost(old))
         self._history.append(change)
+        self._history_bytes += change.cost
+        self._trim()
+        self._changed.set()
+        self._changed = asyncio.Event()
         for subscriber in list(self._subscribers):
             subscriber.offer(change)
             if subscriber.closed:
                 self._subscribers.discard(subscriber)
+
+    def _trim(self) -> None:
+        """Drop the oldest changes past the count, past the window, or while the budget has no room."""
+        too_old = self._clock() - self.history_window
+        history = self._history
+        while history and (
+            len(history) > self.history_limit
+            or history[0].at < too_old
+            or self._history_bytes > self._reservation.budget.capacity // HISTORY_SHARE
+            or not self._reservation.try_resize(self._history_bytes)
+        ):
+            self._history_bytes -= history.popleft().cost
+        self._reservation.try_resize(self._history_bytes)  # gives back what was dropped
 
     # ---- watching ------------------------------------------------------------------------------
 
@@ -222,7 +328,7 @@ class HealthView:
             replay = [Change(self._counter, "ADDED", None, h) for h in self.healths()]
         else:
             asked = int(resource_version)
-            oldest = self._history[0].resource_version - 1 if self._history else self._counter
+            oldest = self.oldest
             if not oldest <= asked <= self._counter:
                 raise Expired(resource_version, oldest)
             replay = [c for c in self._history if c.resource_version > asked]

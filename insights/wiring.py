@@ -76,7 +76,9 @@ def _cluster_lifecycle(config: AggregatedConfig) -> Callable[[web.Application], 
                 )
             if config.view is None:
                 by_kind = health_informers(client)
-                insights.view = health_view(by_kind, history=config.history)
+                insights.view = health_view(
+                    by_kind, history=config.history, history_window=config.history_window, budget=insights.budget
+                )
                 informers += by_kind.values()
             for informer in informers:
                 informer.start()
