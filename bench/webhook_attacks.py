@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 import zlib
 from functools import cache
 
@@ -131,20 +132,27 @@ async def gzip_bodies(target: Target, tally: Tally, stop: asyncio.Event) -> None
 
 
 async def unread_answers(target: Target, tally: Tally, stop: asyncio.Event) -> None:
-    """Finding 3: four clients send 3 MiB reviews whose answers are large, and never read them."""
-    request = post("/validate-foo", invalid_name_review(3 * MiB), target)
+    """Finding 3: four clients send 3 MiB ConversionReviews (2,000 Foos), whose answers are as
+    large whatever errors say, and never read them."""
+    request = post("/convert", orjson.dumps(conversion_of(2000, LEGACY_API_VERSION)), target)
 
     async def one(_: int) -> None:
         async def round_() -> None:
             if (connection := await connect(target, tally, stop, receive_buffer=4096)) is None:
                 return
-            reader, writer = connection
+            _, writer = connection
             try:
                 writer.write(request)
                 with contextlib.suppress(OSError, ssl.SSLError):
                     await writer.drain()
-                await hold(stop, 40)  # never read; see whether the server gives up first
-                tally.answers["held 40s" if not reader.at_eof() else "cut off"] += 1
+                began = time.monotonic()
+                while time.monotonic() - began < 40 and not stop.is_set() and not writer.transport.is_closing():
+                    await hold(stop, 0.5)  # never read; see whether the server gives up first
+                held = time.monotonic() - began
+                if writer.transport.is_closing():
+                    tally.answers[f"cut off by the server within {5 * (held // 5 + 1):.0f}s"] += 1
+                else:
+                    tally.answers["held 40s" if held >= 40 else "still held at the end of the run"] += 1
             finally:
                 writer.transport.abort()
 
