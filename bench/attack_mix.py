@@ -29,6 +29,7 @@ import ssl
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,11 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from hack.cluster import LocalControlPlane, free_port
+from hack.procs import wait_until
 
 from . import memcg, proctree, servers, webhook_attacks
 from .attacks import Attack, Tally, Target
 from .honest import HONEST_LABEL, Honest, Probes, run_honest, run_probe
-from .insights_attacks import INSIGHTS_ATTACKS
+from .insights_attacks import FOOHEALTHS, INSIGHTS_ATTACKS
 from .planes import AdminClient, apply_plain_crd, plain_foo, plane
 from .report import fmt, percentile, save, say, table
 from .webhook_attacks import WEBHOOK_ATTACKS
@@ -174,7 +176,9 @@ class Clients:
         self.seconds = seconds
         self.pipes = {role: context.Pipe(duplex=False) for role in self.ROLES}
         self.procs = [
-            context.Process(target=_client, args=(role, target, run, send), name=f"attack-mix-{server}-{role}")
+            context.Process(
+                target=_client, args=(role, target, run, send), name=f"attack-mix-{server}-{role}", daemon=True
+            )
             for role, (_, send) in self.pipes.items()
         ]
 
@@ -301,7 +305,21 @@ def insights(
     ]  # fmt: skip
     with memcg.limited("foo-attack-mix-insights", args.memory_limit_mib) as cgroup:
         with servers.start("insights", [*(cgroup.launcher() if cgroup else []), *argv], cert_dir, port) as server:
-            yield server, insights_target("127.0.0.1", port, servers.client_context(cert_dir), p), cgroup
+            target = insights_target("127.0.0.1", port, servers.client_context(cert_dir), p)
+            # /readyz says 200 before the caches have synced (FooHealths answer 503 until then).
+            wait_until("FooHealths served", lambda: foohealths_served(target), timeout=120, interval=0.5)
+            yield server, target, cgroup
+
+
+def foohealths_served(target: Target) -> bool:
+    """Whether insights answers a FooHealth list (its caches have synced)."""
+    assert target.client_context is not None
+    request = urllib.request.Request(target.url + FOOHEALTHS + "?limit=1", headers=dict(target.user_headers))
+    try:
+        with urllib.request.urlopen(request, context=target.client_context, timeout=10) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
 
 
 def heavy_foo(i: int) -> dict[str, Any]:
