@@ -61,6 +61,7 @@ class Run:
     findings: tuple[int, ...]
     seconds: float
     peak_mib: float
+    peak_at_s: float  # after the attack began: past ``seconds``, the peak came as the attackers left
     idle_mib: float
     processes_seen: int
     workers_replaced: int
@@ -84,6 +85,7 @@ class Run:
             "findings": list(self.findings),
             "seconds": self.seconds,
             "peak_mib": self.peak_mib,
+            "peak_at_s": self.peak_at_s,
             "idle_mib": self.idle_mib,
             "processes_seen": self.processes_seen,
             "workers_replaced": self.workers_replaced,
@@ -220,14 +222,15 @@ def measure(
     say(f"{server_name}: findings {','.join(map(str, findings))} for {args.seconds:g}s (idle {idle:.0f} MiB)")
     started = time.monotonic()
     clients.start()
-    peak = idle
+    peak, peak_at = idle, 0.0
     refreshed = 0.0
     while time.monotonic() - started < args.seconds + 40 and not clients.finished():
         if time.monotonic() - refreshed > 0.5:
             pids = proctree.tree(root) if server.component.running() else set()
             seen |= pids
             refreshed = time.monotonic()
-        peak = max(peak, proctree.rss_mib(pids))
+        if (now := proctree.rss_mib(pids)) > peak:
+            peak, peak_at = now, time.monotonic() - started
         time.sleep(0.05)
     tallies, honest, probes = clients.results()
     return Run(
@@ -235,6 +238,7 @@ def measure(
         findings=findings,
         seconds=time.monotonic() - started,
         peak_mib=peak,
+        peak_at_s=peak_at,
         idle_mib=idle,
         processes_seen=len(seen),
         workers_replaced=len(seen - first),
@@ -434,7 +438,8 @@ def _keep(runs: list[Run], args: argparse.Namespace) -> None:
     """Save after every run: a long --each loses nothing to a later failure."""
     latest = runs[-1]
     say(
-        f"{latest.server} {','.join(map(str, latest.findings))}: peak {latest.peak_mib:.0f} MiB, "
+        f"{latest.server} {','.join(map(str, latest.findings))}: peak {latest.peak_mib:.0f} MiB "
+        f"at {latest.peak_at_s:.0f}s, OOM kills {latest.oom_kills}, "
         f"/healthz max {latest.healthz_max_s():.2f}s, honest failed {len(latest.honest.failures)}"
     )
     save("attack_mix", {"settings": vars(args), "runs": [r.summary() for r in runs]})
