@@ -168,13 +168,19 @@ def _start(
 
 
 def ours(
-    cert_dir: Path, *, port: int = 0, args: list[str] | None = None, pin: bool = True, launcher: Sequence[str] = ()
+    cert_dir: Path,
+    *,
+    port: int = 0,
+    args: list[str] | None = None,
+    pin: bool = True,
+    env: dict[str, str] | None = None,
+    launcher: Sequence[str] = (),
 ) -> Server:
     """Our webhook; ``launcher`` goes before the interpreter (e.g. ``taskset``, ``prlimit``)."""
     port = port or free_port()
     # No metrics listener: the Go peer has none either (its metrics are still recorded, as ours are).
     argv = [*launcher, sys.executable, "-m", "webhook", *webhook_args(cert_dir, port), *(args or [])]
-    return _start("ours", argv, cert_dir, port, pin=pin)
+    return _start("ours", argv, cert_dir, port, pin=pin, env=env)
 
 
 def start(name: str, argv: list[str], cert_dir: Path, port: int) -> Server:

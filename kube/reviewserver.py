@@ -8,19 +8,27 @@ the three POST endpoints only what a review needs: the response heads are precom
 that arrived with its head is answered inside ``data_received`` without an await or a timer,
 and every bound aiohttp gave us is kept here, plus the ones a hand-written server owes:
 
+- it serves what kube-apiserver and the kubelet send, a POST with a Content-Length, a GET, and
+  refuses the rest with one Status, then closes: Content-Encoding 415, Transfer-Encoding (or a
+  POST without a length) 411, Upgrade and CONNECT 400; nothing is inflated, no chunk is read;
 - the request head (line + headers) is at most HEAD_LIMIT bytes (431) and must arrive within
-  ``head_timeout`` of its first byte (408; slowloris on headers);
+  ``head_timeout`` of its first byte (408; slowloris on headers), a new connection's first
+  request within ``first_request``;
 - Content-Length with Transfer-Encoding is a 400 (request smuggling), as is anything llhttp
   cannot parse; the connection closes after either;
-- pipelined requests are answered in order, one at a time, reading paused meanwhile;
+- pipelined requests are answered in order, one at a time, reading paused meanwhile, and not
+  while the client leaves what was written unread;
 - HTTP/1.0 and ``Connection: close`` close after the answer; ``Expect: 100-continue`` is
-  answered when the body is about to be read; idle connections close after ``keepalive``.
+  answered when the body is about to be read; idle connections close after ``keepalive``;
+- at most ``max_connections``: a newcomer past the cap closes the quietest connection that is
+  not being answered; body bytes read before their request pays for them are charged to the
+  budget at once (docs/architecture.md, "Resource model (admission port)").
 
 An endpoint (``Endpoint``) is a path and a handler of a parsed JSON body with its Bounds:
-body limit (413, Content-Length checked before reading, chunked bodies counted while read,
-gzip/deflate inflated up to the limit), body deadlines (408), the byte budget (kube.budget:
-413 when a body never fits, 429 when it waits too long), concurrency slots, the answer
-deadline (504) and the write deadline (a client that does not read its answer is cut off).
+body limit (413, Content-Length checked before reading), body deadlines (408), the byte budget
+(kube.budget: 413 when a body never fits, 429 when it waits too long), concurrency slots, the
+answer deadline (504) and the write deadline (a large answer is charged until its last piece is
+handed over; a client that does not read it is cut off).
 """
 
 from __future__ import annotations

@@ -200,18 +200,20 @@ async def test_nesting_deeper_than_orjson_allows_is_a_400_status(webhook_client:
     assert response.status == 400 and "deeper than 128 levels" in status["message"]
 
 
-def _with_nested(review: dict[str, Any], depth: int) -> bytes:
-    """``review`` as JSON, its value "NESTED" replaced by objects nested ``depth`` deep (orjson
-    cannot write them)."""
-    return orjson.dumps(review).replace(b'"NESTED"', b'{"a":' * depth + b'"x"' + b"}" * depth)
+def _with_nested(review: dict[str, Any], depth: int, *, arrays: bool = False) -> bytes:
+    """``review`` as JSON, its value "NESTED" replaced by objects (or arrays) nested ``depth``
+    deep (orjson cannot write them)."""
+    nested = b"[" * depth + b"]" * depth if arrays else b'{"a":' * depth + b'"x"' + b"}" * depth
+    return orjson.dumps(review).replace(b'"NESTED"', nested)
 
 
 async def test_an_invalid_value_nested_990_deep_is_a_400_status_not_a_500(webhook_client: ServeWebhook) -> None:
-    # Before: the field error rendered the value with json.dumps, which recursed past its limit: a 500.
+    # Before: the field error "spec: must be an object" rendered the value with json.dumps, which
+    # recursed past its limit: a 500 with a traceback.
     client = await webhook_client(Settings())
     foo = foo_v1()
-    foo["spec"]["deployment"] = "NESTED"
-    body = _with_nested(admission_review(foo), 990)
+    foo["spec"] = "NESTED"
+    body = _with_nested(admission_review(foo), 990, arrays=True)
     response = await client.post("/validate-foo", data=body, headers={"Content-Type": "application/json"})
     status = await response.json()
     assert response.status == 400 and status["kind"] == "Status" and "deeper than 128 levels" in status["message"]
@@ -236,8 +238,9 @@ async def test_a_conversion_stash_nested_deep_is_a_failed_conversion_not_a_500(w
     foo["metadata"]["annotations"] = {CONVERSION_ANNOTATION: stash}
     body = orjson.dumps(conversion_review([foo], V1))
     response = await client.post("/convert", data=body, headers={"Content-Type": "application/json"})
+    assert response.status == 200, await response.text()
     result = (await response.json())["response"]["result"]
-    assert response.status == 200 and result["status"] == "Failure"
+    assert result["status"] == "Failure"
     assert "nests deeper than 128 levels; remove it" in result["message"]
 
 
