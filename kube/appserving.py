@@ -45,9 +45,9 @@ async def status_edge(request: web.Request, handler: Handler) -> web.StreamRespo
         if request.transport is not None and not request.transport.is_closing():
             log.exception("internal error serving %s %s", request.method, request.path)
             return status_response(failure(500, "internal error; see the server's log"))
-        # The client closed its connection mid-request (its body unread): nothing to answer, nothing broken.
+        # The client closed its connection mid-request (mid-body, or while it was worked on): nothing is broken.
         log.info(
-            "client went away before its request was read",
+            "client went away before it was answered",
             extra={"method": request.method, "path": request.path, "remote": request.remote},
         )
         return status_response(failure(400, "the client went away"))  # never written: aiohttp drops it

@@ -183,7 +183,8 @@ class GuardedRequestHandler(RequestHandler):
 
     def _refuse(self, status: Status, why: str) -> None:
         """Answer ``status`` unless a request is being answered (its answer comes first), then close."""
-        log.info(why, extra={"remote": _remote(self.transport), "verified": self.verified})
+        # Debug, not info: a flood of bad heads must not become a flood of log lines.
+        log.debug(why, extra={"remote": _remote(self.transport), "verified": self.verified})
         transport = self.transport
         if transport is not None and not self._request_in_progress and not self._messages:
             body = orjson.dumps(status)

@@ -58,7 +58,8 @@ def give_back_freed_memory() -> bool:
             _libc.malloc_trim.argtypes = [ctypes.c_size_t]
         except (OSError, AttributeError):
             return False
-    return bool(_libc.malloc_trim(0))
+    _libc.malloc_trim(0)
+    return True
 
 
 async def give_back_freed_memory_every(interval: float) -> None:

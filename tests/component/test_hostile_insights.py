@@ -300,7 +300,7 @@ async def test_a_client_that_leaves_mid_body_is_one_info_line_and_no_traceback(
     writer.transport.abort()
     await until("the line is logged", lambda: any("went away" in r.getMessage() for r in caplog.records))
     assert [r.getMessage() for r in caplog.records if "went away" in r.getMessage()] == [
-        "client went away before its request was read"
+        "client went away before it was answered"
     ]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert listener.app[INSIGHTS].budget.in_use == 0
