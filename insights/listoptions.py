@@ -27,6 +27,7 @@ Match = Literal["", "Exact", "NotOlderThan"]
 _MATCHES: tuple[Match, ...] = ("Exact", "NotOlderThan", "")
 _MAX_UINT64 = (1 << 64) - 1
 _TOKEN_VERSION = "meta.k8s.io/v1"
+_BASE64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 # A continue token of kube-apiserver with rv -1 asks for the rest of the list at the latest
 # version: what the 410 of an expired token offers.
 LATEST = -1
@@ -77,7 +78,10 @@ class Continue:
         try:
             raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
         except (binascii.Error, ValueError):
-            raise _bad_request("invalid continue token: continue key is not valid: illegal base64 data") from None
+            at = next((i for i, c in enumerate(token) if c not in _BASE64URL), len(token))
+            raise _bad_request(
+                f"invalid continue token: continue key is not valid: illegal base64 data at input byte {at}"
+            ) from None
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -136,7 +140,10 @@ def _limit(query: Mapping[str, str]) -> int:
         return 0
     value = parse_int64(raw)
     if value is None:
-        raise _bad_request(f"limit: strconv.ParseInt: parsing {go_quote(raw)}: invalid syntax")
+        problem = (
+            "value out of range" if raw.lstrip("+-").isascii() and raw.lstrip("+-").isdigit() else "invalid syntax"
+        )
+        raise _bad_request(f"strconv.ParseInt: parsing {go_quote(raw)}: {problem}")
     return max(value, 0)
 
 

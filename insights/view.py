@@ -192,11 +192,14 @@ class HealthView:
         """What the history holds, as charged to the budget."""
         return self._history_bytes
 
-    def snapshot(self, resource_version: int) -> dict[str, Object] | None:
+    def snapshot(self, resource_version: int) -> Mapping[str, Object] | None:
         """The FooHealths by key as they were at ``resource_version`` (at most the current one),
-        or None when that state is no longer held: the current state with the newer changes undone."""
+        or None when that state is no longer held: the current state with the newer changes undone.
+        Read it before awaiting anything: at the current version it is the live state itself."""
         if not self.oldest <= resource_version <= self._counter:
             return None
+        if resource_version == self._counter:
+            return self._healths
         state = dict(self._healths)
         for change in reversed(self._history):
             if change.resource_version <= resource_version:

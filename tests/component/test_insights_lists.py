@@ -160,8 +160,8 @@ def _token(data: dict[str, Any]) -> str:
         ("resourceVersion=%D9%A3", 400, 'parsing "٣": invalid syntax'),  # ٣ is int() 3
         ("resourceVersion=-1", 400, 'parsing "-1": invalid syntax'),
         ("resourceVersion=18446744073709551616", 400, 'parsing "18446744073709551616": value out of range'),
-        ("limit=abc", 400, 'limit: strconv.ParseInt: parsing "abc": invalid syntax'),
-        ("continue=%%%", 400, "invalid continue token: continue key is not valid"),
+        ("limit=abc", 400, 'strconv.ParseInt: parsing "abc": invalid syntax'),
+        ("continue=%25%25%25", 400, "continue key is not valid: illegal base64 data at input byte 0"),
         ("continue=" + _token({"v": "v2", "rv": 1, "start": "a"}), 400, "server does not recognize"),
         ("continue=" + _token({"v": "meta.k8s.io/v1", "rv": 0, "start": "a"}), 400, "incorrect encoded start"),
         (
