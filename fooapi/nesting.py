@@ -9,21 +9,16 @@ any of them runs, and refused past MAX_DEPTH.
 from __future__ import annotations
 
 import re
-from itertools import accumulate
 
 # Foo's schema nests ~15 levels with a review around it (managedFields follow the object's
 # shape), and the CRD preserves no unknown fields; 128 is far above that and below orjson's 255
 # with a stash (itself at most 128 deep) placed a few levels into an object.
 MAX_DEPTH = 128
 
-_KEEP = b'{}[]"\\'
+_KEEP = b'{}[]"'
 _DELETE = bytes(byte for byte in range(256) if byte not in _KEEP)
 _STRING = re.compile(rb'"[^"]*"')
-_STEP = [0] * 256
-for _open in b"{[":
-    _STEP[_open] = 1
-for _close in b"}]":
-    _STEP[_close] = -1
+_PARENS = bytes.maketrans(b"{[}]", b"(())")
 
 
 def too_deep(text: bytes, limit: int = MAX_DEPTH) -> bool:
@@ -31,15 +26,26 @@ def too_deep(text: bytes, limit: int = MAX_DEPTH) -> bool:
     not JSON may be overcounted, and is refused either way).
 
     Fewer opening brackets than the limit answers at once (every real admission review). Else
-    the text is cut down to its brackets, quotes and backslashes (C loops: ~20% of orjson's parse
-    time on a 15 MB review): escapes go, then the strings, then a running sum finds the depth.
+    escapes go, then the text is cut down to its brackets and quotes, then the strings, then
+    pairs of brackets are dropped, innermost first (C loops all: a 15 MB ConversionReview of
+    10,000 Foos in ~100 ms, a third of orjson's time to parse it).
     Adjacent quotes are dropped first, a whole empty string or the gap between two strings, which
     leaves the others paired, so only strings holding brackets reach the regular expression.
     """
     if text.count(b"{") + text.count(b"[") <= limit:
         return False
-    reduced = text.translate(None, _DELETE)
-    reduced = reduced.replace(b"\\\\", b"").replace(b'\\"', b"").replace(b"\\", b"").replace(b'""', b"")
+    # Escaped backslashes, then escaped quotes, go first, on the text itself: once the letters
+    # are gone, the backslash of "\\n" would seem to escape whatever follows it.
+    reduced = text.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _DELETE).replace(b'""', b"")
     if b'"' in reduced:
         reduced = _STRING.sub(b"", reduced)
-    return max(accumulate(map(_STEP.__getitem__, reduced)), default=0) > limit
+    # Each pass drops the innermost pairs everywhere at once: what nests at most ``limit`` deep
+    # is gone after ``limit`` passes (a real review after ~12, each on what the last left).
+    # Brackets that no pass can pair are not JSON: orjson refuses them without recursing.
+    reduced = reduced.translate(_PARENS)
+    for _ in range(limit):
+        shorter = reduced.replace(b"()", b"")
+        if len(shorter) == len(reduced):
+            return False
+        reduced = shorter
+    return bool(reduced)

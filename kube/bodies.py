@@ -80,15 +80,16 @@ def gc_paused() -> Iterator[None]:
 _PAUSE_GC_FROM = 64 * 1024
 
 
-def parse_json(body: bytes) -> Any:
+def parse_json(body: bytes, *, opens: int | None = None) -> Any:
     """``body`` parsed as JSON, or a 400 Status that says what is wrong.
 
     Nesting past fooapi.nesting's limit is refused before the parse: what is parsed is then
     copied, rendered and written again, and each of those recurses (orjson writes only 255 levels).
+    ``opens``: how many arrays and objects the body opens, if counted already (kube.budget).
     """
     if not body:
         raise StatusError(failure(400, "request body is empty: expected a JSON object"))
-    if too_deep(body):
+    if (opens is None or opens > MAX_DEPTH) and too_deep(body):
         raise StatusError(failure(400, f"request body nests arrays and objects deeper than {MAX_DEPTH} levels"))
     try:
         if len(body) < _PAUSE_GC_FROM:

@@ -84,23 +84,25 @@ KEEPALIVE_SECONDS = 95.0
 # been quiet longest among those not being answered (idle, or still sending a head or a body,
 # or waiting for the budget): neither probes nor the apiserver, whose requests arrive whole at
 # once, are refused by connections a client merely holds open or trickles into; only when
-# every one is being answered is the newcomer closed. Each costs at most a constant
-# (docs/architecture.md, "Resource model (admission port)").
-MAX_CONNECTIONS = 128
+# every one is being answered is the newcomer closed. Each costs at most a constant, ~320 KiB
+# with every buffer below full, so 64 fit in what a process reserves for itself (kube.budget;
+# docs/architecture.md, "Resource model (admission port)"); a pod of N workers holds 64 N.
+MAX_CONNECTIONS = 64
+# What the transport (and over TLS each of its two layers) holds before writing pauses: also
+# the largest answer written at once; larger ones are charged and written a piece at a time.
+_WRITE_HIGH = 16 * 1024
 # A large answer is written in pieces, each once the transport has room: over TLS the whole
 # answer would otherwise be encrypted into the socket transport's buffer at once, and drain()
 # (which sees only the TLS layer's buffer) would return while megabytes wait for the client.
-_WRITE_PIECE = 64 * 1024
+_WRITE_PIECE = 16 * 1024
 # The kernel's socket buffers of one connection, each way (it doubles the number). Left to
 # autotuning, a client that does not read lets the send buffer grow to tcp_wmem's 4 MiB — a
 # whole answer out of our hands and our budget, yet in the pod's memory (the cgroup counts
-# socket buffers) — and one whose body waits for the budget fills the receive buffer. 128 KiB
-# each way still moves ~250 MB/s at a 0.5 ms round trip.
-_SOCKET_BUFFER = 64 * 1024
+# socket buffers) — and one whose body waits for the budget fills the receive buffer. 64 KiB
+# each way still moves ~125 MB/s at a 0.5 ms round trip.
+_SOCKET_BUFFER = 32 * 1024
 # A body's bytes the connection holds before its handler takes them; past it, reading pauses.
 _BUFFER_HIGH = 256 * 1024
-# Chunked bodies (kube-apiserver always sends a Content-Length) grow their reservation in steps.
-_GROWTH_STEP = 64 * 1024
 # Bodies from this size on are parsed and answered with the cyclic collector paused.
 _PAUSE_GC_FROM = 64 * 1024
 # Answers from this size on are written without joining them to their head.
@@ -279,12 +281,13 @@ class Endpoint:
             try:
                 body = _whole_body(request, self.bounds.body_limit)
                 assert held is not None
-                if not held.try_resize(parse_charge(body)):
+                charge, opens = parse_charge(body)
+                if not held.try_resize(charge):
                     held.force(len(body))  # held while it waits for room: charged
                     waiting = self.serve(conn, request, started, body=body, counted=True, held=held)
                     held = None
                     return waiting
-                answer, tree = _answer(self.handler, request, body)
+                answer, tree = _answer(self.handler, request, body, opens)
                 if not conn.fits_send_buffer(len(answer)):
                     # A large answer: written under the deadline, still paid for (released there).
                     prepared = self.serve(
@@ -377,10 +380,11 @@ class Endpoint:
                     else:
                         # As if read here: a body too large to hold twice is refused in those words.
                         await reservation.resize(2 * len(body))
-                    await reservation.resize(parse_charge(body))
+                    charge, opens = parse_charge(body)
+                    await reservation.resize(charge)
                     stage = "work"
                     async with self.slots:
-                        answer, tree = _answer(self.handler, request, body)
+                        answer, tree = _answer(self.handler, request, body, opens)
                 # Written while still paid for and under the deadline: a client that does not
                 # read its answer must not keep megabytes in the send buffer for free. The
                 # answer is charged too (made already, so charged room or not).
@@ -447,7 +451,7 @@ def _whole_body(request: Request, limit: int) -> bytes:
     return request.take()
 
 
-def _answer(handler: BodyHandler, request: Request, body: bytes) -> tuple[bytes, list[Any] | None]:
+def _answer(handler: BodyHandler, request: Request, body: bytes, opens: int) -> tuple[bytes, list[Any] | None]:
     """Parse ``body`` and let ``handler`` answer it; for a large body, with the collector paused.
 
     Paused across parse, work and encoding, and until the caller has written the answer and
@@ -457,10 +461,10 @@ def _answer(handler: BodyHandler, request: Request, body: bytes) -> tuple[bytes,
     apiserver no longer waits for: the tree is returned, held, and freed after the write.
     """
     if len(body) < _PAUSE_GC_FROM or not gc.isenabled():
-        return handler(request, parse_json(body)), None
+        return handler(request, parse_json(body, opens=opens)), None
     gc.disable()
     try:
-        tree = parse_json(body)
+        tree = parse_json(body, opens=opens)
         return handler(request, tree), [tree]
     except BaseException:
         gc.enable()
@@ -586,6 +590,7 @@ class Connection(asyncio.Protocol):
         self.connections.add(self)
         self.last_active = self.loop.time()
         self._arm(self.last_active + self.app.first_request)
+        stream.set_write_buffer_limits(high=_WRITE_HIGH)
         _, self.write_limit = stream.get_write_buffer_limits()
         sock = stream.get_extra_info("socket")
         if sock is not None:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from bench.foos import conversion_of
-from kube.budget import ByteBudget, MiB, NeverFits, budget_for_memory_limit, parse_charge, parse_cost
+from kube.budget import ByteBudget, MiB, NeverFits, body_shape, budget_for_memory_limit, parse_charge, parse_cost
 from tests.component.reviews import admission_review
 from tests.objects import foo_v1
 
@@ -64,7 +64,7 @@ def test_a_list_of_ten_thousand_foos_fits_the_budget_of_a_256mi_pod() -> None:
     # of Foos as stored: managedFields, last-applied annotation, status with conditions).
     body = orjson.dumps(conversion_of(10_000))
     budget = ByteBudget(budget_for_memory_limit(256))
-    assert parse_charge(body) <= budget.largest(parse_charge(body))
+    assert parse_charge(body)[0] <= budget.largest(parse_charge(body)[0])
 
 
 def test_an_update_of_two_3mib_objects_fits_the_budget_of_a_256mi_pod() -> None:
@@ -73,7 +73,7 @@ def test_an_update_of_two_3mib_objects_fits_the_budget_of_a_256mi_pod() -> None:
     body = orjson.dumps(admission_review(big, operation="UPDATE", old=big))
     budget = ByteBudget(budget_for_memory_limit(256))
     assert 2 * len(body) <= budget.largest(2 * len(body))
-    assert parse_charge(body) <= budget.largest(parse_charge(body))
+    assert parse_charge(body)[0] <= budget.largest(parse_charge(body)[0])
 
 
 def test_the_budget_is_the_memory_limit_less_the_pods_headroom_and_what_the_process_needs() -> None:
@@ -134,3 +134,9 @@ def test_the_webhook_sizes_its_budget_from_the_memory_limit_the_chart_passes(mon
     monkeypatch.setenv("MEMORY_LIMIT_MIB", "1024")
     assert settings_from(parse_args(["--cert-dir", "/x"])).in_flight_budget == budget_for_memory_limit(1024)
     assert settings_from(parse_args(["--cert-dir", "/x", "--max-in-flight-mib", "100"])).in_flight_budget == 100 * MiB
+
+
+def test_a_bodys_shape_counts_the_arrays_and_objects_it_opens() -> None:
+    body = b'{"a":[1,{"b":[]}],"c":"{[:,"}'
+    cost, opens = body_shape(body)
+    assert cost == parse_cost(body) and opens == 4 + 2  # two more inside the string: a bound
