@@ -152,16 +152,28 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
         print(f"{component}: peak working set {peaks[component]:.1f} MiB, /healthz max {max(probes.latency):.2f}s")
     print(f"through kube-apiserver: {dict(answered)}, failed {len(failures)}")
 
-    assert failures == [], failures[:10]
-    assert answered["write"] > 0 and answered["read"] > 0
-    restarts = {c: [s["restartCount"] for s in release.pod(c)["status"]["containerStatuses"]] for c in PORTS}
-    assert restarts == {"webhook": [0], "insights": [0]}, restarts
-    assert {c: release.pod(c)["metadata"]["uid"] for c in PORTS} == {c: pods[c]["metadata"]["uid"] for c in PORTS}
+    # Every broken promise at once: the report of a failed run is what the fixes are judged on.
+    broken: list[str] = []
+    if failures:
+        broken.append(f"{len(failures)} requests through kube-apiserver failed, e.g. {failures[:3]}")
+    if not (answered["write"] and answered["read"]):
+        broken.append(f"kube-apiserver's load did not run: {dict(answered)}")
     for component, (tallies, _, probes) in results.items():
-        assert peaks[component] < BOUND_MIB, f"{component}: {peaks[component]:.0f} MiB"
-        assert probes.failures == [], f"{component}: {probes.failures[:5]}"
-        assert max(probes.latency) < HEALTHZ_BOUND_S, f"{component}: /healthz took {max(probes.latency):.2f}s"
-        server_errors = {n: dict(t.answers) for n, t in tallies.items() if t.server_errors()}
-        assert server_errors == {}, f"{component}: 5xx answers {server_errors}"
-        logs = release.plane.kubectl("logs", "-n", RELEASE_NAMESPACE, pods[component]["metadata"]["name"]).stdout
-        assert "Traceback" not in logs, f"{component} logged a traceback: {logs[logs.find('Traceback') :][:1500]}"
+        pod = release.pod(component)
+        restarts = [s["restartCount"] for s in pod["status"]["containerStatuses"]]
+        if restarts != [0] or pod["metadata"]["uid"] != pods[component]["metadata"]["uid"]:
+            broken.append(f"{component}: restarted {restarts} times")
+        if peaks[component] >= BOUND_MIB:
+            broken.append(f"{component}: working set peaked at {peaks[component]:.0f} MiB")
+        if probes.failures or max(probes.latency) >= HEALTHZ_BOUND_S:
+            broken.append(
+                f"{component}: /healthz max {max(probes.latency):.2f}s, {len(probes.failures)} failed: "
+                f"{probes.failures[:3]}"
+            )
+        if server_errors := {n: dict(t.answers) for n, t in tallies.items() if t.server_errors()}:
+            broken.append(f"{component}: 5xx answers {server_errors}")
+        name = pod["metadata"]["name"]
+        logs = release.plane.kubectl("logs", "-n", RELEASE_NAMESPACE, name, check=False).stdout
+        if "Traceback" in logs:
+            broken.append(f"{component} logged a traceback: {logs[logs.find('Traceback') :][:800]}")
+    assert broken == [], "\n".join(broken)
