@@ -130,7 +130,9 @@ def _check(path: str, status: int, answer: Any) -> str | None:
     return None
 
 
-async def valid(session: aiohttp.ClientSession, url: str, index: int, tally: Tally, stop: asyncio.Event) -> None:
+async def valid(
+    session: aiohttp.ClientSession, url: str, index: int, tally: Tally, stop: asyncio.Event, timeout: float = 30.0
+) -> None:
     bodies = [
         ("/validate-foo", orjson.dumps(create_review(new_foo(defaulted=True)))),
         ("/mutate-foo", orjson.dumps(create_review(new_foo()))),
@@ -146,7 +148,7 @@ async def valid(session: aiohttp.ClientSession, url: str, index: int, tally: Tal
                 url + path,
                 data=body,
                 headers={"Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=30),
+                timeout=aiohttp.ClientTimeout(total=timeout),
             ) as response:
                 answer = await response.json(content_type=None)
                 problem = _check(path, response.status, answer)

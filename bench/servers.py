@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -173,11 +174,18 @@ def ours(
     args: list[str] | None = None,
     pin: bool = True,
     env: dict[str, str] | None = None,
+    launcher: Sequence[str] = (),
 ) -> Server:
+    """Our webhook; ``launcher`` goes before the interpreter (e.g. ``taskset``, ``prlimit``)."""
     port = port or free_port()
     # No metrics listener: the Go peer has none either (its metrics are still recorded, as ours are).
-    argv = [sys.executable, "-m", "webhook", *webhook_args(cert_dir, port), *(args or [])]
+    argv = [*launcher, sys.executable, "-m", "webhook", *webhook_args(cert_dir, port), *(args or [])]
     return _start("ours", argv, cert_dir, port, pin=pin, env=env)
+
+
+def start(name: str, argv: list[str], cert_dir: Path, port: int) -> Server:
+    """Any server of ours (``argv`` as given, not pinned) ready once its ``/readyz`` says 200."""
+    return _start(name, argv, cert_dir, port, pin=False)
 
 
 GO_PEER = "go-controller-runtime"

@@ -1,0 +1,449 @@
+"""Attack mix (issue #25): every attack at once on each server, while honest callers and probes run.
+
+    .venv/bin/python -m bench.attack_mix [--seconds 30] [--server webhook|insights|both]
+                                         [--findings 1,3,...] [--each] [--foos 1000]
+
+Each server runs as the chart runs it (limits.memory 256Mi; the webhook with `--workers auto`
+on 2 CPUs, so a supervisor and two workers; the soft RLIMIT_NOFILE a container starts with,
+1024), on 127.0.0.1. Insights needs a kube-apiserver: a minimal plane with the Foo CRD and
+``--foos`` Foos with 8 KiB of labels each (and five small ones the honest lists select).
+
+For ``--seconds``, three client processes: the attacks of the chosen findings (bench.webhook_attacks,
+bench.insights_attacks), honest callers (bench.honest), and a /healthz probe. Reported per run:
+peak memory of the server's whole process tree (RSS summed, sampled every 50 ms) against 200 MiB
+and the limit, /healthz latency (max must be < 1 s), failed honest requests, 5xx answers to
+anyone, tracebacks in the server's log since it started, and workers replaced. With ``--each``,
+every finding first runs alone on a fresh server (its own peak), then all of them together.
+Numbers, never pass/fail: bench/README.md ("Attack mix (issue #25)") has the measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import resource
+import signal
+import ssl
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from hack.cluster import LocalControlPlane, free_port
+from hack.procs import wait_until
+
+from . import memcg, proctree, servers, webhook_attacks
+from .attacks import Attack, Tally, Target
+from .honest import HONEST_LABEL, Honest, Probes, run_honest, run_probe
+from .insights_attacks import FOOHEALTHS, INSIGHTS_ATTACKS
+from .planes import AdminClient, apply_plain_crd, plain_foo, plane
+from .report import fmt, percentile, save, say, table
+from .webhook_attacks import WEBHOOK_ATTACKS
+
+BOUND_MIB = 200
+HEALTHZ_BOUND_S = 1.0
+CONTAINER_NOFILE = "1024:20000"  # a container's soft limit; the hard one is this machine's
+ATTACKS: dict[str, dict[int, Attack]] = {"webhook": WEBHOOK_ATTACKS, "insights": INSIGHTS_ATTACKS}
+LABELS_PER_FOO = 128  # x 63-character values: ~8 KiB of labels per Foo
+
+
+@dataclass
+class Run:
+    server: str
+    findings: tuple[int, ...]
+    seconds: float
+    peak_mib: float
+    peak_at_s: float  # after the attack began: past ``seconds``, the peak came as the attackers left
+    idle_mib: float
+    processes_seen: int
+    workers_replaced: int
+    alive: bool
+    honest: Honest
+    probes: Probes
+    tallies: dict[int, Tally]
+    tracebacks: list[str]
+    oom_kills: int | None  # None: no memory cgroup here, the server ran unlimited
+    cgroup_peak_mib: float | None
+
+    def healthz_max_s(self) -> float:
+        return max(self.probes.latency, default=float("nan"))
+
+    def server_errors(self) -> int:
+        return self.honest.server_errors + sum(t.server_errors() for t in self.tallies.values())
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "findings": list(self.findings),
+            "seconds": self.seconds,
+            "peak_mib": self.peak_mib,
+            "peak_at_s": self.peak_at_s,
+            "idle_mib": self.idle_mib,
+            "processes_seen": self.processes_seen,
+            "workers_replaced": self.workers_replaced,
+            "alive_after": self.alive,
+            "oom_kills": self.oom_kills,
+            "cgroup_peak_mib": self.cgroup_peak_mib,
+            "healthz": {
+                "count": len(self.probes.latency),
+                "failed": len(self.probes.failures),
+                "failures": self.probes.failures[:10],
+                "p50_s": percentile(self.probes.latency, 50),
+                "max_s": self.healthz_max_s(),
+            },
+            "honest": {
+                "count": len(self.honest.latency),
+                "failed": len(self.honest.failures),
+                "failures": self.honest.failures[:10],
+                "p99_s": percentile(self.honest.latency, 99),
+            },
+            "server_errors": self.server_errors(),
+            "tracebacks": len(self.tracebacks),
+            "first_traceback": self.tracebacks[0] if self.tracebacks else "",
+            "attacks": {n: {"answers": dict(t.answers), "notes": dict(t.notes)} for n, t in self.tallies.items()},
+        }
+
+
+# ---- the client processes ---------------------------------------------------------------------------
+
+
+def _raise_nofile() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+async def _attack_all(target: Target, findings: tuple[int, ...], server: str, seconds: float) -> dict[int, Tally]:
+    """Every attack for ``seconds``; then a few seconds to finish what is in flight, no more: a
+    loop holding thousands of connections may take minutes to unwind, and only the tallies matter."""
+    tallies = {n: Tally() for n in findings}
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(ATTACKS[server][n](target, tallies[n], stop)) for n in findings]
+    done, _ = await asyncio.wait(tasks, timeout=seconds)
+    for task in done:  # an attack that ended early is a harness bug: say so, do not hide it
+        task.result()
+    stop.set()
+    await asyncio.wait(tasks, timeout=5)
+    return tallies
+
+
+def _client(role: str, target: Target, run: tuple[str, tuple[int, ...], float, int], results: Connection) -> None:
+    """One client process: attackers, honest callers and the probe never share a loop. It leaves
+    with os._exit once it has sent its outcome: the attackers' connections die with it."""
+    _raise_nofile()
+    server, findings, seconds, clients = run
+    loop = asyncio.new_event_loop()
+    outcome: object
+    if role == "attack":
+        outcome = loop.run_until_complete(_attack_all(target, findings, server, seconds))
+    elif role == "honest":
+        outcome = loop.run_until_complete(run_honest(target, server, clients, seconds))
+    else:
+        outcome = loop.run_until_complete(run_probe(target, seconds))
+    results.send(outcome)
+    results.close()
+    os._exit(0)
+
+
+# ---- one run ------------------------------------------------------------------------------------------
+
+
+def _tracebacks(log: Path) -> list[str]:
+    """Every traceback the server logged since its latest start (Component marks each with '==>')."""
+    text = log.read_text(errors="replace")
+    text = text[text.rfind("\n==> ") + 1 :]
+    found = []
+    for part in text.split("Traceback (most recent call last)")[1:]:
+        found.append("Traceback" + part[:1200])
+    return found
+
+
+class Clients:
+    """The three client processes of one server's run (attacks, honest callers, probe), forked."""
+
+    ROLES = ("attack", "honest", "probe")
+
+    def __init__(self, server: str, target: Target, findings: tuple[int, ...], seconds: float, honest: int) -> None:
+        if server == "webhook":
+            webhook_attacks.prepare()  # inherited by the forked attack process
+        context = multiprocessing.get_context("fork")
+        run = (server, findings, seconds, honest)
+        self.seconds = seconds
+        self.pipes = {role: context.Pipe(duplex=False) for role in self.ROLES}
+        self.procs = [
+            context.Process(
+                target=_client, args=(role, target, run, send), name=f"attack-mix-{server}-{role}", daemon=True
+            )
+            for role, (_, send) in self.pipes.items()
+        ]
+
+    def start(self) -> None:
+        for proc in self.procs:
+            proc.start()
+
+    def finished(self) -> bool:
+        return all(receive.poll() for receive, _ in self.pipes.values())
+
+    def results(self) -> tuple[dict[int, Tally], Honest, Probes]:
+        """What each process found (waits for them; a process that died is a harness bug)."""
+        outcomes = {}
+        for role, (receive, _) in self.pipes.items():
+            if not receive.poll(self.seconds + 60):
+                raise RuntimeError(f"the attack mix's {role} client process ended without a result")
+            outcomes[role] = receive.recv()
+        for proc in self.procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+        return outcomes["attack"], outcomes["honest"], outcomes["probe"]
+
+
+def measure(
+    server_name: str,
+    started_server: tuple[servers.Server, Target, memcg.MemoryCgroup | None],
+    findings: tuple[int, ...],
+    args: argparse.Namespace,
+) -> Run:
+    server, target, cgroup = started_server
+    assert server.pid is not None
+    root = server.pid
+    pids = proctree.tree(root)
+    idle = proctree.rss_mib(pids)
+    first = set(pids)
+    seen = set(pids)
+    clients = Clients(server_name, target, findings, args.seconds, args.honest)
+    say(f"{server_name}: findings {','.join(map(str, findings))} for {args.seconds:g}s (idle {idle:.0f} MiB)")
+    started = time.monotonic()
+    clients.start()
+    peak, peak_at = idle, 0.0
+    refreshed = 0.0
+    while time.monotonic() - started < args.seconds + 40 and not clients.finished():
+        if time.monotonic() - refreshed > 0.5:
+            pids = proctree.tree(root) if server.component.running() else set()
+            seen |= pids
+            refreshed = time.monotonic()
+        if (now := proctree.rss_mib(pids)) > peak:
+            peak, peak_at = now, time.monotonic() - started
+        time.sleep(0.05)
+    tallies, honest, probes = clients.results()
+    return Run(
+        server=server_name,
+        findings=findings,
+        seconds=time.monotonic() - started,
+        peak_mib=peak,
+        peak_at_s=peak_at,
+        idle_mib=idle,
+        processes_seen=len(seen),
+        workers_replaced=len(seen - first),
+        alive=server.component.running(),
+        honest=honest,
+        probes=probes,
+        tallies=tallies,
+        tracebacks=_tracebacks(server.component.log_file),
+        oom_kills=cgroup.oom_kills() if cgroup else None,
+        cgroup_peak_mib=cgroup.peak_mib() if cgroup else None,
+    )
+
+
+# ---- the servers, as the chart runs them ---------------------------------------------------------------
+
+
+@contextmanager
+def webhook(
+    cert_dir: Path, args: argparse.Namespace
+) -> Iterator[tuple[servers.Server, Target, memcg.MemoryCgroup | None]]:
+    chart_args = [
+        "--workers", "auto", "--memory-limit-mib", str(args.memory_limit_mib), "--drain-seconds", "5",
+        "--admission-timeout-seconds", "5", "--log-level", "info", "--log-format", "json",
+        "--tls-min-version", "VersionTLS12",
+    ]  # fmt: skip
+    with memcg.limited("foo-attack-mix-webhook", args.memory_limit_mib) as cgroup:
+        launcher = [
+            *(cgroup.launcher() if cgroup else []),
+            "taskset",
+            "-c",
+            "0,1",
+            "prlimit",
+            f"--nofile={CONTAINER_NOFILE}",
+        ]
+        with servers.ours(cert_dir, args=chart_args, pin=False, launcher=launcher) as server:
+            target = Target("127.0.0.1", int(server.url.rsplit(":", 1)[1]), servers.client_context(cert_dir))
+            yield server, target, cgroup
+
+
+def insights_target(host: str, port: int, context: ssl.SSLContext, p: LocalControlPlane) -> Target:
+    """Insights at ``host:port``, with the aggregator's front-proxy client certificate of plane ``p``
+    for the requests that need a user (one that may do anything)."""
+    assert p.pki is not None
+    front_proxy = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    front_proxy.check_hostname = context.check_hostname
+    front_proxy.verify_mode = context.verify_mode
+    front_proxy.load_verify_locations(cadata=_ca_of(context))
+    front_proxy.load_cert_chain(p.pki.cert_file("front-proxy-client"), p.pki.key_file("front-proxy-client"))
+    user = (("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters"))
+    return Target(host, port, context, front_proxy, user)
+
+
+def _ca_of(context: ssl.SSLContext) -> str:
+    return "".join(ssl.DER_cert_to_PEM_cert(der) for der in context.get_ca_certs(binary_form=True))
+
+
+@contextmanager
+def insights(
+    p: LocalControlPlane, cert_dir: Path, args: argparse.Namespace
+) -> Iterator[tuple[servers.Server, Target, memcg.MemoryCgroup | None]]:
+    port = free_port()
+    argv = [
+        "prlimit", f"--nofile={CONTAINER_NOFILE}", sys.executable, "-m", "insights",
+        "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port),
+        "--kubeconfig", str(p.kubeconfig), "--requestheader-ca-file", str(cert_dir / "requestheader-ca.crt"),
+        "--drain-seconds", "5", "--log-level", "info", "--log-format", "json", "--metrics-bind-address", "0",
+        "--tls-min-version", "VersionTLS12",
+    ]  # fmt: skip
+    with memcg.limited("foo-attack-mix-insights", args.memory_limit_mib) as cgroup:
+        with servers.start("insights", [*(cgroup.launcher() if cgroup else []), *argv], cert_dir, port) as server:
+            target = insights_target("127.0.0.1", port, servers.client_context(cert_dir), p)
+            # /readyz says 200 before the caches have synced (FooHealths answer 503 until then).
+            wait_until("FooHealths served", lambda: foohealths_served(target), timeout=120, interval=0.5)
+            yield server, target, cgroup
+
+
+def foohealths_served(target: Target) -> bool:
+    """Whether insights answers a FooHealth list (its caches have synced)."""
+    assert target.client_context is not None
+    request = urllib.request.Request(target.url + FOOHEALTHS + "?limit=1", headers=dict(target.user_headers))
+    try:
+        with urllib.request.urlopen(request, context=target.client_context, timeout=10) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def heavy_foo(i: int) -> dict[str, Any]:
+    """A Foo with ~8 KiB of labels: its FooHealth, and a Table row holding it, are as large."""
+    foo = plain_foo(i)
+    foo["metadata"]["labels"] = {f"l{j:03d}": f"{j:03d}" + "v" * 60 for j in range(LABELS_PER_FOO)}
+    return foo
+
+
+def create_foos(p: LocalControlPlane, foos: int) -> None:
+    """Five small Foos the honest lists select, and ``foos`` heavy ones, in the attacks' namespace."""
+    honest = [plain_foo(i, prefix="honest") for i in range(5)]
+    for foo in honest:
+        foo["metadata"]["labels"] = dict([HONEST_LABEL])
+
+    async def create() -> None:
+        async with AdminClient(p) as client:
+            outcome = await client.create_foos([*honest, *(heavy_foo(i) for i in range(foos))])
+        if outcome.failed:
+            raise RuntimeError(f"creating Foos failed: {outcome.first_error}")
+
+    say(f"creating {foos} Foos with 8 KiB of labels each")
+    asyncio.run(create())
+
+
+# ---- the CLI --------------------------------------------------------------------------------------------
+
+
+Starter = Callable[[], Any]
+
+
+def _runs(findings: tuple[int, ...], each: bool) -> list[tuple[int, ...]]:
+    return [(n,) for n in findings] + [findings] if each and len(findings) > 1 else [findings]
+
+
+def _verdict(peak_mib: float, limit_mib: int) -> str:
+    return "yes" if peak_mib < BOUND_MIB else f"NO (> {BOUND_MIB})" if peak_mib < limit_mib else f"NO (> {limit_mib})"
+
+
+def _print(runs: list[Run], limit_mib: int) -> None:
+    """One row per run. The bound is judged on the cgroup's peak where there is one: what the pod's
+    limit charges (the RSS sum counts pages the workers share with the supervisor once each)."""
+    rows = [
+        [
+            r.server,
+            ",".join(map(str, r.findings)) if len(r.findings) < 4 else "all",
+            fmt(r.idle_mib),
+            fmt(r.peak_mib),
+            "-" if r.cgroup_peak_mib is None else fmt(r.cgroup_peak_mib),
+            _verdict(r.peak_mib if r.cgroup_peak_mib is None else r.cgroup_peak_mib, limit_mib),
+            fmt(r.healthz_max_s()),
+            len(r.probes.failures),
+            f"{len(r.honest.failures)}/{len(r.honest.latency)}",
+            r.server_errors(),
+            len(r.tracebacks),
+            r.workers_replaced,
+            "-" if r.oom_kills is None else r.oom_kills,
+            "yes" if r.alive else "NO",
+        ]
+        for r in runs
+    ]
+    headers = ["server", "findings", "RSS idle", "RSS peak", "cgroup peak", "< 200", "healthz max s", "probe fails"]
+    print(table([*headers, "honest failed", "5xx", "tracebacks", "workers replaced", "OOM kills", "alive"], rows))
+    for r in runs:
+        for n, tally in sorted(r.tallies.items()):
+            answers = ", ".join(f"{k}: {v}" for k, v in sorted(tally.answers.items()))
+            notes = ", ".join(f"{k}: {v}" for k, v in sorted(tally.notes.items()))
+            print(f"  {r.server} #{n} ({','.join(map(str, r.findings))}): {answers}" + (f" | {notes}" if notes else ""))
+        for failure in r.honest.failures[:3] + r.probes.failures[:3]:
+            print(f"  {r.server} failure: {failure}")
+        if r.tracebacks:
+            print(f"  {r.server} first traceback: {r.tracebacks[0][-600:]}")
+
+
+def _findings(text: str, server: str) -> tuple[int, ...]:
+    wanted = {int(n) for n in text.split(",")} if text else set(ATTACKS[server])
+    return tuple(sorted(wanted & set(ATTACKS[server])))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.attack_mix", description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=30.0, help="of attack, per run")
+    parser.add_argument("--server", choices=("webhook", "insights", "both"), default="both")
+    parser.add_argument("--findings", default="", help="comma-separated finding numbers (default: all)")
+    parser.add_argument("--each", action="store_true", help="each finding alone first, then all together")
+    parser.add_argument("--foos", type=int, default=1000, help="Foos with 8 KiB of labels for insights")
+    parser.add_argument("--honest", type=int, default=4, help="honest clients")
+    parser.add_argument("--memory-limit-mib", type=int, default=256, help="as the chart passes limits.memory")
+    args = parser.parse_args(argv)
+    # SIGTERM (timeout, a CI stop) unwinds like Ctrl-C: servers stopped, memory cgroups removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="foo-attack-mix-") as tmp:
+        cert_dir = servers.serving_certs(Path(tmp))
+        if args.server in ("webhook", "both") and (findings := _findings(args.findings, "webhook")):
+            for chosen in _runs(findings, args.each):
+                with webhook(cert_dir, args) as started:
+                    runs.append(measure("webhook", started, chosen, args))
+                _keep(runs, args)
+        if args.server in ("insights", "both") and (findings := _findings(args.findings, "insights")):
+            with plane("attack-mix") as p:
+                apply_plain_crd(p)
+                create_foos(p, args.foos)
+                for chosen in _runs(findings, args.each):
+                    with insights(p, cert_dir, args) as started:
+                        runs.append(measure("insights", started, chosen, args))
+                    _keep(runs, args)
+    _print(runs, args.memory_limit_mib)
+
+
+def _keep(runs: list[Run], args: argparse.Namespace) -> None:
+    """Save after every run: a long --each loses nothing to a later failure."""
+    latest = runs[-1]
+    say(
+        f"{latest.server} {','.join(map(str, latest.findings))}: peak {latest.peak_mib:.0f} MiB "
+        f"at {latest.peak_at_s:.0f}s, OOM kills {latest.oom_kills}, "
+        f"/healthz max {latest.healthz_max_s():.2f}s, honest failed {len(latest.honest.failures)}"
+    )
+    save("attack_mix", {"settings": vars(args), "runs": [r.summary() for r in runs]})
+
+
+if __name__ == "__main__":
+    main()

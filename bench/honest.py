@@ -1,0 +1,158 @@
+"""The callers an attack must not hurt: kube-apiserver's requests and the kubelet's probes.
+
+The webhook's honest callers are bench.flood's (admission and conversion reviews, every answer
+checked); insights' are the aggregator's (FooHealth list, get and Table, FooReview creates, with
+the front-proxy certificate). The probe opens a new TLS connection for each /healthz, as the
+kubelet does, and gives up after 5 s (a failure the kubelet would count).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from .attacks import Target, close, open_tls
+from .flood import Tally as ReviewTally
+from .flood import valid
+from .foos import new_foo
+from .insights_attacks import FOOHEALTHS, FOOREVIEWS, TABLE, foo_review
+
+PROBE_TIMEOUT = 5.0
+# The chart's webhook timeoutSeconds: kube-apiserver gives up on a review after it.
+REVIEW_TIMEOUT = 5.0
+PROBE_INTERVAL = 0.25
+# FooHealths carrying this label are the ones honest lists select: a list of the attack's 1,000
+# heavy FooHealths would be the attack itself.
+HONEST_LABEL = ("honest", "yes")
+
+
+@dataclass
+class Honest:
+    latency: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    server_errors: int = 0
+
+
+@dataclass
+class Probes:
+    latency: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+async def probe(target: Target, probes: Probes, stop: asyncio.Event) -> None:
+    """GET /healthz on a new connection every PROBE_INTERVAL; latency until the status line."""
+    request = f"GET /healthz HTTP/1.1\r\nHost: {target.host}\r\nConnection: close\r\n\r\n".encode()
+    while not stop.is_set():
+        began = time.perf_counter()
+        problem = ""
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT):
+                reader, writer = await open_tls(target, timeout=PROBE_TIMEOUT)
+                try:
+                    writer.write(request)
+                    line = await reader.readline()
+                finally:
+                    await close(writer)
+            if not line.startswith(b"HTTP/1.1 200"):
+                problem = f"answered {line[:60]!r}"
+        except TimeoutError:
+            problem = f"no answer within {PROBE_TIMEOUT:g}s"
+        except (OSError, ssl.SSLError) as err:
+            problem = f"{type(err).__name__}: {err}"
+        probes.latency.append(time.perf_counter() - began)
+        if problem:
+            probes.failures.append(f"{time.strftime('%H:%M:%S')} {problem}")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(PROBE_INTERVAL):
+                await stop.wait()
+
+
+def _check_insights(kind: str, status: int, answer: Any) -> str | None:
+    if kind == "review":
+        if status != 201 or answer.get("status", {}).get("allowed") is not True:
+            return f"FooReview create: HTTP {status}: {str(answer)[:200]}"
+        return None
+    if status != 200:
+        return f"{kind}: HTTP {status}: {str(answer)[:200]}"
+    expected = {"list": "FooHealthList", "get": "FooHealth", "table": "Table"}[kind]
+    if answer.get("kind") != expected or (kind != "get" and not (answer.get("items") or answer.get("rows"))):
+        return f"{kind}: unexpected answer {str(answer)[:200]}"
+    return None
+
+
+async def honest_insights(
+    session: aiohttp.ClientSession, target: Target, index: int, honest: Honest, stop: asyncio.Event
+) -> None:
+    selector = f"labelSelector={HONEST_LABEL[0]}%3D{HONEST_LABEL[1]}"
+    calls: list[tuple[str, str, str, bytes | None, str]] = [
+        ("list", "GET", f"{FOOHEALTHS}?{selector}", None, "application/json"),
+        ("get", "GET", f"{FOOHEALTHS}/honest-00000", None, "application/json"),
+        ("table", "GET", f"{FOOHEALTHS}?{selector}", None, TABLE),
+        ("review", "POST", FOOREVIEWS, orjson.dumps(foo_review(new_foo())), "application/json"),
+    ]
+    headers = dict(target.user_headers)
+    turn = index
+    while not stop.is_set():
+        kind, method, path, body, accept = calls[turn % len(calls)]
+        turn += 1
+        began = time.perf_counter()
+        try:
+            async with session.request(
+                method,
+                target.url + path,
+                data=body,
+                headers={**headers, "Accept": accept, "Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=30),
+            ) as response:
+                answer = await response.json(content_type=None)
+                status = response.status
+                problem = _check_insights(kind, status, answer)
+        except (TimeoutError, aiohttp.ClientError, ValueError) as err:
+            status, problem = 0, f"{kind}: {type(err).__name__}: {err}"
+        honest.latency.append(time.perf_counter() - began)
+        honest.server_errors += status >= 500
+        if problem:
+            honest.failures.append(problem)
+        await asyncio.sleep(0.02)
+
+
+async def honest_reviews(
+    session: aiohttp.ClientSession, target: Target, index: int, honest: Honest, stop: asyncio.Event
+) -> None:
+    """The webhook's honest callers: bench.flood's checked reviews, tallied as ours."""
+    tally = ReviewTally()
+    await valid(session, target.url, index, tally, stop, timeout=REVIEW_TIMEOUT)
+    honest.latency += tally.valid_latency
+    honest.failures += tally.valid_failures
+    honest.server_errors += sum(" HTTP 5" in failure for failure in tally.valid_failures)
+
+
+async def run_honest(target: Target, server: str, clients: int, seconds: float) -> Honest:
+    """``clients`` honest callers of ``server`` for ``seconds``."""
+    honest = Honest()
+    stop = asyncio.Event()
+    context = target.client_context or target.context
+    caller = honest_insights if server == "insights" else honest_reviews
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=0)) as session:
+        tasks = [asyncio.create_task(caller(session, target, i, honest, stop)) for i in range(clients)]
+        await asyncio.sleep(seconds)
+        stop.set()
+        await asyncio.gather(*tasks)
+    return honest
+
+
+async def run_probe(target: Target, seconds: float) -> Probes:
+    probes = Probes()
+    stop = asyncio.Event()
+    task = asyncio.create_task(probe(target, probes, stop))
+    await asyncio.sleep(seconds)
+    stop.set()
+    await task
+    return probes

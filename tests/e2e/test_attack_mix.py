@@ -1,0 +1,179 @@
+"""Issue #25's attack mix against the chart's pods on the real node, while the cluster keeps working.
+
+The chart runs from the image built here with its defaults (limits.memory 256Mi, the webhook with
+`--workers auto`; the controller off: it is not what callers reach). bench.attack_mix's attacks
+(every finding, 1-15) go straight at the webhook and insights pod IPs on the node's bridge, with a
+/healthz probe per pod, while kube-apiserver receives dry-run Foo creates (all of admission, in the
+webhook pod) and FooHealth reads (through the aggregator, in the insights pod). Then: none of
+those failed, no container restarted, each pod's container stayed under 200 MiB (its cgroup's
+working set, sampled), and every /healthz was answered within 1 s.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bench.attack_mix import Clients, create_foos, insights_target
+from bench.attacks import Target
+from bench.honest import HONEST_LABEL
+from bench.insights_attacks import INSIGHTS_ATTACKS, NAMESPACE
+from bench.webhook_attacks import WEBHOOK_ATTACKS
+from hack.cluster import LocalControlPlane
+from hack.machine import cgroup_dirs
+from hack.node import chart_values, plane_with_real_node
+from tests.e2e.load import Call, dry_run_foo_create, steady_requests
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "foo-operator"
+RELEASE = "attack-foo-operator"
+RELEASE_NAMESPACE = "foo-attack"
+SECONDS = 45.0  # of attack
+HEAVY_FOOS = 300  # with 8 KiB of labels each: the Tables of finding 13 are built of them
+BOUND_MIB = 200
+HEALTHZ_BOUND_S = 1.0
+PORTS = {"webhook": 9443, "insights": 8443}
+
+
+@dataclass
+class Release:
+    plane: LocalControlPlane
+    ca_pem: str
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.plane.kubectl("get", *args, "-o", "json").stdout)
+
+    def pod(self, component: str) -> dict[str, Any]:
+        selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component={component}"
+        pods: list[dict[str, Any]] = self.get("pods", "-n", RELEASE_NAMESPACE, "-l", selector)["items"]
+        assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+        return pods[0]
+
+
+@pytest.fixture(scope="module")
+def release(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    workdir = tmp_path_factory.mktemp("attack-mix")
+    with plane_with_real_node(workdir, node_image["archive"]) as (plane, node):
+        values = chart_values(node, node_image["ref"])
+        values["controller"]["enabled"] = False
+        (workdir / "values.yaml").write_text(yaml.safe_dump(values))
+        try:
+            plane.helm(
+                "install", RELEASE, str(CHART), "-n", RELEASE_NAMESPACE, "--create-namespace",
+                "-f", str(workdir / "values.yaml"), "--wait", "--timeout=180s", timeout=240,
+            )  # fmt: skip
+            plane.kubectl(
+                "wait", "--for=condition=Available", "apiservice/v1alpha1.insights.samplecontroller.k8s.io",
+                "--timeout=120s", timeout=150,
+            )  # fmt: skip
+            secret = json.loads(
+                plane.kubectl("get", "secret", f"{RELEASE}-webhook-tls", "-n", RELEASE_NAMESPACE, "-o", "json").stdout
+            )
+            create_foos(plane, HEAVY_FOOS)
+            yield Release(plane, base64.b64decode(secret["data"]["ca.crt"]).decode())
+        finally:
+            plane.helm("uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait", "--timeout=60s", check=False)
+
+
+def _context(ca_pem: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=ca_pem)
+    context.check_hostname = False  # the certificate names the Services, not the pod IPs
+    return context
+
+
+def container_cgroup(container_id: str) -> Path:
+    """The memory cgroup the kubelet made for a container (v1 hierarchy or unified)."""
+    short = container_id.split("://", 1)[-1]
+    for top in cgroup_dirs():
+        for path in top.rglob(f"*{short}*"):
+            if (path / "memory.usage_in_bytes").exists() or (path / "memory.current").exists():
+                return path
+    raise AssertionError(f"no memory cgroup for container {short}")
+
+
+def working_set_mib(cgroup: Path) -> float:
+    """What the kubelet calls the container's working set: usage less inactive file pages."""
+    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+    if (cgroup / "memory.usage_in_bytes").exists():
+        usage, inactive = int((cgroup / "memory.usage_in_bytes").read_text()), int(stat["total_inactive_file"])
+    else:
+        usage, inactive = int((cgroup / "memory.current").read_text()), int(stat["inactive_file"])
+    return max(usage - inactive, 0) / (1 << 20)
+
+
+def foohealth_reads() -> list[Call]:
+    group_version = "insights.samplecontroller.k8s.io/v1alpha1"
+    selector = f"labelSelector={HONEST_LABEL[0]}%3D{HONEST_LABEL[1]}"
+    return [
+        Call("read", "GET", f"/apis/{group_version}/namespaces/{NAMESPACE}/foohealths?{selector}", 200),
+        Call("read", "GET", f"/apis/{group_version}/namespaces/{NAMESPACE}/foohealths/honest-00000", 200),
+    ]
+
+
+def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_outgrows_its_bound(
+    release: Release,
+) -> None:
+    context = _context(release.ca_pem)
+    pods = {component: release.pod(component) for component in PORTS}
+    targets: dict[str, Target] = {
+        "webhook": Target(pods["webhook"]["status"]["podIP"], PORTS["webhook"], context),
+        "insights": insights_target(pods["insights"]["status"]["podIP"], PORTS["insights"], context, release.plane),
+    }
+    cgroups = {c: container_cgroup(pods[c]["status"]["containerStatuses"][0]["containerID"]) for c in PORTS}
+    peaks = {c: working_set_mib(cgroups[c]) for c in PORTS}
+    print(f"idle working sets (MiB): { {c: round(v, 1) for c, v in peaks.items()} }")
+    findings = {"webhook": tuple(WEBHOOK_ATTACKS), "insights": tuple(INSIGHTS_ATTACKS)}
+    clients = {c: Clients(c, targets[c], findings[c], SECONDS, honest=0) for c in PORTS}
+    for client in clients.values():
+        client.start()
+    calls = [dry_run_foo_create(NAMESPACE), *foohealth_reads()]
+    began = time.monotonic()
+    with steady_requests(release.plane, calls) as (answered, failures):
+        while time.monotonic() - began < SECONDS + 60 and not all(c.finished() for c in clients.values()):
+            for component, cgroup in cgroups.items():
+                try:
+                    peaks[component] = max(peaks[component], working_set_mib(cgroup))
+                except OSError:  # the container was replaced: the restart count says so below
+                    pass
+            time.sleep(0.1)
+    results = {c: client.results() for c, client in clients.items()}
+    for component, (tallies, _, probes) in results.items():
+        for n, tally in sorted(tallies.items()):
+            print(f"{component} #{n}: {dict(tally.answers)} {dict(tally.notes)}")
+        print(f"{component}: peak working set {peaks[component]:.1f} MiB, /healthz max {max(probes.latency):.2f}s")
+    print(f"through kube-apiserver: {dict(answered)}, failed {len(failures)}")
+
+    # Every broken promise at once: the report of a failed run is what the fixes are judged on.
+    broken: list[str] = []
+    if failures:
+        broken.append(f"{len(failures)} requests through kube-apiserver failed, e.g. {failures[:3]}")
+    if not (answered["write"] and answered["read"]):
+        broken.append(f"kube-apiserver's load did not run: {dict(answered)}")
+    for component, (tallies, _, probes) in results.items():
+        pod = release.pod(component)
+        restarts = [s["restartCount"] for s in pod["status"]["containerStatuses"]]
+        if restarts != [0] or pod["metadata"]["uid"] != pods[component]["metadata"]["uid"]:
+            broken.append(f"{component}: restarted {restarts} times")
+        if peaks[component] >= BOUND_MIB:
+            broken.append(f"{component}: working set peaked at {peaks[component]:.0f} MiB")
+        if probes.failures or max(probes.latency) >= HEALTHZ_BOUND_S:
+            broken.append(
+                f"{component}: /healthz max {max(probes.latency):.2f}s, {len(probes.failures)} failed: "
+                f"{probes.failures[:3]}"
+            )
+        if server_errors := {n: dict(t.answers) for n, t in tallies.items() if t.server_errors()}:
+            broken.append(f"{component}: 5xx answers {server_errors}")
+        name = pod["metadata"]["name"]
+        logs = release.plane.kubectl("logs", "-n", RELEASE_NAMESPACE, name, check=False).stdout
+        if "Traceback" in logs:
+            broken.append(f"{component} logged a traceback: {logs[logs.find('Traceback') :][:800]}")
+    assert broken == [], "\n".join(broken)
