@@ -22,8 +22,12 @@ from . import kubeconfig as kubeconfig_files
 from .client import KubeClient
 from .ratelimit import TokenBucket
 
-# kubectl's words for --context naming no context (client-go's clientcmd), not the library's.
-MISSING_CONTEXT = 'context "{context}" does not exist'
+
+class MissingContextError(kubeconfig_files.KubeconfigError):
+    """--context names no context: client-go's words (kubectl prefixes "Error in configuration: ")."""
+
+    def __init__(self, context: str) -> None:
+        super().__init__(f"context was not found for specified context: {context}")
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ async def load_configuration(kubeconfig: str | None = None, *, context: str | No
         where = ", ".join(map(str, loaded.files)) or "no kubeconfig file found"
         raise kubeconfig_files.KubeconfigError(f"no cluster configured ({where}) and not running in a cluster")
     if context is not None and context not in {entry.get("name") for entry in loaded.config.get("contexts") or ()}:
-        raise kubeconfig_files.KubeconfigError(MISSING_CONTEXT.format(context=context))
+        raise MissingContextError(context)
     try:
         await load_kube_config_from_dict(loaded.config, context=context, client_configuration=configuration)
     except ConfigException as err:

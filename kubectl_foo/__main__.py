@@ -19,7 +19,7 @@ from controller.cli import MIGRATE_DESCRIPTION, MIGRATE_SUMMARY, add_migrate_fla
 from insights.resources import FOO_HEALTHS
 from kube.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
 from kube.client import CRDS, ApiError, KubeClient, no_answer
-from kube.config import ClientSettings, connect
+from kube.config import ClientSettings, MissingContextError, connect
 from kube.kubeconfig import KubeconfigError, context_namespace, load
 
 from . import cabundles, health, output
@@ -54,7 +54,7 @@ def request_timeout(value: str) -> float:
     match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", value.strip())
     if match is None:
         raise argparse.ArgumentTypeError(
-            "invalid timeout value. Timeout must be a single integer in seconds, or an integer followed "
+            "Invalid timeout value. Timeout must be a single integer in seconds, or an integer followed "
             "by a corresponding time unit (e.g. 1s | 2m | 3h)"
         )
     return float(match[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[match[2]]
@@ -165,6 +165,19 @@ async def show_certs(args: argparse.Namespace) -> str:
     return output.table(cabundles.HEADERS, [row.cells() for row in found])
 
 
+def _context_user(kubeconfig: str | None, context: str | None) -> str:
+    """The kubeconfig user of the context in use, as kubectl names it in its refusals."""
+    try:
+        config = load(kubeconfig).config
+    except Exception:
+        return ""
+    wanted = context or config.get("current-context")
+    for entry in config.get("contexts") or ():
+        if entry.get("name") == wanted:
+            return str((entry.get("context") or {}).get("user", ""))
+    return ""
+
+
 class UsageError(Exception):
     """A flag combination found wrong only once the command knows what it prints: exit 2."""
 
@@ -175,15 +188,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "migrate-storage":
         return run_migrate(args)
     if args.command == "health" and args.name and args.selector:
-        p.exit(2, "error: selectors and the all flag cannot be used when passing resource/name arguments\n")
+        p.exit(2, "error: name cannot be provided when a selector is specified\n")
     if args.as_group and args.as_user is None:
-        p.exit(2, "error: requesting groups or user-extra for  without impersonating a user\n")
+        user = _context_user(args.kubeconfig, args.context)
+        p.exit(2, f"error: requesting uid, groups or user-extra for {user} without impersonating a user\n")
     run = show_health if args.command == "health" else show_certs
     try:
         sys.stdout.write(asyncio.run(run(args)))
     except UsageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except MissingContextError as err:
+        print(f"Error in configuration: {err}", file=sys.stderr)  # kubectl's line, word for word
+        return 1
     except KubeconfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

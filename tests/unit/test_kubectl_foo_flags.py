@@ -82,15 +82,15 @@ def test_request_timeout_reads_kubectls_durations(value: str, seconds: float) ->
 
 
 def test_a_bad_request_timeout_is_kubectls_message() -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match="invalid timeout value"):
+    with pytest.raises(argparse.ArgumentTypeError, match="^Invalid timeout value. Timeout must be a single integer"):
         request_timeout("soon")
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["health", "web", "-l", "app=web"], "selectors and the all flag cannot be used when passing resource/name"),
-        (["health", "--as-group", "admins"], "requesting groups or user-extra for  without impersonating a user"),
+        (["health", "web", "-l", "app=web"], "error: name cannot be provided when a selector is specified"),
+        (["health", "--as-group", "admins"], "error: requesting uid, groups or user-extra for "),
         (["health", "-o", "jsonpath={.items[*]"], "error parsing jsonpath="),
     ],
 )
@@ -122,11 +122,19 @@ def _kubeconfig(tmp_path: Path, server: str = "http://127.0.0.1:9") -> Path:
 
 def test_a_missing_context_is_said_in_kubectls_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certs", "--kubeconfig", str(_kubeconfig(tmp_path)), "--context", "nope"]) == 1
-    assert capsys.readouterr().err == 'error: context "nope" does not exist\n'
+    assert capsys.readouterr().err == "Error in configuration: context was not found for specified context: nope\n"
+
+
+def test_as_group_without_as_names_the_kubeconfig_user_as_kubectl_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["health", "--kubeconfig", str(_kubeconfig(tmp_path)), "--as-group", "admins"])
+    assert capsys.readouterr().err == "error: requesting uid, groups or user-extra for u without impersonating a user\n"
 
 
 def test_the_library_never_sees_a_missing_context(tmp_path: Path) -> None:
-    with pytest.raises(KubeconfigError, match='^context "nope" does not exist$'):
+    with pytest.raises(KubeconfigError, match="^context was not found for specified context: nope$"):
         asyncio.run(load_api_client(str(_kubeconfig(tmp_path)), context="nope"))
 
 
