@@ -26,7 +26,7 @@ from typing import Any
 import fooapi
 from fooapi import CRD_NAME
 from fooapi.views import Object
-from kube.client import CRDS, ApiError, KubeClient, Resource, foos_at
+from kube.client import CRDS, ApiError, KubeClient, Resource, foos_at, no_answer
 from kube.config import ClientSettings, connect
 from kube.informer import object_key
 from kube.kubeconfig import KubeconfigError
@@ -501,7 +501,7 @@ async def migrate_storage(
         except ApiError as exc:
             host = client.api.configuration.host
             if exc.status == 0:
-                warn(f"error: cannot reach the apiserver at {host}: {_one_line(exc.message)}")
+                warn(f"error: {no_answer(exc)}")
             else:
                 warn(f"error: the apiserver at {host} refused {exc.method} {exc.path}: {_short(exc)}")
         except asyncio.CancelledError:  # Ctrl-C: say how far we got, then let the edge exit

@@ -89,8 +89,12 @@ def authentication_reader_binding(
 
 
 def reader_cluster_role(*, name: str, labels: dict[str, str] | None = None) -> Object:
-    """What FooHealth is computed from: Foos, Deployments, Pods and Events, read-only."""
-    read = ["get", "list", "watch"]
+    """What FooHealth is computed from: Foos, Deployments, Pods and Events, read-only.
+
+    list and watch only: the informers (insights/cluster.py) never GET one object, so `get` would
+    be a right granted cluster-wide and never used.
+    """
+    read = ["list", "watch"]
     return {
         "apiVersion": RBAC,
         "kind": "ClusterRole",

@@ -88,8 +88,11 @@ FOOS = foos_at(fooapi.HUB_VERSION)
 class ApiError(Exception):
     """A failed call: the apiserver's Status, or status 0 when it could not be reached."""
 
-    def __init__(self, status: int, body: Mapping[str, Any] | None = None, *, method: str = "", path: str = "") -> None:
+    def __init__(
+        self, status: int, body: Mapping[str, Any] | None = None, *, method: str = "", path: str = "", server: str = ""
+    ) -> None:
         self.status = status
+        self.server = server  # the apiserver's URL: what a user checks first when there was no answer
         self.body: dict[str, Any] = dict(body or {})
         self.method = method
         self.path = path
@@ -147,6 +150,11 @@ def _query(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     return out
 
 
+def no_answer(err: ApiError) -> str:
+    """Every command's words for a call that got no answer (``status == 0``): the URL, then why."""
+    return f"cannot reach the apiserver at {err.server or 'the configured address'}: {' '.join(err.message.split())}"
+
+
 class KubeClient:
     """JSON calls against the apiserver an ``ApiClient`` is configured for."""
 
@@ -165,6 +173,10 @@ class KubeClient:
 
     async def close(self) -> None:
         await self.api.close()
+
+    def _no_answer(self, exc: BaseException, method: str, path: str) -> ApiError:
+        server = str(self.api.configuration.host or "")
+        return ApiError(0, {"message": f"{type(exc).__name__}: {exc}"}, method=method, path=path, server=server)
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -196,7 +208,7 @@ class KubeClient:
                 _request_timeout=timeout,
             )
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise ApiError(0, {"message": f"{type(exc).__name__}: {exc}"}, method=method, path=path) from exc
+            raise self._no_answer(exc, method, path) from exc
         return response
 
     async def request(
@@ -217,7 +229,7 @@ class KubeClient:
         try:
             raw = await response.read()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise ApiError(0, {"message": f"{type(exc).__name__}: {exc}"}, method=method, path=path) from exc
+            raise self._no_answer(exc, method, path) from exc
         finally:
             response.release()
         try:

@@ -16,10 +16,18 @@ from urllib.parse import urlsplit
 import aiohttp
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config_from_dict
+from multidict import CIMultiDict
 
 from . import kubeconfig as kubeconfig_files
 from .client import KubeClient
 from .ratelimit import TokenBucket
+
+
+class MissingContextError(kubeconfig_files.KubeconfigError):
+    """--context names no context: client-go's words (kubectl prefixes "Error in configuration: ")."""
+
+    def __init__(self, context: str) -> None:
+        super().__init__(f"context was not found for specified context: {context}")
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,9 @@ class ClientSettings:
     max_connections: int = 100
     user_agent: str = "foo-operator"
     field_manager: str | None = None
+    # kubectl's --as and --as-group: every request carries Impersonate-User / Impersonate-Group.
+    impersonate_user: str | None = None
+    impersonate_groups: tuple[str, ...] = ()
 
 
 def in_cluster() -> bool:
@@ -52,6 +63,8 @@ async def load_configuration(kubeconfig: str | None = None, *, context: str | No
     if loaded.empty:
         where = ", ".join(map(str, loaded.files)) or "no kubeconfig file found"
         raise kubeconfig_files.KubeconfigError(f"no cluster configured ({where}) and not running in a cluster")
+    if context is not None and context not in {entry.get("name") for entry in loaded.config.get("contexts") or ()}:
+        raise MissingContextError(context)
     try:
         await load_kube_config_from_dict(loaded.config, context=context, client_configuration=configuration)
     except ConfigException as err:
@@ -69,8 +82,18 @@ async def load_api_client(
         configuration.proxy = proxy_from_environment(configuration.host, os.environ)
     api = ApiClient(configuration)
     api.user_agent = settings.user_agent
-    _stop_reading_the_environment_per_request(api)
+    _stop_reading_the_environment_per_request(api, _impersonation(settings))
     return api
+
+
+def _impersonation(settings: ClientSettings) -> list[tuple[str, str]]:
+    """The headers of kubectl's --as/--as-group; one Impersonate-Group header per group (the
+    apiserver reads each header value as one group, so they are never comma-joined)."""
+    if settings.impersonate_user is None:
+        return []
+    return [("Impersonate-User", settings.impersonate_user)] + [
+        ("Impersonate-Group", group) for group in settings.impersonate_groups
+    ]
 
 
 def proxy_from_environment(server: str, environ: Mapping[str, str]) -> str | None:
@@ -96,7 +119,7 @@ def proxy_from_environment(server: str, environ: Mapping[str, str]) -> str | Non
     return proxy
 
 
-def _stop_reading_the_environment_per_request(api: ApiClient) -> None:
+def _stop_reading_the_environment_per_request(api: ApiClient, headers: list[tuple[str, str]] | None = None) -> None:
     """Give the client a session that does not look up proxies and ~/.netrc on every request.
 
     kubernetes_asyncio opens its aiohttp session with ``trust_env=True``, and aiohttp then reads
@@ -111,7 +134,10 @@ def _stop_reading_the_environment_per_request(api: ApiClient) -> None:
     connector = session.connector
     session.detach()
     # Watch events of large objects need more than aiohttp's default read buffer (as upstream sets).
-    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+    # Session headers, not ApiClient.default_headers: those are a dict, and groups repeat a header.
+    rest.pool_manager = aiohttp.ClientSession(
+        connector=connector, trust_env=False, read_bufsize=2**21, headers=CIMultiDict(headers or ())
+    )
 
 
 async def connect(

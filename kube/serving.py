@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 from .cli import add_log_flags, non_negative_float, port
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .readiness import Readiness
-from .tls import CertWatcher
+from .tls import CertificateFilesError, CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 log = logging.getLogger(__name__)
@@ -313,7 +313,7 @@ def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog
     gc.enable()
     try:
         runner(server)
-    except MetricsSetupError as err:
+    except (MetricsSetupError, CertificateFilesError) as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 1
     except OSError as err:

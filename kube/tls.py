@@ -29,12 +29,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class CertificateFilesError(ValueError):
+    """The serving pair does not load; the message names the file and what is wrong with it."""
+
+
 def _server_context(cert_file: Path, key_file: Path, policy: TLSPolicy) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     # Python's default list still offers CBC and DHE suites for TLS 1.2: the policy narrows it.
     policy.apply(context)
-    context.load_cert_chain(cert_file, key_file)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except ssl.SSLError as err:
+        raise CertificateFilesError(_why_the_pair_does_not_load(cert_file, key_file, err)) from err
     return context
+
+
+def _why_the_pair_does_not_load(cert_file: Path, key_file: Path, err: ssl.SSLError) -> str:
+    """OpenSSL's answer ("[SSL] PEM lib") names neither file: find the one at fault."""
+    try:
+        ssl.create_default_context(cadata=cert_file.read_text(errors="replace"))
+    except (ssl.SSLError, ValueError, OSError):
+        return f"{cert_file}: not a PEM certificate (no readable -----BEGIN CERTIFICATE----- block)"
+    key = key_file.read_bytes() if key_file.is_file() else b""
+    if b"-----BEGIN" not in key or b"PRIVATE KEY-----" not in key:
+        return f"{key_file}: not a PEM private key (no -----BEGIN ... PRIVATE KEY----- block)"
+    if err.reason == "KEY_VALUES_MISMATCH":
+        return f"{key_file} is not the private key of the certificate in {cert_file} (KEY_VALUES_MISMATCH)"
+    return f"{cert_file} and {key_file} do not load as a pair: {err.reason or err}"
 
 
 class CertWatcher:

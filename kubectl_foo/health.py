@@ -10,7 +10,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from insights.resources import FOO_HEALTHS, GROUP_VERSION
+from insights.resources import FOO_HEALTHS, GROUP, GROUP_VERSION
 from insights.table import COLUMNS, cells
 from kube.client import KubeClient
 
@@ -21,8 +21,16 @@ def path(namespace: str | None, name: str | None = None) -> str:
     return f"/apis/{GROUP_VERSION}{where}/{FOO_HEALTHS.name}" + (f"/{name}" if name else "")
 
 
-async def fetch(client: KubeClient, namespace: str | None, name: str | None) -> list[dict[str, Any]]:
-    answer = await client.request("GET", path(namespace, name))
+# kubectl's `-o name` prefix: resource.group
+RESOURCE = f"{FOO_HEALTHS.singular}.{GROUP}"
+
+
+async def fetch(
+    client: KubeClient, namespace: str | None, name: str | None, *, selector: str | None = None
+) -> list[dict[str, Any]]:
+    """One FooHealth, or the list (the server applies the label selector, as for any list)."""
+    query = {"labelSelector": selector} if selector else None
+    answer = await client.request("GET", path(namespace, name), query=query)
     return [answer] if name else list(answer.get("items") or [])
 
 

@@ -131,3 +131,103 @@ def test_kubectl_foo_migrate_storage_is_foo_operator_migrate_storage(
 def test_a_mistake_is_one_line_and_exit_2(foo_operator: LocalProduct) -> None:
     result = kubectl_foo(foo_operator.plane, "health", "-o", "xml", check=False)
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+
+
+def _labelled_foo(name: str, labels: dict[str, str]) -> str:
+    document = yaml.safe_load(_foo(name))
+    document["metadata"]["labels"] = labels
+    return yaml.safe_dump(document)
+
+
+def test_kubectl_foo_health_takes_kubectls_selection_and_output_flags(available: Insights, namespace: str) -> None:
+    available.kubectl("apply", "-n", namespace, "-f", "-", input=_labelled_foo("front", {"tier": "web"}))
+    available.kubectl("apply", "-n", namespace, "-f", "-", input=_labelled_foo("back", {"tier": "db"}))
+    plane = available.plane
+
+    def names(*flags: str) -> list[str]:
+        return kubectl_foo(plane, "health", "-n", namespace, *flags).stdout.split()
+
+    wait_for("both FooHealths", lambda: sorted(names("-o", "jsonpath={.items[*].metadata.name}")) == ["back", "front"])
+    assert names("-l", "tier=web", "-o", "name") == ["foohealth.insights.samplecontroller.k8s.io/front"]
+    assert names("--selector", "tier in (db)", "-o", "jsonpath={.items[*].metadata.name}") == ["back"]
+    ranged = kubectl_foo(
+        plane, "health", "-n", namespace, "-l", "tier", "-o", 'jsonpath={range .items[*]}{.metadata.name}{"\\n"}{end}'
+    )
+    assert sorted(ranged.stdout.splitlines()) == ["back", "front"]
+    columns = kubectl_foo(
+        plane,
+        "health",
+        "-n",
+        namespace,
+        "-l",
+        "tier=web",
+        "-o",
+        "custom-columns=FOO:.metadata.name,TIER:.metadata.labels.tier",
+    ).stdout.splitlines()
+    assert [line.split() for line in columns] == [["FOO", "TIER"], ["front", "web"]]
+    assert names("-l", "tier=web", "--request-timeout", "20s", "-o", "name") == [
+        "foohealth.insights.samplecontroller.k8s.io/front"
+    ]
+
+
+def test_kubectl_foo_impersonates_with_as_and_as_group(available: Insights, namespace: str) -> None:
+    plane = available.plane
+    denied = kubectl_foo(plane, "health", "-n", namespace, "--as", "jane", check=False)
+    assert denied.returncode == 1 and denied.stderr.startswith("Error from server (Forbidden): ")
+    assert '"jane"' in denied.stderr and denied.stderr.count("\n") == 1
+    allowed = kubectl_foo(plane, "health", "-n", namespace, "--as", "jane", "--as-group", "system:masters")
+    assert allowed.returncode == 0, allowed.stderr
+    # kubectl's own answer to the same impersonation, for comparison: refused the same way.
+    own = plane.kubectl("get", "foos", "-n", namespace, "--as", "jane", check=False)
+    assert own.returncode == 1 and own.stderr.startswith("Error from server (Forbidden): ")
+
+
+def test_kubectl_completes_kubectl_foo_through_kubectl_complete_foo(foo_operator: LocalProduct) -> None:
+    assert (BIN / "kubectl_complete-foo").is_file(), "kubectl_complete-foo is not installed (make venv)"
+    plane = foo_operator.plane
+
+    def complete(*words: str) -> list[str]:
+        # kubectl registers plugins for completion only when __complete is its first argument, so
+        # the plane is named by $KUBECONFIG (as in a user's shell), not by --kubeconfig before it.
+        argv = [str(plane.bin.kubectl), "__complete", "foo", *words]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=plane.env(), check=True)
+        return result.stdout.splitlines()
+
+    assert complete("he") == ["health", ":4"]
+    assert complete("health", "-o", "js") == ["json", "jsonpath=", ":4"]
+    assert complete("health", "--sel") == ["--selector", ":4"]
+    contexts = plane.kubectl("config", "get-contexts", "-o", "name").stdout.split()
+    assert complete("certs", "--context", "") == [*sorted(contexts), ":4"]
+
+
+def test_a_wrong_context_is_said_as_kubectl_says_it(foo_operator: LocalProduct) -> None:
+    plane = foo_operator.plane
+    own = plane.kubectl("get", "pods", "--context", "nope", check=False)
+    ours = kubectl_foo(plane, "certs", "--context", "nope", check=False)
+    assert ours.returncode == own.returncode == 1
+    assert ours.stderr == own.stderr == "Error in configuration: context was not found for specified context: nope\n"
+
+
+def test_an_unreachable_server_is_one_line_with_its_url_from_every_command(
+    foo_operator: LocalProduct, tmp_path: Path
+) -> None:
+    config = tmp_path / "unreachable"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
+    plane = foo_operator.plane
+    lines = []
+    for command in (["health"], ["migrate-storage"]):
+        result = kubectl_foo(plane, *command, "--kubeconfig", str(config), check=False)
+        assert result.returncode == 1
+        lines.append(result.stderr.strip().splitlines()[-1])
+    assert all(line.startswith("error: cannot reach the apiserver at https://127.0.0.1:9: ") for line in lines), lines

@@ -16,7 +16,7 @@ import yaml
 from hack.binaries import find_binaries
 from tests.monitoring import DASHBOARD, dashboard, dashboard_queries, metric_names, rule_queries
 
-from .test_chart import CHART, NAMESPACE, RELEASE, find, helm_with_values, render, render_error
+from .test_chart import CHART, NAMESPACE, PEM_CA, RELEASE, find, helm_with_values, mode_values, render, render_error
 
 PROMTOOL_TESTS = Path(__file__).parent / "promtool" / "alerts.test.yaml"
 ALL_ON = {
@@ -88,9 +88,72 @@ def test_a_service_monitor_scrapes_each_metrics_service_by_its_port(secure: bool
         assert endpoint["port"] in [port["name"] for port in service["spec"]["ports"]]
         if secure:
             assert endpoint["scheme"] == "https" and endpoint["bearerTokenFile"].endswith("/token")
-            assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+            assert "insecureSkipVerify" not in endpoint["tlsConfig"]
         else:
             assert endpoint["scheme"] == "http" and "bearerTokenFile" not in endpoint
+
+
+def _endpoints(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        o["metadata"]["name"].removeprefix(f"{RELEASE}-").removesuffix("-metrics"): o["spec"]["endpoints"][0]
+        for o in objects
+        if o["kind"] == "ServiceMonitor"
+    }
+
+
+@pytest.mark.parametrize("mode", ["generated", "certManager", "rotator"])
+def test_the_scrape_verifies_each_metrics_certificate_against_the_serving_secrets_ca(mode: str) -> None:
+    objects = render({"tls": {"mode": mode}, "metrics": {"serviceMonitor": {"enabled": True}}})
+    ca = {"secret": {"name": f"{RELEASE}-webhook-tls", "key": "ca.crt"}}
+    service = {"webhook": f"{RELEASE}-webhook", "insights": f"{RELEASE}-insights", "controller": f"{RELEASE}-webhook"}
+    for component, endpoint in _endpoints(objects).items():
+        assert endpoint["tlsConfig"] == {"ca": ca, "serverName": f"{service[component]}.{NAMESPACE}.svc"}
+    # The controller serves the serving pair (certificate and key only) on its metrics port then.
+    controller = find(objects, "Deployment", f"{RELEASE}-controller")["spec"]["template"]["spec"]
+    assert "--metrics-cert-dir=/etc/foo-operator/tls" in controller["containers"][0]["args"]
+    (tls,) = [v for v in controller["volumes"] if v["name"] == "tls"]
+    assert [item["key"] for item in tls["secret"]["items"]] == ["tls.crt", "tls.key"]
+
+
+def test_with_an_existing_secret_the_scrape_verifies_against_the_ca_you_gave() -> None:
+    objects = render({**mode_values("existingSecret"), "metrics": {"serviceMonitor": {"enabled": True}}})
+    config_map = find(objects, "ConfigMap", f"{RELEASE}-metrics-ca")
+    assert config_map["data"]["ca.crt"].strip() == PEM_CA.strip()
+    for endpoint in _endpoints(objects).values():
+        assert endpoint["tlsConfig"]["ca"] == {"configMap": {"name": f"{RELEASE}-metrics-ca", "key": "ca.crt"}}
+
+
+def test_your_tls_config_is_used_as_it_is_and_the_controller_keeps_its_own_pair() -> None:
+    mine = {"insecureSkipVerify": True}
+    objects = render({"metrics": {"serviceMonitor": {"enabled": True, "tlsConfig": mine}}})
+    assert all(endpoint["tlsConfig"] == mine for endpoint in _endpoints(objects).values())
+    args = find(objects, "Deployment", f"{RELEASE}-controller")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not any(arg.startswith("--metrics-cert-dir") for arg in args)
+
+
+def test_the_bearer_token_may_come_from_a_secret_instead_of_a_token_file() -> None:
+    authorization = {"secretName": "prometheus-token", "secretKey": "jwt"}
+    objects = render({"metrics": {"serviceMonitor": {"enabled": True, "authorization": authorization}}})
+    for endpoint in _endpoints(objects).values():
+        assert "bearerTokenFile" not in endpoint
+        assert endpoint["authorization"] == {
+            "type": "Bearer",
+            "credentials": {"name": "prometheus-token", "key": "jwt"},
+        }
+
+
+def test_the_chart_can_make_a_scraper_that_may_only_read_metrics_and_its_token_secret() -> None:
+    objects = render({"metrics": {"serviceMonitor": {"enabled": True, "authorization": {"createTokenSecret": True}}}})
+    name = f"{RELEASE}-metrics-scraper"
+    secret = find(objects, "Secret", name)
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": name}
+    assert find(objects, "ServiceAccount", name)["automountServiceAccountToken"] is False
+    binding = find(objects, "ClusterRoleBinding", name)
+    assert binding["roleRef"]["name"] == f"{RELEASE}-metrics-reader"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
+    for endpoint in _endpoints(objects).values():
+        assert endpoint["authorization"]["credentials"] == {"name": name, "key": "token"}
 
 
 def test_service_monitors_follow_the_components_installed() -> None:
@@ -163,6 +226,26 @@ def test_every_alert_names_a_severity_and_says_what_is_wrong() -> None:
     for alert in alerts:
         assert alert["labels"]["severity"] in ("warning", "critical")
         assert alert["annotations"]["summary"] and alert["annotations"]["description"]
+
+
+def test_every_alert_links_its_own_runbook_section_in_the_troubleshooting_guide() -> None:
+    rule = find(render(ALL_ON), "PrometheusRule")
+    guide = (Path(__file__).parents[2] / "docs" / "troubleshooting.md").read_text()
+    # GitHub's anchor of a heading: lower case; this guide's alert headings are the bare names.
+    anchors = {line.removeprefix("### ").strip().lower() for line in guide.splitlines() if line.startswith("### ")}
+    for alert in (r for group in rule["spec"]["groups"] for r in group["rules"]):
+        page, _, anchor = alert["annotations"]["runbook_url"].partition("#")
+        assert page.endswith("/docs/troubleshooting.md") and page.startswith("https://"), alert["alert"]
+        assert anchor == alert["alert"].lower() and anchor in anchors, alert["alert"]
+
+
+def test_the_runbook_page_is_a_value() -> None:
+    rule = find(
+        render({"metrics": {"prometheusRule": {"enabled": True, "runbookURL": "https://wiki.example/foo"}}}),
+        "PrometheusRule",
+    )
+    urls = {r["annotations"]["runbook_url"] for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert urls and all(url.startswith("https://wiki.example/foo#foooperator") for url in urls)
 
 
 def test_controller_alerts_only_with_a_controller_and_leader_alert_only_with_election() -> None:

@@ -71,6 +71,7 @@ def test_default_install_has_every_object_of_the_operator() -> None:
             ("Deployment", WEBHOOK),
             ("MutatingWebhookConfiguration", CONFIGURATION_NAME),
             ("Pod", "foo-operator-test-readyz"),
+            ("PodDisruptionBudget", CONTROLLER),
             ("PodDisruptionBudget", INSIGHTS),
             ("PodDisruptionBudget", WEBHOOK),
             ("Role", f"{CONTROLLER}-leader-election"),
@@ -310,7 +311,8 @@ def test_helm_test_pod_runs_the_charts_own_image_where_the_values_place_it() -> 
     assert spec["containers"][0]["imagePullPolicy"] == "Never"
     assert spec["containers"][0]["command"] == ["python3", "-c"]
     assert spec["imagePullSecrets"] == [{"name": "pull"}]
-    assert spec["nodeSelector"] == {"pool": "ops"}
+    # Helm merges maps: yours adds to the default `kubernetes.io/os: linux` (null drops it).
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "pool": "ops"}
     assert spec["tolerations"] == [toleration]
     other = find(render({"tests": {"image": "registry.example/probe:1"}}), "Pod")
     assert other["spec"]["containers"][0]["image"] == "registry.example/probe:1"

@@ -36,8 +36,14 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
 SHOWN_AS = {"kubectl-foo": "kubectl foo"}
 
 
+# Not commands a person types: kubectl runs it with the words to complete and reads Cobra's
+# completion protocol back (tests/unit/test_kubectl_foo_flags.py, tests/e2e/test_kubectl_plugin.py).
+PROTOCOL_ENDPOINTS = {"kubectl_complete-foo"}
+
+
 def console_scripts() -> list[str]:
-    return sorted(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"])
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    return sorted(set(scripts) - PROTOCOL_ENDPOINTS)
 
 
 def every_parser(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:

@@ -413,3 +413,137 @@ podAntiAffinity:
 {{- define "foo-operator.metricsServiceName" -}}
 {{- printf "%s-%s-metrics" (include "foo-operator.fullname" .root) .component | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/* ------------------------------------------------------------------ per-component pod knobs */}}
+
+{{/* The pod's securityContext: the component's podSecurityContext merged over the shared one, so
+a platform that wants one more key on one component need not repeat the restricted defaults. */}}
+{{- define "foo-operator.podSecurityContext" -}}
+{{- $own := (get .root.Values .component).podSecurityContext | default dict }}
+{{- toYaml (mergeOverwrite (deepCopy .root.Values.podSecurityContext) (deepCopy $own)) }}
+{{- end }}
+
+{{/* The container's securityContext, likewise (securityContext per component over the shared one). */}}
+{{- define "foo-operator.containerSecurityContext" -}}
+{{- $own := (get .root.Values .component).securityContext | default dict }}
+{{- toYaml (mergeOverwrite (deepCopy .root.Values.securityContext) (deepCopy $own)) }}
+{{- end }}
+
+{{/* topologySpreadConstraints; one without a labelSelector gets the component's selector labels,
+as the same default a Deployment-wide spread needs in nearly every case. */}}
+{{- define "foo-operator.topologySpreadConstraints" -}}
+{{- $selector := dict "matchLabels" (include "foo-operator.selectorLabels" . | fromYaml) }}
+{{- $constraints := list }}
+{{- range (get .root.Values .component).topologySpreadConstraints }}
+{{- $constraint := deepCopy . }}
+{{- if not (hasKey $constraint "labelSelector") }}
+{{- $_ := set $constraint "labelSelector" $selector }}
+{{- end }}
+{{- $constraints = append $constraints $constraint }}
+{{- end }}
+{{- with $constraints }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The Deployment's own metadata.labels and annotations: (dict "root" $ "component" "webhook"). */}}
+{{- define "foo-operator.deploymentMetadata" -}}
+{{- $values := get .root.Values .component }}
+labels:
+  {{- include "foo-operator.componentLabels" . | nindent 2 }}
+  {{- with $values.deploymentLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with $values.deploymentAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A Service's labels and annotations: (dict "root" $ "component" "webhook" "service" .Values.webhook.service). */}}
+{{- define "foo-operator.serviceMetadata" -}}
+labels:
+  {{- include "foo-operator.componentLabels" . | nindent 2 }}
+  {{- with .service.labels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .service.annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The scheduling keys of a component's pod spec: priorityClassName is elsewhere (before the
+containers, where it was); these come after volumes. */}}
+{{- define "foo-operator.podPlacement" -}}
+{{- $values := get .root.Values .component }}
+{{- with include "foo-operator.topologySpreadConstraints" . }}
+topologySpreadConstraints:
+  {{- . | nindent 2 }}
+{{- end }}
+{{- with $values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The controller refuses timings out of this order at start; refused at install instead, so a
+typo fails `helm upgrade` rather than crash-looping the new pod. */}}
+{{- define "foo-operator.checkLeaderElection" -}}
+{{- $le := .Values.controller.leaderElection }}
+{{- if $le.enabled }}
+{{- if not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds))) }}
+{{- fail (printf "controller.leaderElection: leaseDurationSeconds (%v) must exceed renewDeadlineSeconds (%v), which must exceed retryPeriodSeconds (%v)" $le.leaseDurationSeconds $le.renewDeadlineSeconds $le.retryPeriodSeconds) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* ------------------------------------------------------------------ how Prometheus scrapes */}}
+
+{{/* The Secret the ServiceMonitors take a bearer token from; empty: Prometheus' own token file. */}}
+{{- define "foo-operator.scrapeTokenSecretName" -}}
+{{- $auth := .Values.metrics.serviceMonitor.authorization }}
+{{- if $auth.secretName }}
+{{- $auth.secretName }}
+{{- else if $auth.createTokenSecret }}
+{{- printf "%s-metrics-scraper" (include "foo-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/* A scrape's tlsConfig: yours, else the serving certificate verified against the chart's CA (or
+cert-manager's) for a name it carries. Every component serves the webhook's pair on its metrics
+port (the controller mounts it for that), so the webhook Service's name verifies all three. */}}
+{{- define "foo-operator.scrapeTLSConfig" -}}
+{{- $sm := .root.Values.metrics.serviceMonitor }}
+{{- if $sm.tlsConfig }}
+{{- toYaml $sm.tlsConfig }}
+{{- else }}
+{{- $service := include "foo-operator.webhookServiceName" .root }}
+{{- if eq .component "insights" }}{{ $service = include "foo-operator.insightsName" .root }}{{ end }}
+serverName: {{ printf "%s.%s.svc" $service .root.Release.Namespace }}
+ca:
+  {{- if eq .root.Values.tls.mode "existingSecret" }}
+  configMap:
+    name: {{ include "foo-operator.metricsCAName" .root }}
+    key: ca.crt
+  {{- else }}
+  secret:
+    name: {{ include "foo-operator.tlsSecretName" .root }}
+    key: ca.crt
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* existingSecret mode: your Secret need not hold ca.crt, so the CA you gave goes in a ConfigMap. */}}
+{{- define "foo-operator.metricsCAName" -}}
+{{- printf "%s-metrics-ca" (include "foo-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The controller serves /metrics with the webhook's pair when the ServiceMonitor verifies it. */}}
+{{- define "foo-operator.controllerMetricsCert" -}}
+{{- if and (include "foo-operator.metricsSecure" .) .Values.metrics.serviceMonitor.enabled (not .Values.metrics.serviceMonitor.tlsConfig) }}true{{ end }}
+{{- end }}
