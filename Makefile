@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image lint clean bench dashboard
+.PHONY: venv test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image release lint clean bench dashboard
 
 # The Kubernetes matrix beyond the default (hack/versions.env): `make test` builds each and runs
 # the e2e smoke set on it once the default version's full suite has passed.
@@ -84,6 +84,16 @@ build-node: venv
 	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \
 	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
 
+# A release from a clean checkout (hack/release.py; docs/install.md, Making a release): the image
+# (OCI archive, root: hack/image.sh), its SBOM, the chart packaged, the chart's cosign signature
+# (RELEASE_KEY: a cosign private key; COSIGN_PASSWORD its password), SHA256SUMS and the release
+# notes from CHANGELOG.md, into RELEASE_DIST (gitignored). `push` takes them to a registry.
+RELEASE_DIST ?= dist/release
+RELEASE_KEY ?=
+release: venv build-plane
+	bash hack/build.sh cosign
+	$(PY) -m hack.release build --dist $(RELEASE_DIST) $(if $(RELEASE_KEY),--key $(RELEASE_KEY))
+
 # The one run command: a local real control plane with the webhook and controller registered.
 # REAL_NODE=1 (root): the chart from the image built here, on a real kubelet (docs/real-node.md).
 REAL_NODE ?=
@@ -101,9 +111,15 @@ dashboard: venv
 	nice -n 10 bash hack/build.sh prometheus
 	$(PY) -m hack.dashboard
 
+# actionlint checks .github/workflows (built from its Go module: hack/build.sh actionlint).
+CACHE ?= $(or $(FOO_OPERATOR_CACHE),$(HOME)/.cache/foo-operator)
+ACTIONLINT = $(CACHE)/bin/actionlint-$(shell sed -n 's/^ACTIONLINT_VERSION=//p' hack/versions.env)/actionlint
+
 # Style (ruff: lint rules and the formatter), layering (import-linter) and types (mypy --strict);
 # every setting is in pyproject.toml.
 lint: venv
+	@bash hack/build.sh actionlint | grep -v '^==> \(cache\|actionlint .*: cached\|release tools ready\)' || true
+	$(ACTIONLINT) -shellcheck= -pyflakes=
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache

@@ -7,6 +7,7 @@
 #   the Prometheus server on request.
 #
 # Usage: hack/build.sh [--force] [sample-controller] [node] [cert-manager] [prometheus]
+#        hack/build.sh [--force] cosign|actionlint|release
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
 #   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
@@ -17,6 +18,11 @@
 #                      chart's certManager mode on the real node
 #   prometheus         the Prometheus server (same module and version as promtool, no web UI
 #                      assets), for `make dashboard`'s picture of the Grafana dashboard
+#   cosign             only cosign (signs and verifies the release's image and chart: `make
+#                      release`, the release e2e); actionlint: only actionlint (checks
+#                      .github/workflows in `make lint`); release: both. They need no plane, so
+#                      these skip it and take a lock of their own (their wrappers and binaries
+#                      are their own)
 #   --force            rebuild binaries that are already cached (after changing build flags)
 #
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
@@ -53,15 +59,20 @@ want_sample_controller=false
 want_node=false
 want_cert_manager=false
 want_prometheus=false
+want_cosign=false
+want_actionlint=false
 for arg in "$@"; do
   case "$arg" in
     sample-controller) want_sample_controller=true ;;
     node) want_node=true ;;
     cert-manager) want_cert_manager=true ;;
     prometheus) want_prometheus=true ;;
+    cosign) want_cosign=true ;;
+    actionlint) want_actionlint=true ;;
+    release) want_cosign=true want_actionlint=true ;;
     --force) FORCE=true ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus)" ;;
+    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus, cosign, actionlint, release)" ;;
   esac
 done
 
@@ -70,9 +81,12 @@ mkdir -p "$BIN" "$SRC" "$SHARE"
 
 # Two builds at once (two test sessions, a developer and CI) would race on the same
 # wrapper modules and half-written binaries; serialise them.
-exec 9>"$CACHE/.build.lock"
+lock="$CACHE/.build.lock"
+tools_only=false
+if $want_cosign || $want_actionlint; then tools_only=true lock="$CACHE/.build-release.lock"; fi
+exec 9>"$lock"
 if ! flock -n 9; then
-  log "another build.sh holds $CACHE/.build.lock; waiting for it"
+  log "another build.sh holds $lock; waiting for it"
   flock 9
 fi
 
@@ -575,9 +589,47 @@ build_node() {
   build_coredns
 }
 
+# ---------------------------------------------------------------- release tools
+# cosign signs the release's image and chart with a key pair and verifies them (sigstore's own
+# client; notation's module is refused by the Go module proxy). v2: the key-pair flags docs/install.md
+# shows (`--insecure-ignore-tlog`) are v2's. Stamped as its Makefile does, so `cosign version`
+# names the release.
+build_cosign() {
+  local out="$BIN/cosign-$COSIGN_VERSION/cosign"
+  if is_built "$out"; then log "cosign $COSIGN_VERSION: cached"; return; fi
+  log "building cosign $COSIGN_VERSION (a large dependency tree: minutes with a cold Go cache)"
+  timed "cosign $COSIGN_VERSION" build_cosign_in "$SRC/cosign-$COSIGN_VERSION" "$out"
+}
+
+build_cosign_in() {
+  init_wrapper "$1" "github.com/sigstore/cosign/v2@$COSIGN_VERSION" github.com/sigstore/cosign/v2/cmd/cosign
+  build_binary "$1" github.com/sigstore/cosign/v2/cmd/cosign "$2" \
+    -ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION -X sigs.k8s.io/release-utils/version.gitTreeState=clean"
+}
+
+# actionlint checks .github/workflows in `make lint`.
+build_actionlint() {
+  local out="$BIN/actionlint-$ACTIONLINT_VERSION/actionlint"
+  if is_built "$out"; then log "actionlint $ACTIONLINT_VERSION: cached"; return; fi
+  log "building actionlint $ACTIONLINT_VERSION (~30 s with a cold Go cache)"
+  timed "actionlint $ACTIONLINT_VERSION" build_actionlint_in "$SRC/actionlint-$ACTIONLINT_VERSION" "$out"
+}
+
+build_actionlint_in() {
+  init_wrapper "$1" "github.com/rhysd/actionlint@$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint
+  build_binary "$1" github.com/rhysd/actionlint/cmd/actionlint "$2" \
+    -ldflags "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
+}
+
 # ---------------------------------------------------------------- main
 total_start=$SECONDS
 log "cache: $CACHE"
+if $tools_only; then
+  if $want_cosign; then build_cosign; fi
+  if $want_actionlint; then build_actionlint; fi
+  log "release tools ready in $((SECONDS - total_start))s; binaries under $BIN"
+  exit 0
+fi
 build_etcd
 build_kubernetes
 build_kwok
