@@ -38,7 +38,7 @@ import sys
 import tarfile
 import tempfile
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +99,7 @@ class Release:
 Builder = Callable[[Release], None]
 
 
-def run(argv: list[str | os.PathLike[str]], *, env: dict[str, str] | None = None, timeout: float = 3600) -> str:
+def run(argv: Sequence[str | os.PathLike[str]], *, env: dict[str, str] | None = None, timeout: float = 3600) -> str:
     result = subprocess.run(
         [str(a) for a in argv], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
     )
@@ -151,11 +151,8 @@ def build_chart(release: Release) -> None:
     release.files.append(chart)
     if release.key:
         signature = chart.with_name(chart.name + ".sig")
-        run(
-            [cosign(), "sign-blob", "--yes", "--key", release.key, "--tlog-upload=false"]
-            + ["--output-signature", signature, chart],
-            env=cosign_env(),
-        )
+        sign: list[str | os.PathLike[str]] = [cosign(), "sign-blob", "--yes", "--key", release.key]
+        run([*sign, "--tlog-upload=false", "--output-signature", signature, chart], env=cosign_env())
         release.files.append(signature)
 
 
