@@ -9,7 +9,7 @@
 #   image    buildah from scratch + that rootfs as one layer, user 65532, OCI labels,
 #            timestamps clamped to SOURCE_DATE_EPOCH (default: the last commit's time)
 #   SBOM     CycloneDX JSON of every Debian package and Python distribution left in the rootfs
-#            (hack/sbom.py, from dpkg's status kept before the strip and the dist-info dirs)
+#            (hack/sbom.py, from the .debs mmdebstrap unpacked and the dist-info dirs)
 # Output (outside the repo): $FOO_OPERATOR_CACHE/share/image/foo-operator-<hash>.oci.tar, its
 # SBOM foo-operator-<hash>.cdx.json, and image.json beside them ({"ref", "archive", "sbom",
 # "digest", "version", "size_bytes", "rootfs_bytes"}) for hack/node.py and hack/release.py.
@@ -123,8 +123,11 @@ log "rootfs: mmdebstrap $SUITE python3 (extract)"
 rootfs="$work/rootfs"
 sources=/etc/apt/sources.list.d/debian.sources
 [[ -f "$sources" ]] || sources=/etc/apt/sources.list
+# The extract variant keeps no dpkg database: the .deb files it unpacked are what the SBOM reads.
+mkdir -p "$work/debs"
 mmdebstrap --quiet --variant=extract --include=python3,netbase --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --extract-hook="cp \"\$1\"/var/cache/apt/archives/*.deb $work/debs/" \
   "$SUITE" "$rootfs" "$sources"
 
 # ------------------------------------------------------------------ the product
@@ -143,10 +146,6 @@ rm -rf "$site/bin"
 # hash in RECORD: the one thing that made two builds of the same inputs differ.
 find "$site" -name direct_url.json -path '*.dist-info/*' -delete
 find "$site" -name RECORD -path '*.dist-info/*' -exec sed -i '/direct_url\.json,/d' {} +
-
-# What dpkg installed, for the SBOM: the strip below removes /var/lib/dpkg itself.
-mkdir -p "$work/dpkg"
-cp -a "$rootfs/var/lib/dpkg/status" "$rootfs/var/lib/dpkg/info" "$work/dpkg/"
 
 # ------------------------------------------------------------------ strip
 log "strip: shells, package tools, docs, the parts of the stdlib nobody imports"
@@ -188,8 +187,8 @@ imports="webhook.__main__, insights.__main__, controller.__main__, certs.__main_
 [[ -d "$SRC_DIR/kubectl_foo" ]] && imports+=", kubectl_foo.__main__"
 chroot "$rootfs" /usr/bin/python3 -c "import $imports"
 
-log "SBOM: hack/sbom.py (dpkg status + dist-info)"
-(cd "$REPO" && "$PYTHON" -m hack.sbom "$rootfs" "$work/dpkg" "$sbom.tmp" --version "$version")
+log "SBOM: hack/sbom.py (the unpacked .debs + dist-info)"
+(cd "$REPO" && "$PYTHON" -m hack.sbom "$rootfs" "$work/debs" "$sbom.tmp" --version "$version")
 mv -f "$sbom.tmp" "$sbom"
 
 find "$rootfs" -newermt "@$SOURCE_DATE_EPOCH" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +

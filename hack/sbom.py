@@ -1,28 +1,33 @@
 """The image's SBOM (CycloneDX 1.5 JSON): every Debian package and Python distribution in its rootfs.
 
-    python -m hack.sbom ROOTFS DPKG_DIR OUT --name foo-operator --version 0.2.0
+    python -m hack.sbom ROOTFS DEBS_DIR OUT --name foo-operator --version 0.2.0
 
-hack/image.sh calls it after stripping the rootfs: DPKG_DIR is a copy of the rootfs's
-/var/lib/dpkg taken before the strip removed it (`status` and `info/*.list`). A Debian package is
-listed when at least one file it installed is still in the image (the strip removes perl-base, the
-shells and dpkg itself whole: listing them would claim what is not there). Python distributions
-are the `*.dist-info` directories under the rootfs's Python paths.
+hack/image.sh calls it after stripping the rootfs. DEBS_DIR holds the .deb files mmdebstrap
+unpacked into it (its extract variant keeps no dpkg database); each is read with `dpkg-deb` (its
+control fields and the paths it ships). A Debian package is listed when at least one file it
+ships is still in the image (the strip removes perl-base, the shells and dpkg itself whole:
+listing them would claim what is not there). Python distributions are the `*.dist-info`
+directories under the rootfs's Python paths.
 
 Written here rather than taken from syft or cyclonedx-py: neither is packaged by Debian, syft is a
 large Go build, and cyclonedx-py reads an installed environment, not a foreign rootfs; what the SBOM
-needs is two file formats (dpkg's status and the core metadata) read as their specs say. The output
-is deterministic: sorted components, the timestamp from SOURCE_DATE_EPOCH, the serial number a
-UUID derived from the content, so the same image gives the same SBOM byte for byte.
+needs is a .deb's control fields and file list (dpkg-deb reads both) and the core metadata of a
+dist-info, read as its spec says. The output is deterministic: sorted components, the timestamp
+from SOURCE_DATE_EPOCH, the serial number a UUID derived from the content, so the same image gives
+the same SBOM byte for byte.
 """
 
 from __future__ import annotations
 
 import argparse
 import email.parser
+import io
 import json
 import os
 import re
+import subprocess
 import sys
+import tarfile
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,42 +49,30 @@ class Component:
     licenses: tuple[str, ...] = ()
 
 
-def parse_dpkg_status(text: str) -> list[dict[str, str]]:
-    """dpkg's status file: RFC 822 paragraphs; continuation lines (starting with space) are dropped."""
-    paragraphs: list[dict[str, str]] = []
-    for block in text.split("\n\n"):
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            if not line or line[0] in " \t":
-                continue
-            key, _, value = line.partition(":")
-            fields[key.strip()] = value.strip()
-        if fields.get("Package"):
-            paragraphs.append(fields)
-    return paragraphs
+def _deb_fields(deb: Path) -> tuple[str, str, str]:
+    """A .deb's (Package, Version, Architecture)."""
+    out = subprocess.run(
+        ["dpkg-deb", "--show", "--showformat=${Package}\\t${Version}\\t${Architecture}", str(deb)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    name, version, arch = out.split("\t")
+    return name, version, arch
 
 
-def _still_there(rootfs: Path, dpkg_info: Path, package: str, arch: str) -> bool:
-    """Whether any regular file or symlink the package installed remains in the rootfs."""
-    for name in (f"{package}:{arch}.list", f"{package}.list"):
-        listing = dpkg_info / name
-        if listing.is_file():
-            for line in listing.read_text(errors="replace").splitlines():
-                path = rootfs / line.lstrip("/")
-                if line and line != "/." and (path.is_symlink() or path.is_file()):
-                    return True
-            return False
-    return False
+def _deb_paths(deb: Path) -> list[str]:
+    """The regular files and symlinks a .deb ships, relative to the root."""
+    tar_bytes = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        return [m.name.removeprefix("./") for m in tar.getmembers() if m.isfile() or m.issym()]
 
 
-def debian_packages(rootfs: Path, dpkg_dir: Path, distro: str) -> list[Component]:
-    status = parse_dpkg_status((dpkg_dir / "status").read_text(errors="replace"))
+def debian_packages(rootfs: Path, debs_dir: Path, distro: str) -> list[Component]:
     found = []
-    for fields in status:
-        if not fields.get("Status", "").endswith(" installed") and fields.get("Status") != "install ok unpacked":
-            continue
-        name, version, arch = fields["Package"], fields.get("Version", ""), fields.get("Architecture", "all")
-        if not _still_there(rootfs, dpkg_dir / "info", name, arch):
+    for deb in sorted(debs_dir.glob("*.deb")):
+        name, version, arch = _deb_fields(deb)
+        if not any((rootfs / path).is_symlink() or (rootfs / path).is_file() for path in _deb_paths(deb)):
             continue
         purl = f"pkg:deb/debian/{name}@{quote(version, safe='')}?arch={arch}&distro={distro}"
         found.append(Component("deb", name, version, purl))
@@ -148,14 +141,14 @@ def cyclonedx(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hack.sbom", description=__doc__.split("\n")[0])
     parser.add_argument("rootfs", type=Path)
-    parser.add_argument("dpkg_dir", type=Path, help="a copy of the rootfs's /var/lib/dpkg before the strip")
+    parser.add_argument("debs_dir", type=Path, help="the .deb files unpacked into the rootfs")
     parser.add_argument("out", type=Path)
     parser.add_argument("--name", default="foo-operator")
     parser.add_argument("--version", required=True)
     parser.add_argument("--distro", default="debian-12")
     args = parser.parse_args(argv)
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
-    debs = debian_packages(args.rootfs, args.dpkg_dir, args.distro)
+    debs = debian_packages(args.rootfs, args.debs_dir, args.distro)
     dists = python_distributions(args.rootfs)
     if not debs or not dists:
         print(

@@ -3,36 +3,40 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from hack.sbom import cyclonedx, debian_packages, main, python_distributions
 
-STATUS = """\
-Package: python3.11-minimal
-Status: install ok installed
-Architecture: amd64
-Version: 3.11.2-6+deb12u6
-Description: a minimal subset
- continued description
+pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb (Debian) reads the .debs")
 
-Package: perl-base
-Status: install ok installed
-Architecture: amd64
-Version: 5.36.0-7+deb12u2
 
-Package: removed-one
-Status: deinstall ok config-files
-Architecture: amd64
-Version: 1.0
-"""
+def make_deb(into: Path, name: str, version: str, files: list[str]) -> None:
+    """A real .deb (dpkg-deb --build) shipping ``files``."""
+    tree = into / f"{name}-tree"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN" / "control").write_text(
+        f"Package: {name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: t <t@example>\nDescription: t\n"
+    )
+    for path in files:
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text("")
+    subprocess.run(
+        ["dpkg-deb", "--build", "--root-owner-group", str(tree), str(into / f"{name}.deb")],
+        check=True,
+        capture_output=True,
+    )
+    shutil.rmtree(tree)
 
 
 def fake_rootfs(tmp_path: Path) -> tuple[Path, Path]:
-    rootfs, dpkg = tmp_path / "rootfs", tmp_path / "dpkg"
-    (dpkg / "info").mkdir(parents=True)
-    (dpkg / "status").write_text(STATUS)
-    (dpkg / "info" / "python3.11-minimal:amd64.list").write_text("/.\n/usr\n/usr/bin/python3.11\n")
-    (dpkg / "info" / "perl-base.list").write_text("/.\n/usr/bin/perl\n")  # stripped from the image
+    rootfs, debs = tmp_path / "rootfs", tmp_path / "debs"
+    debs.mkdir()
+    make_deb(debs, "python3.11-minimal", "3.11.2-6+deb12u6", ["usr/bin/python3.11"])
+    make_deb(debs, "perl-base", "5.36.0-7+deb12u2", ["usr/bin/perl"])  # stripped from the image
     (rootfs / "usr" / "bin").mkdir(parents=True)
     (rootfs / "usr" / "bin" / "python3.11").write_text("")
     site = rootfs / "usr" / "lib" / "python3" / "dist-packages"
@@ -42,7 +46,7 @@ def fake_rootfs(tmp_path: Path) -> tuple[Path, Path]:
         (info / "METADATA").write_text(
             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nLicense: MIT\n\nbody\n"
         )
-    return rootfs, dpkg
+    return rootfs, debs
 
 
 def test_a_debian_package_is_listed_only_while_a_file_of_it_is_in_the_image(tmp_path: Path) -> None:
@@ -58,7 +62,7 @@ def test_every_python_distribution_is_listed_by_its_normalized_purl(tmp_path: Pa
     assert purls == ["pkg:pypi/foo-operator@0.2.0", "pkg:pypi/pydantic-core@2.41.5"]
 
 
-def test_the_same_rootfs_gives_the_same_sbom_byte_for_byte(tmp_path: Path, monkeypatch: object) -> None:
+def test_the_same_rootfs_gives_the_same_sbom_byte_for_byte(tmp_path: Path) -> None:
     rootfs, dpkg = fake_rootfs(tmp_path)
     outs = []
     for n in range(2):
