@@ -90,8 +90,8 @@ build-node: venv
 # notes from CHANGELOG.md, into RELEASE_DIST (gitignored). `push` takes them to a registry.
 RELEASE_DIST ?= dist/release
 RELEASE_KEY ?=
-release: venv build-plane
-	bash hack/build.sh cosign
+release: venv
+	bash hack/build.sh helm cosign
 	$(PY) -m hack.release build --dist $(RELEASE_DIST) $(if $(RELEASE_KEY),--key $(RELEASE_KEY))
 
 # The one run command: a local real control plane with the webhook and controller registered.

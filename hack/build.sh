@@ -7,7 +7,7 @@
 #   the Prometheus server on request.
 #
 # Usage: hack/build.sh [--force] [sample-controller] [node] [cert-manager] [prometheus]
-#        hack/build.sh [--force] cosign|actionlint|release
+#        hack/build.sh [--force] [helm] [cosign] [actionlint] [release]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
 #   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
@@ -20,9 +20,10 @@
 #                      assets), for `make dashboard`'s picture of the Grafana dashboard
 #   cosign             only cosign (signs and verifies the release's image and chart: `make
 #                      release`, the release e2e); actionlint: only actionlint (checks
-#                      .github/workflows in `make lint`); release: both. They need no plane, so
-#                      these skip it and take a lock of their own (their wrappers and binaries
-#                      are their own)
+#                      .github/workflows in `make lint`); release: both; helm: only helm (what
+#                      `make release` needs of the plane). Given only these, the plane is skipped;
+#                      cosign and actionlint alone take a lock of their own (their wrappers and
+#                      binaries are their own), helm the plane's
 #   --force            rebuild binaries that are already cached (after changing build flags)
 #
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
@@ -61,6 +62,7 @@ want_cert_manager=false
 want_prometheus=false
 want_cosign=false
 want_actionlint=false
+want_helm_only=false
 for arg in "$@"; do
   case "$arg" in
     sample-controller) want_sample_controller=true ;;
@@ -70,9 +72,10 @@ for arg in "$@"; do
     cosign) want_cosign=true ;;
     actionlint) want_actionlint=true ;;
     release) want_cosign=true want_actionlint=true ;;
+    helm) want_helm_only=true ;;
     --force) FORCE=true ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus, cosign, actionlint, release)" ;;
+    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus, helm, cosign, actionlint, release)" ;;
   esac
 done
 
@@ -84,6 +87,10 @@ mkdir -p "$BIN" "$SRC" "$SHARE"
 lock="$CACHE/.build.lock"
 tools_only=false
 if $want_cosign || $want_actionlint; then tools_only=true lock="$CACHE/.build-release.lock"; fi
+if $want_helm_only; then tools_only=true lock="$CACHE/.build.lock"; fi
+if $tools_only && { $want_sample_controller || $want_node || $want_cert_manager || $want_prometheus; }; then
+  die "helm, cosign, actionlint and release build alone: run the plane's targets in a call of their own"
+fi
 exec 9>"$lock"
 if ! flock -n 9; then
   log "another build.sh holds $lock; waiting for it"
@@ -626,6 +633,7 @@ build_actionlint() {
 total_start=$SECONDS
 log "cache: $CACHE"
 if $tools_only; then
+  if $want_helm_only; then build_helm; fi
   if $want_cosign; then build_cosign; fi
   if $want_actionlint; then build_actionlint; fi
   log "release tools ready in $((SECONDS - total_start))s; binaries under $BIN"
