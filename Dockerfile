@@ -1,7 +1,8 @@
-# The image the chart runs, for people with Docker and a registry: every console script, non-root.
-#   docker build -t <registry>/foo-operator:0.1.0 . && docker push <registry>/foo-operator:0.1.0
-# Without Docker or a registry, `make image` (hack/image.sh) builds a smaller one from Debian's
-# python3 with mmdebstrap and buildah: no shell, no pip (docs/real-node.md).
+# The image for people with Docker or Podman and a registry: every console script (the kubectl
+# plugin's included), non-root.
+#   docker build -t <registry>/foo-operator:0.2.0 . && docker push <registry>/foo-operator:0.2.0
+# Releases publish a smaller image built without Docker (hack/image.sh: Debian's python3 with
+# mmdebstrap and buildah, no shell, no pip; docs/install.md). Both run the same wheels.
 # PYTHON_IMAGE: any image with python >= 3.11 and pip, e.g. a mirror of python:3.11-slim.
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -14,6 +15,7 @@ COPY certs certs
 COPY webhook webhook
 COPY insights insights
 COPY controller controller
+COPY kubectl_foo kubectl_foo
 RUN pip wheel --no-cache-dir --wheel-dir /wheels '.[fast]'
 
 FROM ${PYTHON_IMAGE}

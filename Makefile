@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image lint clean bench dashboard
+.PHONY: venv test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image release lint clean bench dashboard
 
 # The Kubernetes matrix beyond the default (hack/versions.env): `make test` builds each and runs
 # the e2e smoke set on it once the default version's full suite has passed.
@@ -35,7 +35,7 @@ E2E_ORDER = $(SHUFFLE)
 test:
 	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
 	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
-	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image, cert-manager)" $(MAKE) --no-print-directory build-node
+	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image, cert-manager, cosign)" $(MAKE) --no-print-directory build-node
 	@hack/timed.sh "lint (style, layers, types)" $(MAKE) --no-print-directory lint
 	@hack/timed.sh "tests (unit, component; shuffled, TEST_SEED=$(TEST_SEED))" $(PY) -m pytest -q $(SHUFFLE) tests/unit tests/component
 	@hack/timed.sh "tests (e2e; shuffled, TEST_SEED=$(TEST_SEED))" $(PY) -m pytest -q $(E2E_ORDER) tests/e2e
@@ -78,11 +78,23 @@ image: venv
 
 # What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
 # when missing), kubelet, kube-proxy, the pause image, CoreDNS, the product image; and
-# cert-manager's controller, webhook and cainjector for the chart's certManager mode on it. Not root: one line and
+# cert-manager's controller, webhook and cainjector for the chart's certManager mode on it; cosign for the release
+# e2e (tests/e2e/test_release.py: signs and verifies what it installs). Not root: one line and
 # nothing done; the real-node e2e tier then skips (under CI=true it fails).
 build-node: venv
 	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \
-	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
+	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && nice -n 10 bash hack/build.sh cosign \
+	  && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
+
+# A release from a clean checkout (hack/release.py; docs/install.md, Making a release): the image
+# (OCI archive, root: hack/image.sh), its SBOM, the chart packaged, the chart's cosign signature
+# (RELEASE_KEY: a cosign private key; COSIGN_PASSWORD its password), SHA256SUMS and the release
+# notes from CHANGELOG.md, into RELEASE_DIST (gitignored). `push` takes them to a registry.
+RELEASE_DIST ?= dist/release
+RELEASE_KEY ?=
+release: venv
+	bash hack/build.sh helm cosign
+	$(PY) -m hack.release build --dist $(RELEASE_DIST) $(if $(RELEASE_KEY),--key $(RELEASE_KEY))
 
 # The one run command: a local real control plane with the webhook and controller registered.
 # REAL_NODE=1 (root): the chart from the image built here, on a real kubelet (docs/real-node.md).
@@ -101,9 +113,15 @@ dashboard: venv
 	nice -n 10 bash hack/build.sh prometheus
 	$(PY) -m hack.dashboard
 
+# actionlint checks .github/workflows (built from its Go module: hack/build.sh actionlint).
+CACHE ?= $(or $(FOO_OPERATOR_CACHE),$(HOME)/.cache/foo-operator)
+ACTIONLINT = $(CACHE)/bin/actionlint-$(shell sed -n 's/^ACTIONLINT_VERSION=//p' hack/versions.env)/actionlint
+
 # Style (ruff: lint rules and the formatter), layering (import-linter) and types (mypy --strict);
 # every setting is in pyproject.toml.
 lint: venv
+	@bash hack/build.sh actionlint | grep -v '^==> \(cache\|actionlint .*: cached\|release tools ready\)' || true
+	$(ACTIONLINT) -shellcheck= -pyflakes=
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache

@@ -8,6 +8,7 @@
 #   the Prometheus server on request.
 #
 # Usage: hack/build.sh [--force] [sample-controller] [node] [cert-manager] [prometheus]
+#        hack/build.sh [--force] [helm] [cosign] [actionlint] [release]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
 #   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
@@ -18,6 +19,12 @@
 #                      chart's certManager mode on the real node
 #   prometheus         the Prometheus server (same module and version as promtool, no web UI
 #                      assets), for `make dashboard`'s picture of the Grafana dashboard
+#   cosign             only cosign (signs and verifies the release's image and chart: `make
+#                      release`, the release e2e); actionlint: only actionlint (checks
+#                      .github/workflows in `make lint`); release: both; helm: only helm (what
+#                      `make release` needs of the plane). Given only these, the plane is skipped;
+#                      cosign and actionlint alone take a lock of their own (their wrappers and
+#                      binaries are their own), helm the plane's
 #   --force            rebuild binaries that are already cached (after changing build flags)
 #
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
@@ -54,15 +61,22 @@ want_sample_controller=false
 want_node=false
 want_cert_manager=false
 want_prometheus=false
+want_cosign=false
+want_actionlint=false
+want_helm_only=false
 for arg in "$@"; do
   case "$arg" in
     sample-controller) want_sample_controller=true ;;
     node) want_node=true ;;
     cert-manager) want_cert_manager=true ;;
     prometheus) want_prometheus=true ;;
+    cosign) want_cosign=true ;;
+    actionlint) want_actionlint=true ;;
+    release) want_cosign=true want_actionlint=true ;;
+    helm) want_helm_only=true ;;
     --force) FORCE=true ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus)" ;;
+    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus, helm, cosign, actionlint, release)" ;;
   esac
 done
 
@@ -71,9 +85,16 @@ mkdir -p "$BIN" "$SRC" "$SHARE"
 
 # Two builds at once (two test sessions, a developer and CI) would race on the same
 # wrapper modules and half-written binaries; serialise them.
-exec 9>"$CACHE/.build.lock"
+lock="$CACHE/.build.lock"
+tools_only=false
+if $want_cosign || $want_actionlint; then tools_only=true lock="$CACHE/.build-release.lock"; fi
+if $want_helm_only; then tools_only=true lock="$CACHE/.build.lock"; fi
+if $tools_only && { $want_sample_controller || $want_node || $want_cert_manager || $want_prometheus; }; then
+  die "helm, cosign, actionlint and release build alone: run the plane's targets in a call of their own"
+fi
+exec 9>"$lock"
 if ! flock -n 9; then
-  log "another build.sh holds $CACHE/.build.lock; waiting for it"
+  log "another build.sh holds $lock; waiting for it"
   flock 9
 fi
 
@@ -581,9 +602,49 @@ build_node() {
   build_coredns
 }
 
+# ---------------------------------------------------------------- release tools
+# One command from one Go module, stamped with its version: $1 name, $2 version, $3 module,
+# $4 package, $5 how long a cold build takes, $6 ldflags.
+build_go_tool() {
+  local name="$1" version="$2" module="$3" package="$4" took="$5" ldflags="$6"
+  local out="$BIN/$name-$version/$name"
+  if is_built "$out"; then log "$name $version: cached"; return; fi
+  log "building $name $version ($took)"
+  timed "$name $version" build_go_tool_in "$SRC/$name-$version" "$module@$version" "$package" "$out" "$ldflags"
+}
+
+build_go_tool_in() {
+  init_wrapper "$1" "$2" "$3"
+  build_binary "$1" "$3" "$4" -ldflags "$5"
+}
+
+# cosign signs the release's image and chart with a key pair and verifies them (sigstore's own
+# client; notation's module is refused by the Go module proxy). v2: the key-pair flags docs/install.md
+# shows (`--insecure-ignore-tlog`) are v2's. Stamped as its Makefile does, so `cosign version`
+# names the release. Its dependency tree is large (cloud KMS clients): 2022 s wall here, on 2
+# cores shared with the plane's build; more than every other tool of the release together.
+build_cosign() {
+  build_go_tool cosign "$COSIGN_VERSION" github.com/sigstore/cosign/v2 github.com/sigstore/cosign/v2/cmd/cosign \
+    "long: ~10-30 min with a cold Go cache" \
+    "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION -X sigs.k8s.io/release-utils/version.gitTreeState=clean"
+}
+
+# actionlint checks .github/workflows in `make lint` (38 s cold here).
+build_actionlint() {
+  build_go_tool actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint github.com/rhysd/actionlint/cmd/actionlint \
+    "~40 s with a cold Go cache" "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
+}
+
 # ---------------------------------------------------------------- main
 total_start=$SECONDS
 log "cache: $CACHE"
+if $tools_only; then
+  if $want_helm_only; then build_helm; fi
+  if $want_cosign; then build_cosign; fi
+  if $want_actionlint; then build_actionlint; fi
+  log "release tools ready in $((SECONDS - total_start))s; binaries under $BIN"
+  exit 0
+fi
 build_etcd
 build_kubernetes
 build_kwok

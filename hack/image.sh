@@ -8,23 +8,34 @@
 #            read-only root filesystem, independent of file mtimes)
 #   image    buildah from scratch + that rootfs as one layer, user 65532, OCI labels,
 #            timestamps clamped to SOURCE_DATE_EPOCH (default: the last commit's time)
-# Output (outside the repo): $FOO_OPERATOR_CACHE/share/image/foo-operator-<hash>.oci.tar and
-# image.json beside it ({"ref", "archive", "size_bytes", "rootfs_bytes"}) for hack/node.py.
-# The hash covers the product's sources, pyproject.toml and this script: an unchanged checkout
+#   SBOM     CycloneDX JSON of every Debian package and Python distribution left in the rootfs
+#            (hack/sbom.py, from the .debs mmdebstrap unpacked and the dist-info dirs)
+# Output (outside the repo): $FOO_OPERATOR_CACHE/share/image/foo-operator-<hash>.oci.tar, its
+# SBOM foo-operator-<hash>.cdx.json, and image.json beside them ({"ref", "archive", "sbom",
+# "digest", "version", "size_bytes", "rootfs_bytes"}) for hack/node.py and hack/release.py.
+# The hash covers the product's sources, pyproject.toml and the scripts: an unchanged checkout
 # is a cache hit in a second.
 #
 # Usage: hack/image.sh [--force]
 # Environment: FOO_OPERATOR_CACHE, PYTHON (a python with pip; default .venv/bin/python),
 #              SOURCE_DATE_EPOCH, DEBIAN_SUITE (default bookworm)
+#              IMAGE_SOURCE_DIR (default this checkout: where the sources are; hack/release.py
+#                builds a past release from that commit's tree with today's script),
+#              IMAGE_OUT_DIR (default the cache's share/image), IMAGE_REVISION (the commit)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HACK_DIR/.." && pwd)"
 CACHE="${FOO_OPERATOR_CACHE:-$HOME/.cache/foo-operator}"
-OUT_DIR="$CACHE/share/image"
+SRC_DIR="$(cd "${IMAGE_SOURCE_DIR:-$REPO}" && pwd)"
+OUT_DIR="${IMAGE_OUT_DIR:-$CACHE/share/image}"
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
 SUITE="${DEBIAN_SUITE:-bookworm}"
-PACKAGES=(fooapi kube webhook insights controller certs)
+# Every package pyproject.toml ships (a past release may lack the newer ones: kubectl_foo).
+PACKAGES=()
+for pkg in fooapi kube webhook insights controller certs kubectl_foo; do
+  [[ -d "$SRC_DIR/$pkg" ]] && PACKAGES+=("$pkg")
+done
 
 log() { printf '==> %s\n' "$*"; }
 die() { printf 'image.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -43,34 +54,44 @@ done
 [[ -x "$PYTHON" ]] || die "$PYTHON not found: run \`make venv\` (or set PYTHON)"
 
 # What the image is made of; any change makes a new image.
-version="$(cd "$REPO" && "$PYTHON" -c 'import tomllib; print(tomllib.load(open("pyproject.toml","rb"))["project"]["version"])')"
-hash="$(cd "$REPO" && { find "${PACKAGES[@]}" -name '*.py' -o -name '*.yaml' -o -name '*.typed' | LC_ALL=C sort \
-  | xargs sha256sum; sha256sum pyproject.toml hack/image.sh; echo "$SUITE"; } | sha256sum | cut -c1-12)"
+version="$(cd "$SRC_DIR" && "$PYTHON" -c 'import tomllib; print(tomllib.load(open("pyproject.toml","rb"))["project"]["version"])')"
+hash="$(cd "$SRC_DIR" && { find "${PACKAGES[@]}" -name '*.py' -o -name '*.yaml' -o -name '*.typed' | LC_ALL=C sort \
+  | xargs sha256sum; sha256sum pyproject.toml; cd "$REPO" && sha256sum hack/image.sh hack/sbom.py; echo "$SUITE"; } \
+  | sha256sum | cut -c1-12)"
 archive="$OUT_DIR/foo-operator-$hash.oci.tar"
+sbom="$OUT_DIR/foo-operator-$hash.cdx.json"
 ref="localhost/foo-operator:$version-$hash"
-revision="$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
-if [[ -z "$(git -C "$REPO" status --porcelain -- "${PACKAGES[@]}" pyproject.toml 2>/dev/null)" ]]; then
-  dirty=""
+if [[ -n "${IMAGE_REVISION:-}" ]]; then
+  revision="$IMAGE_REVISION" dirty=""
 else
-  dirty="-dirty"
+  revision="$(git -C "$SRC_DIR" rev-parse HEAD 2>/dev/null || echo unknown)"
+  if [[ -z "$(git -C "$SRC_DIR" status --porcelain -- "${PACKAGES[@]}" pyproject.toml 2>/dev/null)" ]]; then
+    dirty=""
+  else
+    dirty="-dirty"
+  fi
 fi
-: "${SOURCE_DATE_EPOCH:=$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || echo 0)}"
+: "${SOURCE_DATE_EPOCH:=$(git -C "$SRC_DIR" log -1 --format=%ct 2>/dev/null || echo 0)}"
 export SOURCE_DATE_EPOCH
 
 write_meta() {
   local rootfs_bytes="$1"
-  python3 - "$OUT_DIR/image.json" "$ref" "$archive" "$rootfs_bytes" <<'EOF'
-import json, os, sys
-path, ref, archive, rootfs = sys.argv[1:]
-json.dump({"ref": ref, "archive": archive, "size_bytes": os.path.getsize(archive),
-           "rootfs_bytes": int(rootfs)}, open(path + ".tmp", "w"), indent=1)
+  python3 - "$OUT_DIR/image.json" "$ref" "$archive" "$rootfs_bytes" "$sbom" "$version" <<'EOF'
+import json, os, sys, tarfile
+path, ref, archive, rootfs, sbom, version = sys.argv[1:]
+# The manifest's digest: what a registry names the image by, and what cosign signs.
+with tarfile.open(archive) as tar:
+    digest = json.load(tar.extractfile("index.json"))["manifests"][0]["digest"]
+json.dump({"ref": ref, "archive": archive, "sbom": sbom, "digest": digest, "version": version,
+           "size_bytes": os.path.getsize(archive), "rootfs_bytes": int(rootfs)},
+          open(path + ".tmp", "w"), indent=1)
 os.replace(path + ".tmp", path)
 EOF
 }
 
-if ! $FORCE && [[ -f "$archive" ]]; then
+if ! $FORCE && [[ -f "$archive" && -f "$sbom" ]]; then
   log "image $ref: cached ($archive)"
-  [[ -f "$OUT_DIR/image.json" ]] && grep -q "$hash" "$OUT_DIR/image.json" || write_meta 0
+  [[ -f "$OUT_DIR/image.json" ]] && grep -q "$hash.cdx" "$OUT_DIR/image.json" || write_meta 0
   exit 0
 fi
 
@@ -90,7 +111,7 @@ trap cleanup EXIT
 # build/ and egg-info there, not into the checkout.
 log "wheels: the project and its dependencies (pip wheel)"
 mkdir -p "$work/src" "$work/wheels"
-(cd "$REPO" && cp -r pyproject.toml README.md "${PACKAGES[@]}" "$work/src/")
+(cd "$SRC_DIR" && cp -r pyproject.toml README.md "${PACKAGES[@]}" "$work/src/")
 find "$work/src" -name __pycache__ -prune -exec rm -rf {} +
 "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$work/wheels" "$work/src[fast]"
 ls "$work/wheels"
@@ -102,8 +123,11 @@ log "rootfs: mmdebstrap $SUITE python3 (extract)"
 rootfs="$work/rootfs"
 sources=/etc/apt/sources.list.d/debian.sources
 [[ -f "$sources" ]] || sources=/etc/apt/sources.list
+# The extract variant keeps no dpkg database: the .deb files it unpacked are what the SBOM reads.
+mkdir -p "$work/debs"
 mmdebstrap --quiet --variant=extract --include=python3,netbase --dpkgopt='path-exclude=/usr/share/doc/*' \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --extract-hook="cp \"\$1\"/var/cache/apt/archives/*.deb $work/debs/" \
   "$SUITE" "$rootfs" "$sources"
 
 # ------------------------------------------------------------------ the product
@@ -159,7 +183,13 @@ chmod 1777 "$rootfs/tmp"
 log "bytecode: compileall in the rootfs (the image's own python)"
 chroot "$rootfs" /usr/bin/python3 -m compileall -q --invalidation-mode unchecked-hash \
   /usr/lib/python3.11 /usr/lib/python3/dist-packages >/dev/null
-chroot "$rootfs" /usr/bin/python3 -c 'import webhook.__main__, insights.__main__, controller.__main__, certs.__main__, uvloop'
+imports="webhook.__main__, insights.__main__, controller.__main__, certs.__main__, uvloop"
+[[ -d "$SRC_DIR/kubectl_foo" ]] && imports+=", kubectl_foo.__main__"
+chroot "$rootfs" /usr/bin/python3 -c "import $imports"
+
+log "SBOM: hack/sbom.py (the unpacked .debs + dist-info)"
+(cd "$REPO" && "$PYTHON" -m hack.sbom "$rootfs" "$work/debs" "$sbom.tmp" --version "$version")
+mv -f "$sbom.tmp" "$sbom"
 
 find "$rootfs" -newermt "@$SOURCE_DATE_EPOCH" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 rootfs_bytes="$(du -sb "$rootfs" | cut -f1)"
@@ -189,7 +219,8 @@ ctr=""
 mv -f "$archive.tmp" "$archive"
 write_meta "$rootfs_bytes"
 # Older builds (130 MB each) are never read again: image.json now names this one.
-find "$OUT_DIR" -maxdepth 1 -name 'foo-operator-*.oci.tar' ! -name "$(basename "$archive")" -delete
+find "$OUT_DIR" -maxdepth 1 \( -name 'foo-operator-*.oci.tar' -o -name 'foo-operator-*.cdx.json' \) \
+  ! -name "$(basename "$archive")" ! -name "$(basename "$sbom")" -delete
 took=$((SECONDS - began))
 size_mb="$(( $(stat -c %s "$archive") / 1000000 ))"
 log "image $ref: ${size_mb} MB archive (uncompressed layer), $((rootfs_bytes / 1000000)) MB unpacked, in ${took}s"

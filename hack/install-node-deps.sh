@@ -2,7 +2,8 @@
 # Installs the Debian packages a real node and the image build need, when any is missing:
 #   containerd, runc, CNI plugins (bridge, host-local, loopback in /usr/lib/cni), buildah,
 #   mmdebstrap (the image's rootfs), iptables and conntrack (kube-proxy), gcc + libc6-dev
-#   (the static pause binary).
+#   (the static pause binary); docker-registry (CNCF distribution's registry: the release e2e's
+#   loopback registry) and skopeo (copies the release's OCI archive into it).
 # Idempotent and quiet when everything is there. Needs root (it is the only thing that does
 # apt-get); prints one line and exits 1 otherwise.
 #
@@ -11,7 +12,8 @@
 # with its own config, socket and state under the node's work dir, never the system's.
 set -euo pipefail
 
-PACKAGES=(containerd runc containernetworking-plugins buildah mmdebstrap iptables conntrack gcc libc6-dev)
+PACKAGES=(containerd runc containernetworking-plugins buildah mmdebstrap iptables conntrack gcc libc6-dev
+  docker-registry skopeo)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -251,6 +251,20 @@ class RealNode(Started):
         """Import an OCI archive into the node's containerd (namespace k8s.io, where the CRI looks)."""
         run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "import", archive, timeout=300)
 
+    def trust_registry(self, host: str, ca_file: Path) -> None:
+        """Let containerd pull from `host` over https verified by `ca_file` (a registry of ours on
+        loopback): a hosts.toml of its own beside the ones that send every other registry to
+        NO_REGISTRY. containerd reads these at each pull, so no restart. Loopback bypasses the
+        HTTPS_PROXY that stops every other pull (Go's proxy rules never proxy loopback)."""
+        directory = self.workdir / "containerd" / "certs.d" / host
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ca_file, directory / "ca.crt")
+        server = f"https://{host}"
+        (directory / "hosts.toml").write_text(
+            f'server = "{server}"\n[host."{server}"]\n  capabilities = ["pull", "resolve"]\n'
+            f'  ca = "{directory / "ca.crt"}"\n'
+        )
+
     def images(self) -> list[str]:
         out = run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "ls", "-q").stdout
         return out.split()
@@ -682,18 +696,20 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 @contextlib.contextmanager
 def plane_with_real_node(
-    workdir: str | os.PathLike[str], image_archive: str | os.PathLike[str], *, nodes: int = 1
+    workdir: str | os.PathLike[str], image_archive: str | os.PathLike[str] | None, *, nodes: int = 1
 ) -> Iterator[tuple[LocalControlPlane, RealNode]]:
     """A control plane on the node bridge's address and a real node beside its kwok ones, the
-    product's image (`image_archive`) loaded into the node's containerd; all of it torn down after."""
+    product's image (`image_archive`) loaded into the node's containerd (None: nothing loaded, the
+    node pulls it from a registry of ours: `RealNode.trust_registry`); all of it torn down after."""
     with (
         NodeBridge() as bridge,
         LocalControlPlane(workdir, nodes=nodes, address=bridge.address) as plane,
         RealNode(plane, bridge) as node,
     ):
         log.info("real node %s ready, cluster DNS at %s (kube-system/kube-dns)", node.name, DNS_SERVICE_IP)
-        log.info("loading %s into the node's containerd", image_archive)
-        node.load_image(image_archive)
+        if image_archive is not None:
+            log.info("loading %s into the node's containerd", image_archive)
+            node.load_image(image_archive)
         yield plane, node
 
 

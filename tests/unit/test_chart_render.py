@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives import serialization
 
 from certs.authority import service_dns_names
 from controller.settings import parse as parse_controller_flags
+from hack.release import chart_versions
 from insights.__main__ import parse_args as parse_insights_flags
 from insights.manifests import aggregated_api_manifests
 from kube.tlspolicy import parse_tls_policy
@@ -274,7 +275,10 @@ def test_every_pod_is_hardened_and_every_container_has_resources() -> None:
 
 
 def test_image_defaults_to_the_app_version_and_takes_a_digest() -> None:
-    assert container(find(render(), "Deployment", WEBHOOK))["image"] == "ghcr.io/foo-operator/foo-operator:0.1.0"
+    app_version = chart_versions()[1]  # the one version: hack.release
+    assert (
+        container(find(render(), "Deployment", WEBHOOK))["image"] == f"ghcr.io/foo-operator/foo-operator:{app_version}"
+    )
     digest = "sha256:" + "ab" * 32
     objects = render({"image": {"repository": "registry.example/foo", "digest": digest}})
     for name in (WEBHOOK, INSIGHTS, CONTROLLER):
