@@ -27,7 +27,8 @@ die() { printf 'dockerfile-check.sh: error: %s\n' "$*" >&2; exit 1; }
 "$HACK_DIR/install-node-deps.sh" >/dev/null
 
 version="$(python3 -c 'import tomllib,sys; print(tomllib.load(open(sys.argv[1],"rb"))["project"]["version"])' "$REPO/pyproject.toml")"
-mapfile -t scripts < <(python3 -c 'import tomllib,sys; print("\n".join(tomllib.load(open(sys.argv[1],"rb"))["project"]["scripts"]))' "$REPO/pyproject.toml")
+# kubectl_complete-* is kubectl's completion endpoint: it takes the words to complete, not --version.
+mapfile -t scripts < <(python3 -c 'import tomllib,sys; print("\n".join(s for s in tomllib.load(open(sys.argv[1],"rb"))["project"]["scripts"] if not s.startswith("kubectl_complete-")))' "$REPO/pyproject.toml")
 
 # What the base is made of: a change here makes a new base (the rest of this script does not).
 BASE_PACKAGES=python3,python3-pip,ca-certificates

@@ -11,16 +11,16 @@ import pytest
 import yaml
 
 from hack.release import PAST_RELEASES, REPO_ROOT, ReleaseError, changelog_section, chart_versions, project_version
+from tests.unit.test_cli_pattern import console_scripts  # the completion endpoint takes no --version
 
 VERSION = project_version()
-SCRIPTS = sorted(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"])
 
 
 def test_the_chart_version_and_app_version_are_the_project_version() -> None:
     assert chart_versions() == (VERSION, VERSION)
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", console_scripts())
 def test_every_console_script_prints_the_project_version(script: str) -> None:
     # The installed distribution's metadata, which `make venv` refreshes whenever pyproject.toml changes.
     exe = Path(sys.executable).parent / script
