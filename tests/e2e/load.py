@@ -4,6 +4,7 @@ rotation, a certificate renewal): every answer counted, every unexpected one kep
 from __future__ import annotations
 
 import contextlib
+import http.client
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -56,8 +57,8 @@ def steady_requests(plane: LocalControlPlane, calls: Sequence[Call]) -> Iterator
             for call in calls:
                 try:
                     status, answer = plane.request(call.method, call.path, call.body(n) if call.body else None)
-                except OSError as err:
-                    status, answer = 0, str(err).encode()
+                except (OSError, http.client.HTTPException) as err:  # e.g. a body cut off as a pod died
+                    status, answer = 0, f"{type(err).__name__}: {err}".encode()
                 if status == call.expected:
                     answered[call.what] += 1
                 else:
