@@ -42,6 +42,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
+from ssl import SSLContext
 from typing import Any, Protocol, cast
 
 import httptools
@@ -60,6 +61,7 @@ from kube.bodies import (
 from kube.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
 from kube.readiness import Readiness
 from kube.status import Status, failure
+from kube.tlsupgrade import Acceptor, Handshake, listening_socket
 
 log = logging.getLogger(__name__)
 
@@ -554,6 +556,8 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, app: ReviewApp, connections: set[Connection]) -> None:
         self.app = app
+        self.handshaking = False  # over TLS: counted, its handshake not over yet
+        self.handshake: Handshake | None = None
         self.readiness = app.readiness
         self.connections = connections
         self.loop = asyncio.get_running_loop()
@@ -586,22 +590,45 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
-        self.transport = stream = cast(asyncio.Transport, transport)
-        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections):
-            stream.abort()  # every connection is busy with a paid request: this one waits its turn
-            return
-        self.connections.add(self)
+        stream = cast(asyncio.Transport, transport)
+        if self.handshaking:  # over TLS: counted when accepted (``accepted``), its handshake now over
+            self.handshaking = False
+            if self.closing:  # made room for another meanwhile
+                stream.abort()
+                return
+        else:
+            if not self._admitted():
+                stream.abort()
+                return
+            _small_socket_buffers(stream.get_extra_info("socket"))
+        self.transport = stream
         self.last_active = self.loop.time()
         self._arm(self.last_active + self.app.first_request)
         stream.set_write_buffer_limits(high=_WRITE_HIGH)
         _, self.write_limit = stream.get_write_buffer_limits()
-        sock = stream.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
-            except OSError:
-                pass
+
+    def accepted(self, sock: socket.socket, context: SSLContext) -> None:
+        """A TLS connection just accepted: counted now, its handshake run only if admitted; until
+        it is over it is quiet, the first to make room (kube.tlsupgrade)."""
+        if not self._admitted():
+            sock.close()
+            return
+        _small_socket_buffers(sock)
+        self.handshaking = True
+        self.handshake = Handshake(sock, lambda: self, context, self.app.first_request, self._handshake_over)
+
+    def _handshake_over(self, ok: bool) -> None:
+        if not ok:
+            self.handshaking = False
+            self.connection_lost(None)
+
+    def _admitted(self) -> bool:
+        """Count this connection; False if every one is busy with a paid request (it waits its turn)."""
+        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections):
+            return False
+        self.connections.add(self)
+        self.last_active = self.loop.time()
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
@@ -878,6 +905,8 @@ class Connection(asyncio.Protocol):
             request.waiter.set_result(None)
 
     def abort(self) -> None:
+        if self.handshaking and self.handshake is not None:
+            self.handshake.cancel()
         if self.transport is not None:
             self.transport.abort()
 
@@ -963,6 +992,10 @@ class Connection(asyncio.Protocol):
     def shut(self) -> None:
         """The server is closing: an idle connection closes now, a busy one after its answer."""
         self.close_after = True
+        if self.handshaking:
+            self.abort()
+            self.connection_lost(None)
+            return
         if not self.busy and not self.queue:
             self._close()
 
@@ -975,6 +1008,16 @@ def _refuse_once(request: Request, status: Status) -> None:
     the kubelet send (POST with a Content-Length, GET) never has these headers."""
     if request.refused is None:
         request.refused = status
+
+
+def _small_socket_buffers(sock: socket.socket | None) -> None:
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
+    except OSError:
+        pass
 
 
 def _make_room(connections: set[Connection]) -> bool:
@@ -1006,10 +1049,13 @@ class ReviewServer:
         self.app = app
         self.readiness = app.readiness
         self.connections: set[Connection] = set()
-        self.server: asyncio.Server | None = None
+        self.server: asyncio.Server | None = None  # plain HTTP
+        self.acceptor: Acceptor | None = None  # TLS
 
     @property
     def port(self) -> int:
+        if self.acceptor is not None:
+            return self.acceptor.port
         assert self.server is not None
         return int(self.server.sockets[0].getsockname()[1])
 
@@ -1017,15 +1063,18 @@ class ReviewServer:
         """Nothing to do before listening: the review app needs no start-up."""
 
     async def start(
-        self, host: str, port: int, *, ssl: Any = None, reuse_port: bool = False, backlog: int = 1024
+        self, host: str, port: int, *, ssl: SSLContext | None = None, reuse_port: bool = False, backlog: int = 1024
     ) -> None:
-        loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
+        if ssl is not None:
+            # Accepted here, not by create_server(ssl=): a connection is counted before its
+            # handshake, which runs only if it is admitted (kube.tlsupgrade).
+            sock = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
+            self.acceptor = Acceptor(sock, lambda conn: Connection(self.app, self.connections).accepted(conn, ssl))
+            return
+        self.server = await asyncio.get_running_loop().create_server(
             lambda: Connection(self.app, self.connections),
             host,
             port,
-            ssl=ssl,
-            ssl_handshake_timeout=self.app.first_request if ssl is not None else None,
             backlog=backlog,
             reuse_address=True,
             reuse_port=reuse_port or None,
@@ -1035,6 +1084,8 @@ class ReviewServer:
         """Stop listening; let answers in progress finish within ``timeout``; then cut what is left."""
         if self.server is not None:
             self.server.close()
+        if self.acceptor is not None:
+            await self.acceptor.close()
         for conn in list(self.connections):
             conn.shut()
         loop = asyncio.get_running_loop()

@@ -17,6 +17,7 @@ from tests.objects import V1ALPHA1, foo_v1
 from webhook.app import Settings, build_app
 
 from .certificates import serving_certificates
+from .handshakes import handshakes_held
 from .reviews import conversion_review
 from .webhook_client import ServeWebhook
 
@@ -128,4 +129,34 @@ async def test_a_tls_client_that_does_not_read_its_answer_keeps_it_charged_until
         assert webhook.budget.in_use == 0 and not server.connections, "cut off, its memory given back"
         writer.close()
     finally:
+        await server.stop(1.0)
+
+
+async def test_bare_tcp_connects_past_the_cap_hold_no_handshakes_and_a_probe_is_answered(tmp_path: Path) -> None:
+    # Before: the cap counted a connection only once its TLS handshake was over. 2,400 bare TCP
+    # connects made a worker hold an SSL object and its buffers each for the 10 s handshake
+    # timeout, uncounted: the webhook's cgroup reached 234 MiB (bound 200).
+    certs = serving_certificates(tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+    webhook = build_app(Settings())
+    webhook.reviews.max_connections = 8
+    server = ReviewServer(webhook.reviews)
+    await server.start("127.0.0.1", 0, ssl=server_context)
+    client_context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    bare = [await _connect(server.port) for _ in range(100)]
+    try:
+        # Accepted after the hundred (the kernel queues connects in order): all of them are in.
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", server.port, ssl=client_context, server_hostname="127.0.0.1"
+        )
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = await asyncio.wait_for(reader.read(), timeout=10)
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok")
+        writer.close()
+        assert handshakes_held() <= 8
+        assert len(server.connections) <= 8
+    finally:
+        for _, bare_writer in bare:
+            bare_writer.close()
         await server.stop(1.0)
