@@ -1021,12 +1021,23 @@ def _small_socket_buffers(sock: socket.socket | None) -> None:
 
 
 def _make_room(connections: set[Connection]) -> bool:
-    """Close the connection quiet longest among those not being answered; False if none."""
+    """Close the oldest handshake under way, else the connection quiet longest among those not
+    being answered; False if none.
+
+    Handshakes first: a real client's takes a millisecond, so only bare or slow ones are ever
+    found under way, while an idle connection is one kube-apiserver pooled and will reuse (it
+    does not retry a POST written onto a connection we closed). A flood of bare connects then
+    only makes room among its own.
+    """
     victim: Connection | None = None
     for conn in connections:
         if conn.busy and conn.queue and conn.queue[0].paid and conn.queue[0].complete:
             continue  # its request is read and paid for: being answered
-        if victim is None or conn.last_active < victim.last_active:
+        if (
+            victim is None
+            or conn.handshaking > victim.handshaking
+            or (conn.handshaking == victim.handshaking and conn.last_active < victim.last_active)
+        ):
             victim = conn
     if victim is None:
         return False
