@@ -556,8 +556,9 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, app: ReviewApp, connections: set[Connection]) -> None:
         self.app = app
-        self.handshaking = False  # over TLS: counted, its handshake not over yet
+        self.handshaking = False  # over TLS: accepted, its handshake not over yet
         self.handshake: Handshake | None = None
+        self.handshakes: dict[Connection, None] | None = None  # the server's handshakes under way
         self.readiness = app.readiness
         self.connections = connections
         self.loop = asyncio.get_running_loop()
@@ -591,36 +592,37 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
         stream = cast(asyncio.Transport, transport)
-        if self.handshaking:  # over TLS: counted when accepted (``accepted``), its handshake now over
-            self.handshaking = False
-            if self.closing:  # made room for another meanwhile
-                stream.abort()
-                return
-        else:
-            if not self._admitted():
-                stream.abort()
-                return
-            _small_socket_buffers(stream.get_extra_info("socket"))
+        if self.handshaking:  # over TLS: its handshake is over, it is a connection from now on
+            self._end_handshake()
+        if self.closing or not self._admitted():
+            stream.abort()  # every connection is busy with a paid request: this one waits its turn
+            return
+        _small_socket_buffers(stream.get_extra_info("socket"))
         self.transport = stream
         self.last_active = self.loop.time()
         self._arm(self.last_active + self.app.first_request)
         stream.set_write_buffer_limits(high=_WRITE_HIGH)
         _, self.write_limit = stream.get_write_buffer_limits()
 
-    def accepted(self, sock: socket.socket, context: SSLContext) -> None:
-        """A TLS connection just accepted: counted now, its handshake run only if admitted; until
-        it is over it is quiet, the first to make room (kube.tlsupgrade)."""
-        if not self._admitted():
-            sock.close()
-            return
+    def accepted(self, sock: socket.socket, context: SSLContext, handshakes: dict[Connection, None]) -> None:
+        """A TLS connection just accepted: counted among the ``handshakes`` under way (at most the
+        connection cap, the oldest dropped past it) before its handshake begins (kube.tlsupgrade)."""
+        while len(handshakes) >= self.app.max_connections:
+            next(iter(handshakes)).abort()
         _small_socket_buffers(sock)
+        self.handshakes = handshakes
+        handshakes[self] = None
         self.handshaking = True
         self.handshake = Handshake(sock, lambda: self, context, self.app.first_request, self._handshake_over)
 
     def _handshake_over(self, ok: bool) -> None:
-        if not ok:
-            self.handshaking = False
-            self.connection_lost(None)
+        if self.handshaking:  # failed or timed out (the connection is closed)
+            self._end_handshake()
+
+    def _end_handshake(self) -> None:
+        self.handshaking = False
+        if self.handshakes is not None:
+            self.handshakes.pop(self, None)
 
     def _admitted(self) -> bool:
         """Count this connection; False if every one is busy with a paid request (it waits its turn)."""
@@ -906,6 +908,8 @@ class Connection(asyncio.Protocol):
 
     def abort(self) -> None:
         if self.handshaking and self.handshake is not None:
+            self._end_handshake()
+            self.closing = True
             self.handshake.cancel()
         if self.transport is not None:
             self.transport.abort()
@@ -992,10 +996,6 @@ class Connection(asyncio.Protocol):
     def shut(self) -> None:
         """The server is closing: an idle connection closes now, a busy one after its answer."""
         self.close_after = True
-        if self.handshaking:
-            self.abort()
-            self.connection_lost(None)
-            return
         if not self.busy and not self.queue:
             self._close()
 
@@ -1021,23 +1021,12 @@ def _small_socket_buffers(sock: socket.socket | None) -> None:
 
 
 def _make_room(connections: set[Connection]) -> bool:
-    """Close the oldest handshake under way, else the connection quiet longest among those not
-    being answered; False if none.
-
-    Handshakes first: a real client's takes a millisecond, so only bare or slow ones are ever
-    found under way, while an idle connection is one kube-apiserver pooled and will reuse (it
-    does not retry a POST written onto a connection we closed). A flood of bare connects then
-    only makes room among its own.
-    """
+    """Close the connection quiet longest among those not being answered; False if none."""
     victim: Connection | None = None
     for conn in connections:
         if conn.busy and conn.queue and conn.queue[0].paid and conn.queue[0].complete:
             continue  # its request is read and paid for: being answered
-        if (
-            victim is None
-            or conn.handshaking > victim.handshaking
-            or (conn.handshaking == victim.handshaking and conn.last_active < victim.last_active)
-        ):
+        if victim is None or conn.last_active < victim.last_active:
             victim = conn
     if victim is None:
         return False
@@ -1062,6 +1051,10 @@ class ReviewServer:
         self.connections: set[Connection] = set()
         self.server: asyncio.Server | None = None  # plain HTTP
         self.acceptor: Acceptor | None = None  # TLS
+        # TLS connections accepted whose handshake is under way, oldest first: as many as the
+        # cap, in a pool of their own, so that a flood of bare connects makes room only among its
+        # own (a real client's handshake takes a millisecond) and never closes a pooled connection.
+        self.handshakes: dict[Connection, None] = {}
 
     @property
     def port(self) -> int:
@@ -1080,7 +1073,9 @@ class ReviewServer:
             # Accepted here, not by create_server(ssl=): a connection is counted before its
             # handshake, which runs only if it is admitted (kube.tlsupgrade).
             sock = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
-            self.acceptor = Acceptor(sock, lambda conn: Connection(self.app, self.connections).accepted(conn, ssl))
+            self.acceptor = Acceptor(
+                sock, lambda conn: Connection(self.app, self.connections).accepted(conn, ssl, self.handshakes)
+            )
             return
         self.server = await asyncio.get_running_loop().create_server(
             lambda: Connection(self.app, self.connections),
@@ -1097,6 +1092,8 @@ class ReviewServer:
             self.server.close()
         if self.acceptor is not None:
             await self.acceptor.close()
+        for conn in list(self.handshakes):
+            conn.abort()
         for conn in list(self.connections):
             conn.shut()
         loop = asyncio.get_running_loop()

@@ -179,7 +179,8 @@ async def test_bare_tcp_connects_make_room_among_themselves_not_by_closing_poole
 ) -> None:
     # kube-apiserver does not retry a POST written onto a pooled connection the server closed:
     # counted from their accept, bare connects first closed idle pooled connections (12 of
-    # 2,053 honest reviews lost in the attack mix's finding 6); handshakes under way go first.
+    # 2,053 honest reviews lost in the attack mix's finding 6); handshakes under way are a pool
+    # of their own, so a flood of them makes room only among its own.
     server, client_context = await _tls_webhook(tmp_path, 8)
     pooled = [
         await asyncio.open_connection("127.0.0.1", server.port, ssl=client_context, server_hostname="127.0.0.1")
