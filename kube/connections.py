@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from dataclasses import dataclass
 from http import HTTPStatus
 from ssl import SSLContext
@@ -32,6 +33,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from .reviewserver import KEEPALIVE_SECONDS
 from .status import Status, failure
+from .tlsupgrade import Acceptor, Handshake, listening_socket
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,9 @@ class ConnectionLimits:
     # 100 of them): 256 x (a 64 KiB head, 128 KiB of body read ahead) is at most 48 MiB.
     max_verified: int = 256
     max_anonymous: int = 64
+    # Handshakes under way, counted from the accept (kube.tlsupgrade): past it the oldest is
+    # dropped. A probe's or the aggregator's takes a millisecond; only bare or slow ones grow old.
+    max_handshakes: int = 64
     # asyncio's default is 60 s: a handshake holds its TLS buffers until it completes or times out.
     handshake_timeout: float = 10.0
 
@@ -68,8 +73,10 @@ class ConnectionGuard:
         self.limits = limits or ConnectionLimits()
         self.verified: set[GuardedRequestHandler] = set()
         self.anonymous: dict[GuardedRequestHandler, None] = {}  # in order of arrival
+        self.handshakes: dict[Handshake, None] = {}  # in order of accept
         self.refused = 0  # verified connections closed at the cap
         self.evicted = 0  # anonymous connections closed for a newer one
+        self.dropped = 0  # handshakes dropped for a newer one
         self._full = False
 
     def admit(self, handler: GuardedRequestHandler) -> bool:
@@ -95,6 +102,27 @@ class ConnectionGuard:
     def release(self, handler: GuardedRequestHandler) -> None:
         self.verified.discard(handler)
         self.anonymous.pop(handler, None)
+
+    def accepted(self, sock: socket.socket, server: web.Server, context: SSLContext) -> None:
+        """A connection just accepted: counted, its handshake begun; the oldest handshake under
+        way makes room past the cap (a pending handshake holds an SSL object and its buffers)."""
+        while len(self.handshakes) >= self.limits.max_handshakes:
+            oldest = next(iter(self.handshakes))
+            del self.handshakes[oldest]
+            self.dropped += 1
+            oldest.cancel()
+
+        def over(ok: bool) -> None:
+            self.handshakes.pop(handshake, None)
+
+        handshake = Handshake(sock, lambda: self.handler(server), context, self.limits.handshake_timeout, over)
+        self.handshakes[handshake] = None
+
+    def close(self) -> None:
+        """Drop the handshakes under way (the listener is closing)."""
+        for handshake in list(self.handshakes):
+            handshake.cancel()
+        self.handshakes.clear()
 
     def handler(self, server: web.Server) -> GuardedRequestHandler:
         """The protocol of one new connection (the listener's protocol factory)."""
@@ -218,25 +246,36 @@ def _remote(transport: asyncio.BaseTransport | None) -> str:
 
 
 class GuardedSite(web.TCPSite):
-    """aiohttp's TCPSite, whose connections are GuardedRequestHandlers and whose handshakes time out sooner."""
+    """aiohttp's TCPSite, whose connections are counted from their accept (kube.tlsupgrade),
+    handed to GuardedRequestHandlers, and whose handshakes time out sooner."""
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: ConnectionGuard, **kwargs: Any) -> None:
         super().__init__(runner, host, port, **kwargs)
         self.guard = guard
+        self.acceptor: Acceptor | None = None
 
     async def start(self) -> None:
         await web.BaseSite.start(self)  # registers the site with its runner, as TCPSite.start does
         server = self._runner.server
         assert server is not None
         ssl: SSLContext | None = self._ssl_context
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: self.guard.handler(server),
-            self._host,
-            self._port,
-            ssl=ssl,
-            backlog=self._backlog,
-            reuse_address=self._reuse_address,
-            reuse_port=self._reuse_port,
-            ssl_handshake_timeout=self.guard.limits.handshake_timeout if ssl is not None else None,
-        )
-        self._bound_port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self._port
+        if ssl is None:
+            self._server = await asyncio.get_running_loop().create_server(
+                lambda: self.guard.handler(server),
+                self._host,
+                self._port,
+                backlog=self._backlog,
+                reuse_address=self._reuse_address,
+                reuse_port=self._reuse_port,
+            )
+            self._bound_port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self._port
+            return
+        sock = listening_socket(self._host or "", self._port, backlog=self._backlog, reuse_port=bool(self._reuse_port))
+        self.acceptor = Acceptor(sock, lambda conn: self.guard.accepted(conn, server, ssl))
+        self._bound_port = self.acceptor.port
+
+    async def stop(self) -> None:
+        if self.acceptor is not None:
+            await self.acceptor.close()
+            self.guard.close()
+        await super().stop()

@@ -42,6 +42,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
+from ssl import SSLContext
 from typing import Any, Protocol, cast
 
 import httptools
@@ -60,6 +61,7 @@ from kube.bodies import (
 from kube.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
 from kube.readiness import Readiness
 from kube.status import Status, failure
+from kube.tlsupgrade import Acceptor, Handshake, listening_socket
 
 log = logging.getLogger(__name__)
 
@@ -554,6 +556,9 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, app: ReviewApp, connections: set[Connection]) -> None:
         self.app = app
+        self.handshaking = False  # over TLS: accepted, its handshake not over yet
+        self.handshake: Handshake | None = None
+        self.handshakes: dict[Connection, None] | None = None  # the server's handshakes under way
         self.readiness = app.readiness
         self.connections = connections
         self.loop = asyncio.get_running_loop()
@@ -586,22 +591,46 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
-        self.transport = stream = cast(asyncio.Transport, transport)
-        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections):
+        stream = cast(asyncio.Transport, transport)
+        if self.handshaking:  # over TLS: its handshake is over, it is a connection from now on
+            self._end_handshake()
+        if self.closing or not self._admitted():
             stream.abort()  # every connection is busy with a paid request: this one waits its turn
             return
-        self.connections.add(self)
+        _small_socket_buffers(stream.get_extra_info("socket"))
+        self.transport = stream
         self.last_active = self.loop.time()
         self._arm(self.last_active + self.app.first_request)
         stream.set_write_buffer_limits(high=_WRITE_HIGH)
         _, self.write_limit = stream.get_write_buffer_limits()
-        sock = stream.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
-            except OSError:
-                pass
+
+    def accepted(self, sock: socket.socket, context: SSLContext, handshakes: dict[Connection, None]) -> None:
+        """A TLS connection just accepted: counted among the ``handshakes`` under way (at most the
+        connection cap, the oldest dropped past it) before its handshake begins (kube.tlsupgrade)."""
+        while len(handshakes) >= self.app.max_connections:
+            next(iter(handshakes)).abort()
+        _small_socket_buffers(sock)
+        self.handshakes = handshakes
+        handshakes[self] = None
+        self.handshaking = True
+        self.handshake = Handshake(sock, lambda: self, context, self.app.first_request, self._handshake_over)
+
+    def _handshake_over(self, ok: bool) -> None:
+        if self.handshaking:  # failed or timed out (the connection is closed)
+            self._end_handshake()
+
+    def _end_handshake(self) -> None:
+        self.handshaking = False
+        if self.handshakes is not None:
+            self.handshakes.pop(self, None)
+
+    def _admitted(self) -> bool:
+        """Count this connection; False if every one is busy with a paid request (it waits its turn)."""
+        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections):
+            return False
+        self.connections.add(self)
+        self.last_active = self.loop.time()
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
@@ -878,6 +907,10 @@ class Connection(asyncio.Protocol):
             request.waiter.set_result(None)
 
     def abort(self) -> None:
+        if self.handshaking and self.handshake is not None:
+            self._end_handshake()
+            self.closing = True
+            self.handshake.cancel()
         if self.transport is not None:
             self.transport.abort()
 
@@ -977,6 +1010,16 @@ def _refuse_once(request: Request, status: Status) -> None:
         request.refused = status
 
 
+def _small_socket_buffers(sock: socket.socket | None) -> None:
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
+    except OSError:
+        pass
+
+
 def _make_room(connections: set[Connection]) -> bool:
     """Close the connection quiet longest among those not being answered; False if none."""
     victim: Connection | None = None
@@ -1006,10 +1049,17 @@ class ReviewServer:
         self.app = app
         self.readiness = app.readiness
         self.connections: set[Connection] = set()
-        self.server: asyncio.Server | None = None
+        self.server: asyncio.Server | None = None  # plain HTTP
+        self.acceptor: Acceptor | None = None  # TLS
+        # TLS connections accepted whose handshake is under way, oldest first: as many as the
+        # cap, in a pool of their own, so that a flood of bare connects makes room only among its
+        # own (a real client's handshake takes a millisecond) and never closes a pooled connection.
+        self.handshakes: dict[Connection, None] = {}
 
     @property
     def port(self) -> int:
+        if self.acceptor is not None:
+            return self.acceptor.port
         assert self.server is not None
         return int(self.server.sockets[0].getsockname()[1])
 
@@ -1017,15 +1067,20 @@ class ReviewServer:
         """Nothing to do before listening: the review app needs no start-up."""
 
     async def start(
-        self, host: str, port: int, *, ssl: Any = None, reuse_port: bool = False, backlog: int = 1024
+        self, host: str, port: int, *, ssl: SSLContext | None = None, reuse_port: bool = False, backlog: int = 1024
     ) -> None:
-        loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
+        if ssl is not None:
+            # Accepted here, not by create_server(ssl=): a connection is counted before its
+            # handshake, which runs only if it is admitted (kube.tlsupgrade).
+            sock = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
+            self.acceptor = Acceptor(
+                sock, lambda conn: Connection(self.app, self.connections).accepted(conn, ssl, self.handshakes)
+            )
+            return
+        self.server = await asyncio.get_running_loop().create_server(
             lambda: Connection(self.app, self.connections),
             host,
             port,
-            ssl=ssl,
-            ssl_handshake_timeout=self.app.first_request if ssl is not None else None,
             backlog=backlog,
             reuse_address=True,
             reuse_port=reuse_port or None,
@@ -1035,6 +1090,10 @@ class ReviewServer:
         """Stop listening; let answers in progress finish within ``timeout``; then cut what is left."""
         if self.server is not None:
             self.server.close()
+        if self.acceptor is not None:
+            await self.acceptor.close()
+        for conn in list(self.handshakes):
+            conn.abort()
         for conn in list(self.connections):
             conn.shut()
         loop = asyncio.get_running_loop()

@@ -35,6 +35,8 @@ from kube.readiness import Readiness
 from kube.serving import ServingOptions, serve_until_stopped
 from tests.objects import foo_v1
 
+from .handshakes import handshakes_held
+
 REVIEWS = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/fooreviews"
 WATCH = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/foohealths?watch=1"
 
@@ -225,6 +227,22 @@ async def test_verified_connections_past_the_cap_are_closed_at_once(start: Start
     writer.close()
     for _, held_writer in held:
         held_writer.close()
+
+
+async def test_bare_tcp_connects_hold_at_most_the_handshake_cap_and_a_probe_is_answered(start: Start) -> None:
+    # Before: a connection was counted only once its TLS handshake was over; bare TCP connects
+    # each held an SSL object and its buffers for the 10 s handshake timeout, uncounted (with
+    # 500 watches and 500 half-sent requests, /healthz took 7 s and 535 connects timed out).
+    listener = await start()
+    bare = [await asyncio.open_connection("127.0.0.1", listener.port) for _ in range(200)]
+    try:
+        # Accepted after the two hundred (the kernel queues connects in order): all of them are in.
+        status, text = await listener.request("GET", "/healthz", verified=False)
+        assert (status, text) == (200, "ok")
+        assert handshakes_held() <= ConnectionLimits().max_handshakes
+    finally:
+        for _, writer in bare:
+            writer.close()
 
 
 # ---- FooReviews (findings 12 and 15) --------------------------------------------------------
