@@ -41,6 +41,9 @@ class _Sink(asyncio.Transport):
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return 16 * 1024, 64 * 1024
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass  # never paused: the limits the server sets do not matter here
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default
 
