@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_cli_pattern import console_scripts  # the completion endpoint takes no --version
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
 
@@ -38,7 +40,7 @@ def test_the_dockerfile_builds_an_image_in_which_every_console_script_prints_the
     print(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
     answers = dict(line.split(" --version: ", 1) for line in result.stdout.splitlines() if " --version: " in line)
-    assert sorted(answers) == sorted(PROJECT["scripts"])
+    assert sorted(answers) == console_scripts()
     for script, answer in answers.items():
         assert answer.endswith(f" {PROJECT['version']}"), (script, answer)
     assert "user: 65532:65532" in result.stdout.splitlines()
