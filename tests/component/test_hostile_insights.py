@@ -164,6 +164,23 @@ async def test_a_head_that_never_ends_is_a_431_once_it_passes_the_limit(start: S
     assert b"request head is larger than 65536 bytes" in answer
 
 
+async def test_a_request_line_too_long_is_the_parsers_400_however_it_arrives(start: Start) -> None:
+    # Before: the answer raced. A 1 MiB request line read in pieces reached aiohttp's 8,190-byte
+    # line limit first (400); read in one piece over 64 KiB it met the head limit first (431).
+    listener = await start()
+    for _ in range(5):
+        reader, writer = await listener.connect()
+        try:
+            writer.write(b"GET /healthz?" + b"a" * (1 << 20) + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+        except ConnectionError:
+            pass  # closed while we still wrote
+        answer = await _until_closed(reader)
+        writer.close()
+        assert _status_of(answer) == 400
+        assert b"Got more than 8190 bytes" in answer
+
+
 async def test_a_head_sent_slowly_by_a_client_without_certificate_is_a_408_within_seconds(start: Start) -> None:
     # Before: a half-sent head was held until the idle timeout (120 s from connect).
     listener = await start()
