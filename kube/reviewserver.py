@@ -395,6 +395,12 @@ class Endpoint:
                 # answer is charged too (made already, so charged room or not).
                 stage = "write"
                 reservation.force(reservation.held + len(answer))
+                # The collector must not stay paused while a client takes its time to read (or
+                # never reads) the answer: every cycle made meanwhile, by any connection, would
+                # pile up uncounted. The tree is freed and the collector resumed as soon as the
+                # first piece is out, which is all the apiserver waits for.
+                asyncio.get_running_loop().call_soon(_resume, tree)
+                tree = None
                 await conn.write_in_pieces(200, JSON, answer)
                 return 200
         except NeverFits as err:

@@ -6,15 +6,18 @@ Each test is an attack from issue 25 that held memory or file descriptors for fr
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import orjson
 
 from kube.reviewserver import ReviewServer
 from tests.objects import V1ALPHA1, foo_v1
-from webhook.app import Settings, build_app
+from webhook.app import Settings, Webhook, build_app
 
 from .certificates import serving_certificates
 from .handshakes import handshakes_held
@@ -98,9 +101,10 @@ async def test_body_bytes_that_wait_for_the_budget_are_charged_to_it(webhook_cli
             writer.close()
 
 
-async def test_a_tls_client_that_does_not_read_its_answer_keeps_it_charged_until_cut_off(tmp_path: Path) -> None:
-    # Before: over TLS drain() returned at once (the answer went whole into the socket
-    # transport's buffer) and the reservation was given back: four such clients held 342 MiB.
+@asynccontextmanager
+async def _an_answer_nobody_reads(tmp_path: Path) -> AsyncIterator[tuple[Webhook, ReviewServer]]:
+    """A webhook over TLS (3 s conversion deadline) that has been sent a ConversionReview of
+    8 MiB by a client that barely reads: what it holds while the answer waits."""
     certs = serving_certificates(tmp_path)
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
@@ -117,19 +121,37 @@ async def test_a_tls_client_that_does_not_read_its_answer_keeps_it_charged_until
     sock.setblocking(False)
     try:
         await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-        reader, writer = await asyncio.open_connection(sock=sock, ssl=client_context, server_hostname="127.0.0.1")
+        _, writer = await asyncio.open_connection(sock=sock, ssl=client_context, server_hostname="127.0.0.1")
         writer.write(
             b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n" % len(body) + body
         )
         await writer.drain()
         await asyncio.sleep(1.5)  # answered, not read, before the deadline
-        assert webhook.budget.in_use >= len(body), "the unread answer is still charged"
-        await asyncio.sleep(3.0)  # past the deadline
-        assert webhook.budget.in_use == 0 and not server.connections, "cut off, its memory given back"
+        yield webhook, server
         writer.close()
     finally:
         await server.stop(1.0)
+
+
+async def test_a_tls_client_that_does_not_read_its_answer_keeps_it_charged_until_cut_off(tmp_path: Path) -> None:
+    # Before: over TLS drain() returned at once (the answer went whole into the socket
+    # transport's buffer) and the reservation was given back: four such clients held 342 MiB.
+    async with _an_answer_nobody_reads(tmp_path) as (webhook, server):
+        assert webhook.budget.in_use >= 8 * MiB, "the unread answer is still charged"
+        await asyncio.sleep(3.0)  # past the deadline
+        assert webhook.budget.in_use == 0 and not server.connections, "cut off, its memory given back"
+
+
+async def test_while_a_client_does_not_read_its_answer_the_garbage_collector_runs(tmp_path: Path) -> None:
+    # Before: the collector, paused for the parse of a large body, was resumed only once its
+    # answer had been written: a client that never read kept it off for the whole process
+    # until the deadline, and under the attack mix every cycle any connection left (a
+    # connection and its task, ~100 KiB with buffers) piled up: 180 MiB that no budget counted.
+    assert gc.isenabled()
+    async with _an_answer_nobody_reads(tmp_path) as (webhook, _):
+        assert webhook.budget.in_use >= 8 * MiB, "the answer is still being written"
+        assert gc.isenabled()
 
 
 async def _tls_webhook(tmp_path: Path, max_connections: int) -> tuple[ReviewServer, ssl.SSLContext]:
