@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fooapi import DEFAULT_IMAGE
 from kube.cli import KUBECONFIG_HELP, command_parser, env_default, fail, positive_int
-from kube.limits import raise_open_file_limit
+from kube.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
 from kube.logs import setup_logging
 from kube.serving import ServingOptions, add_serving_flags, check_serving_flags, run_server, serving_options
 
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         history_window=args.list_history_seconds,
     )
     raise_open_file_limit()
+    keep_large_blocks_out_of_the_heap()
     return run_server(serve(options, config), args, PROG)
 
 

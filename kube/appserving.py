@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from ssl import SSLContext
@@ -11,7 +10,6 @@ from aiohttp import hdrs, web
 
 from .connections import ConnectionGuard, ConnectionLimits, GuardedSite
 from .http import StatusError, status_response
-from .limits import give_back_freed_memory_every
 from .readiness import Readiness
 from .reviewserver import KEEPALIVE_SECONDS
 from .status import failure
@@ -22,8 +20,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 READINESS = web.AppKey("readiness", Readiness)
-# How often freed memory is given back: often enough that RSS follows a burst down within seconds.
-TRIM_SECONDS = 10.0
 
 
 @web.middleware
@@ -103,7 +99,6 @@ class AppListener:
         self.readiness = app[READINESS]
         self.runner: web.AppRunner | None = None
         self.guard = ConnectionGuard(limits)
-        self.trimmer: asyncio.Task[None] | None = None
 
     async def prepare(self) -> None:
         """The app's start-up (``on_startup``, ``cleanup_ctx``): the insights API connects there."""
@@ -128,13 +123,8 @@ class AppListener:
             reuse_port=reuse_port or None,
         )
         await site.start()
-        # What a burst of connections or reviews freed goes back to the system (kube.limits).
-        self.trimmer = asyncio.create_task(give_back_freed_memory_every(TRIM_SECONDS), name="malloc-trim")
 
     async def stop(self, timeout: float) -> None:
-        if self.trimmer is not None:
-            self.trimmer.cancel()
-            await asyncio.gather(self.trimmer, return_exceptions=True)
         if self.runner is not None:
             self.runner._shutdown_timeout = timeout  # what AppRunner(shutdown_timeout=) sets, now deprecated
             await self.runner.cleanup()

@@ -37,6 +37,51 @@ def raise_open_file_limit() -> int:
 
 _libc: Any = None  # ctypes.CDLL once loaded: ctypes is imported on first use, off the webhook's start-up
 
+# How often a serving process gives freed heap pages back (kube.serving runs it beside every
+# listener): often enough that its memory follows a burst down within seconds.
+TRIM_SECONDS = 10.0
+
+# glibc's M_MMAP_THRESHOLD (malloc.h), and the size from which blocks get pages of their own.
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 128 * 1024
+
+
+def _glibc() -> Any:
+    """glibc loaded through ctypes, or None (another libc, or none found)."""
+    global _libc
+    if _libc is None:
+        import ctypes.util
+
+        name = ctypes.util.find_library("c")
+        if name is None:
+            return None
+        try:
+            libc = ctypes.CDLL(name)
+            libc.malloc_trim.argtypes = [ctypes.c_size_t]
+            libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        except (OSError, AttributeError):
+            return None
+        _libc = libc
+    return _libc
+
+
+def keep_large_blocks_out_of_the_heap() -> bool:
+    """Give every block of MMAP_THRESHOLD bytes or more pages of its own, unmapped when freed;
+    False without glibc.
+
+    glibc does so from 128 KiB, but after the first such block is freed it raises that
+    threshold (up to 32 MiB) to save system calls: from then on request bodies and answers of
+    a few MiB come from the heap, and what they leave there when freed stays in the process
+    below whatever small object was allocated after them, as memory no budget counts. Under
+    the webhook's attack mix the pod's cgroup peaked at its limit and a process was OOM-killed;
+    with the threshold fixed, well under it (bench/README.md, "Attack mix"). Setting it turns
+    glibc's raising off. Called before any worker is forked: they inherit it.
+    """
+    libc = _glibc()
+    if libc is None:
+        return False
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
 
 def give_back_freed_memory() -> bool:
     """Return the heap's free pages to the system (glibc's ``malloc_trim(0)``); False without glibc.
@@ -47,19 +92,10 @@ def give_back_freed_memory() -> bool:
     docs/architecture.md "Resource model (insights)"). It costs what it gives back (370 ms for
     460 MiB of 8 KiB blocks on a loaded core) and 0.06 ms when there is nothing to give.
     """
-    global _libc
-    if _libc is None:
-        import ctypes.util
-
-        name = ctypes.util.find_library("c")
-        if name is None:
-            return False
-        try:
-            _libc = ctypes.CDLL(name)
-            _libc.malloc_trim.argtypes = [ctypes.c_size_t]
-        except (OSError, AttributeError):
-            return False
-    _libc.malloc_trim(0)
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
     return True
 
 

@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import CollectorRegistry
 
 from .cli import add_log_flags, non_negative_float, port
+from .limits import TRIM_SECONDS, give_back_freed_memory_every
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .readiness import Readiness
 from .tls import CertificateFilesError, CertWatcher
@@ -173,6 +174,8 @@ async def serve_until_stopped(
             },
         )
         tasks.append(asyncio.create_task(watcher.watch(options.cert_reload_interval), name=f"{name}-cert-watcher"))
+        # What a burst of connections or reviews freed goes back to the system (kube.limits).
+        tasks.append(asyncio.create_task(give_back_freed_memory_every(TRIM_SECONDS), name=f"{name}-malloc-trim"))
         if metrics is not None and not await _started_unless_stopped(metrics, options, stop):
             return
         await stop.wait()
