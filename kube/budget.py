@@ -10,17 +10,24 @@ fit is refused at once with a 413 Status.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+
+from .cgroups import CGROUP_ROOT, MemoryCgroup, memory_cgroup
+from .limits import give_back_freed_memory
 
 MiB = 1024 * 1024
 
 # What one serving process needs besides what the budget charges: an idle worker's own memory
-# (~22 MiB PSS forked from the supervisor, ~40 MiB RSS alone: interpreter, pydantic, prometheus,
-# TLS) and what each of its connections may hold uncharged, times the connection cap
-# (kube.reviewserver.MAX_CONNECTIONS): the head llhttp keeps, TLS state, the write buffers a
-# client that does not read leaves full. docs/architecture.md, "Resource model (admission port)".
-RESERVED_MIB = 48
+# (interpreter, pydantic, prometheus, TLS) and what its connections may hold uncharged, times the
+# connection cap (kube.reviewserver.MAX_CONNECTIONS): the head llhttp keeps, TLS state and the
+# ciphertext it has read ahead, the write buffers a client that does not read leaves full, and
+# what the allocator keeps between two trims. 48 was the sum of those at their worst on paper;
+# the attack mix on the real node measured the process at its idle size plus its budget plus
+# ~45 MiB (docs/architecture.md, "Resource model (admission port)").
+RESERVED_MIB = 80
 
 # Upper bounds of what orjson.loads allocates, per body byte and per token, from CPython's object
 # sizes: an empty dict or list costs 64 bytes (+8 for the slot that holds it); a value after ','
@@ -83,26 +90,99 @@ def parse_charge(body: bytes) -> tuple[int, int]:
 # (18 MiB charged at most) and a ConversionReview of a few thousand Foos fit.
 WORKER_BUDGET_MIB = 64
 
+# What a pod holds once, shared by its workers, when its processes talk to kube-apiserver
+# (`--metrics-secure`'s TokenReviews, `--cert-rotation`): kubernetes_asyncio's client and its
+# models, imported by the supervisor before it forks (webhook.__main__.import_what_workers_share).
+# Imported after the fork instead, each worker held it again, more than RESERVED_MIB.
+CLIENT_MIB = 48
+
 
 def pod_headroom_mib(limit_mib: int) -> int:
     """What of the container's limit no serving process plans for: the supervisor of `--workers N`
     (~5 MiB of its own), the allocator's fragmentation after large bodies, the kernel's socket
-    buffers. Without it N workers' plans summed to the whole limit, so one worker at its budget
-    plus anything unplanned put the pod over it, and the OOM killer took every worker (issue 25)."""
-    return max(limit_mib // 8, 16)
+    buffers, and the margin that keeps a pod whose every budget is full at three quarters of its
+    limit. With an eighth, two workers at their budgets took the chart's pod to 246 of 256 MiB on
+    the real node (issue 25); with none, one worker at its budget plus anything unplanned put it
+    over, and the OOM killer took every worker."""
+    return max(limit_mib // 4, 16)
 
 
-def budget_for_memory_limit(limit_mib: int, processes: int = 1) -> int:
+def budget_for_memory_limit(limit_mib: int, processes: int = 1, *, shared_mib: int = 0) -> int:
     """The in-flight budget (bytes) of each of ``processes`` serving processes sharing a container
-    that may use ``limit_mib`` MiB: what is left after the pod's headroom and each one's own
-    needs, split evenly. At 256 MiB: 176 MiB for one process, 64 MiB each for two."""
-    usable = limit_mib - pod_headroom_mib(limit_mib)
+    that may use ``limit_mib`` MiB, ``shared_mib`` of it held once for all of them (CLIENT_MIB):
+    what is left after the pod's headroom, the shared part and each one's own needs, split
+    evenly. At 256 MiB: 112 MiB for one process, 64 with the client."""
+    usable = limit_mib - pod_headroom_mib(limit_mib) - shared_mib
     return max((usable - RESERVED_MIB * processes) // processes, 16) * MiB
 
 
-def processes_memory_feeds(limit_mib: int) -> int:
-    """How many serving processes ``limit_mib`` MiB holds, each with its needs and WORKER_BUDGET_MIB."""
-    return max(1, (limit_mib - pod_headroom_mib(limit_mib)) // (RESERVED_MIB + WORKER_BUDGET_MIB))
+def processes_memory_feeds(limit_mib: int, *, shared_mib: int = 0) -> int:
+    """How many serving processes ``limit_mib`` MiB holds, each with its needs and WORKER_BUDGET_MIB,
+    beside ``shared_mib`` held once."""
+    usable = limit_mib - pod_headroom_mib(limit_mib) - shared_mib
+    return max(1, usable // (RESERVED_MIB + WORKER_BUDGET_MIB))
+
+
+# How long a large charge that fits the budget but not the pod's memory waits before it looks again:
+# what holds that memory (answers being written, freed pages not yet given back) goes on its own,
+# and no release of the budget says when.
+POD_POLL_SECONDS = 0.05
+# At most this often a charge refused for the pod's memory first gives freed heap pages back.
+POD_TRIM_SECONDS = 1.0
+
+
+class PodMemory:
+    """The pod's memory as its cgroup counts it, against the ceiling the budget plans under.
+
+    The budget counts what requests hold; the cgroup counts everything: the other workers, what
+    the allocator keeps after a burst, buffers no charge covers. Before a large charge is granted
+    the pod's working set must leave room for it under the ceiling (the limit less its headroom),
+    so what the plan missed makes large bodies wait (then time out) instead of taking the pod
+    past its limit. Under the webhook's attack mix on one process with a 144 MiB budget, the
+    cgroup reached its 256 MiB and the process was OOM-killed in two of four runs
+    (bench/README.md, "Attack mix"). Readings are kept ``max_age`` seconds: a few per body.
+    """
+
+    def __init__(self, cgroup: MemoryCgroup, ceiling: int, *, max_age: float = 0.01) -> None:
+        self.cgroup = cgroup
+        self.ceiling = ceiling
+        self.max_age = max_age
+        self._read_at = -1.0
+        self._room = ceiling
+        self._trimmed_at = -POD_TRIM_SECONDS
+
+    @classmethod
+    def of_this_process(
+        cls, limit_mib: int, root: Path = CGROUP_ROOT, proc_self_cgroup: str | None = None
+    ) -> PodMemory | None:
+        """The check for a process whose cgroup is the container ``limit_mib`` was planned for;
+        None where its cgroup has no limit or a larger one (a shell's or a test runner's
+        cgroup, which holds more than this pod), or cannot be read."""
+        cgroup = memory_cgroup(root, proc_self_cgroup)
+        limit = cgroup.limit() if cgroup is not None else None
+        if cgroup is None or limit is None or limit > (limit_mib + 1) * MiB:
+            return None
+        return cls(cgroup, limit - pod_headroom_mib(limit // MiB) * MiB)
+
+    def room(self) -> int:
+        """Bytes the pod may still grow by under the ceiling (as of at most ``max_age`` ago)."""
+        now = time.monotonic()
+        if now - self._read_at >= self.max_age:
+            working_set = self.cgroup.working_set()
+            self._room = self.ceiling if working_set is None else self.ceiling - working_set
+            self._read_at = now
+        return self._room
+
+    def has_room(self, amount: int) -> bool:
+        if amount <= self.room():
+            return True
+        now = time.monotonic()
+        if now - self._trimmed_at >= POD_TRIM_SECONDS:  # what was freed may still count
+            self._trimmed_at = now
+            give_back_freed_memory()
+            self._read_at = -1.0
+            return amount <= self.room()
+        return False
 
 
 class NeverFits(Exception):
@@ -122,8 +202,11 @@ class ByteBudget:
     (every real admission review is a few KiB), so a flood of large bodies cannot starve them.
     """
 
-    def __init__(self, capacity: int, *, headroom: int | None = None, small: int | None = None) -> None:
+    def __init__(
+        self, capacity: int, *, headroom: int | None = None, small: int | None = None, pod: PodMemory | None = None
+    ) -> None:
         self.capacity = capacity
+        self.pod = pod
         self.headroom = capacity // 32 if headroom is None else headroom
         self.small = max(self.headroom // 8, 1) if small is None else small
         self.in_use = 0
@@ -135,12 +218,19 @@ class ByteBudget:
         return self.capacity if wanted <= self.small else self.capacity - self.headroom
 
     def _fits(self, extra: int, total: int) -> bool:
-        return self.in_use + extra <= self.largest(total)
+        return self.in_use + extra <= self.largest(total) and self._pod_has_room(extra, total)
+
+    def _pod_has_room(self, extra: int, total: int) -> bool:
+        # Small charges (every real admission review) never read the cgroup: they are the fast path.
+        return self.pod is None or total <= self.small or self.pod.has_room(extra)
 
     async def _take(self, extra: int, total: int) -> None:
         if total > self.largest(total):
             raise NeverFits(total, self.largest(total))
         while not self._fits(extra, total):
+            if self.in_use + extra <= self.largest(total):  # the budget has room, the pod not yet
+                await asyncio.sleep(POD_POLL_SECONDS)
+                continue
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:

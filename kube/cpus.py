@@ -13,42 +13,15 @@ import math
 import os
 from pathlib import Path
 
+from .cgroups import CGROUP_ROOT, PROC_SELF_CGROUP, candidate_dirs, own_cgroups, read_text
+
 log = logging.getLogger(__name__)
-
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-PROC_SELF_CGROUP = Path("/proc/self/cgroup")
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
-def _own_cgroups(proc_self_cgroup: str) -> dict[str, str]:
-    """``/proc/self/cgroup`` as {controller: path}; the v2 line (``0::/path``) is under ""."""
-    paths: dict[str, str] = {}
-    for line in proc_self_cgroup.splitlines():
-        _, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        for controller in controllers.split(",") if controllers else [""]:
-            paths[controller] = path
-    return paths
-
-
-def _candidates(base: Path, own_path: str | None) -> list[Path]:
-    """This process's own cgroup directory first, then the mount itself: inside a container's
-    cgroup namespace the mount *is* the container's cgroup (and ``/proc/self/cgroup`` says
-    ``/``); without one the path names a directory below the mount."""
-    dirs = [base / own_path.lstrip("/")] if own_path and own_path != "/" else []
-    return [*dirs, base]
 
 
 def _v2_limit(root: Path, own_path: str | None) -> tuple[bool, float | None]:
     """cgroup v2 ``cpu.max`` (``"max 100000"`` or ``"150000 100000"``): (found, CPUs or None)."""
-    for directory in _candidates(root, own_path):
-        text = _read(directory / "cpu.max")
+    for directory in candidate_dirs(root, own_path):
+        text = read_text(directory / "cpu.max")
         if text is None:
             continue
         quota, _, period = text.partition(" ")
@@ -61,9 +34,9 @@ def _v2_limit(root: Path, own_path: str | None) -> tuple[bool, float | None]:
 def _v1_limit(root: Path, own_path: str | None) -> float | None:
     """cgroup v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``; a quota of -1 is no limit."""
     for mount in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
-        for directory in _candidates(root / mount, own_path):
-            quota = _read(directory / "cpu.cfs_quota_us")
-            period = _read(directory / "cpu.cfs_period_us")
+        for directory in candidate_dirs(root / mount, own_path):
+            quota = read_text(directory / "cpu.cfs_quota_us")
+            period = read_text(directory / "cpu.cfs_period_us")
             if quota is not None and period is not None:
                 return _ratio(quota, period)
     return None
@@ -83,8 +56,8 @@ def cgroup_cpu_limit(root: Path = CGROUP_ROOT, proc_self_cgroup: str | None = No
     v2 (``cpu.max``) when the unified hierarchy has the cpu controller, else v1's CFS quota.
     """
     if proc_self_cgroup is None:
-        proc_self_cgroup = _read(PROC_SELF_CGROUP) or ""
-    own = _own_cgroups(proc_self_cgroup)
+        proc_self_cgroup = read_text(PROC_SELF_CGROUP) or ""
+    own = own_cgroups(proc_self_cgroup)
     found, limit = _v2_limit(root, own.get(""))
     if found:
         return limit

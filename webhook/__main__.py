@@ -11,12 +11,20 @@ if __name__ == "__main__":
     gc.disable()
 
 import argparse
+import importlib
 import sys
 from datetime import timedelta
 
 from certs.policy import RotationPolicy
 from fooapi import DEFAULT_IMAGE
-from kube.budget import RESERVED_MIB, WORKER_BUDGET_MIB, MiB, budget_for_memory_limit, processes_memory_feeds
+from kube.budget import (
+    CLIENT_MIB,
+    RESERVED_MIB,
+    WORKER_BUDGET_MIB,
+    MiB,
+    budget_for_memory_limit,
+    processes_memory_feeds,
+)
 from kube.cli import (
     KUBECONFIG_HELP,
     command_parser,
@@ -28,8 +36,9 @@ from kube.cli import (
     positive_float,
     positive_int,
 )
-from kube.limits import raise_open_file_limit
+from kube.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
 from kube.logs import setup_logging
+from kube.metricsserver import parse_bind_address
 from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
 from kube.workers import Worker, supervise
 
@@ -49,8 +58,9 @@ def parser() -> argparse.ArgumentParser:
         default=env_default("WEBHOOK_WORKERS", "auto"),
         help="processes serving the port together (SO_REUSEPORT), with a supervisor when more than 1; "
         "auto: the container's CPU limit from its cgroup, rounded down, else the CPUs it may run on, "
-        f"at most one per {RESERVED_MIB + WORKER_BUDGET_MIB} MiB of --memory-limit-mib less its eighth kept as "
-        "headroom [env WEBHOOK_WORKERS] "
+        f"at most one per {RESERVED_MIB + WORKER_BUDGET_MIB} MiB of --memory-limit-mib less its quarter kept as "
+        f"headroom and, with --metrics-secure or --cert-rotation, {CLIENT_MIB} MiB for the Kubernetes client "
+        "[env WEBHOOK_WORKERS] "
         "(default: auto)",
     )
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
@@ -68,8 +78,8 @@ def parser() -> argparse.ArgumentParser:
         type=positive_int,
         default=env_default("MEMORY_LIMIT_MIB", "256"),
         help="the container's memory limit [env MEMORY_LIMIT_MIB, which the chart sets from "
-        f"limits.memory through the downward API]; request bodies may hold all of it but an eighth "
-        f"(at least 16 MiB) and {RESERVED_MIB} MiB per worker at once",
+        f"limits.memory through the downward API]; request bodies may hold all of it but a quarter "
+        f"(at least 16 MiB), {RESERVED_MIB} MiB per worker and the client's {CLIENT_MIB} MiB when used, at once",
     )
     parser.add_argument(
         "--admission-timeout-seconds",
@@ -177,8 +187,9 @@ def settings_from(args: argparse.Namespace, processes: int = 1) -> Settings:
         in_flight_budget=(
             args.max_in_flight_mib * MiB
             if args.max_in_flight_mib is not None
-            else budget_for_memory_limit(args.memory_limit_mib, processes)
+            else budget_for_memory_limit(args.memory_limit_mib, processes, shared_mib=client_mib(args))
         ),
+        memory_limit_mib=args.memory_limit_mib,
     )
 
 
@@ -199,10 +210,32 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         return fail(PROG, problem, 2)
     raise_open_file_limit()  # before the workers fork: each inherits it
+    keep_large_blocks_out_of_the_heap()  # and this
     count = workers(args)
     if count > 1:
+        import_what_workers_share(args)
         return supervise(count, lambda worker: serve_as(args, worker), prog=PROG)
     return serve_as(args, None)
+
+
+def import_what_workers_share(args: argparse.Namespace) -> None:
+    """Import, in the supervisor, the modules every worker would otherwise import for itself
+    after the fork: the metrics listener's aiohttp and, for `--metrics-secure` (TokenReview) or
+    `--cert-rotation`, the Kubernetes client. Imported once before the fork, their pages are
+    shared copy-on-write and the pod's cgroup is charged for them once, not once per worker:
+    with `--metrics-secure` each worker held ~45 MiB of its own for kubernetes_asyncio alone,
+    more than the memory plan (kube.budget) gives a worker, and the chart's pod went past its
+    limit under attack (issue #25)."""
+    _, metrics_port = parse_bind_address(args.metrics_bind_address)
+    shared = ["aiohttp.web"] if metrics_port else []
+    if metrics_port and args.metrics_secure:
+        shared += ["kube.metricsauth"]
+    if talks_to_the_apiserver(args):
+        shared += ["kube.config"]
+    if args.cert_rotation:
+        shared += ["kube.leader", "certs.rotator"]
+    for module in shared:
+        importlib.import_module(module)
 
 
 def serve_as(args: argparse.Namespace, worker: Worker | None) -> int:
@@ -227,7 +260,19 @@ def workers(args: argparse.Namespace) -> int:
         return int(args.workers)
     from kube.cpus import auto_workers
 
-    return min(auto_workers(), processes_memory_feeds(args.memory_limit_mib))
+    return min(auto_workers(), processes_memory_feeds(args.memory_limit_mib, shared_mib=client_mib(args)))
+
+
+def talks_to_the_apiserver(args: argparse.Namespace) -> bool:
+    """Whether the processes hold a Kubernetes client: TokenReviews for a secure `/metrics`, or
+    the certificate rotator."""
+    _, metrics_port = parse_bind_address(args.metrics_bind_address)
+    return bool(args.cert_rotation or (metrics_port and args.metrics_secure))
+
+
+def client_mib(args: argparse.Namespace) -> int:
+    """What of the memory limit the Kubernetes client holds, once per pod (kube.budget.CLIENT_MIB)."""
+    return CLIENT_MIB if talks_to_the_apiserver(args) else 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from fooapi import DEFAULT_IMAGE
 from kube import admission
 from kube.admission import AdmissionRequest, Outcome
 from kube.bodies import BodyDeadlines, StatusError
-from kube.budget import ByteBudget, MiB, budget_for_memory_limit
+from kube.budget import ByteBudget, MiB, PodMemory, budget_for_memory_limit
 from kube.foo_admission import mutate_foo, validate_foo
 from kube.readiness import Readiness
 from kube.reviewserver import HEAD_TIMEOUT, Bounds, Endpoint, EndpointMetrics, Request, ReviewApp
@@ -45,6 +45,9 @@ class Settings:
     max_conversions_in_flight: int = 4
     # Bytes of request bodies, raw and parsed, the process holds at once (kube.budget).
     in_flight_budget: int = budget_for_memory_limit(256)
+    # The container's memory limit (MiB): large bodies also wait for the pod's own memory to have
+    # room under it (kube.budget.PodMemory) where this process's cgroup is that container. None: no check.
+    memory_limit_mib: int | None = None
     # kube-apiserver writes a body in one go; these only stop clients that trickle theirs.
     body_idle_timeout: float = 2.0
     admission_body_timeout: float = 3.0
@@ -145,7 +148,8 @@ def build_app(
 ) -> Webhook:
     settings = settings or Settings()
     metrics = webhook_metrics or WebhookMetrics.create()
-    budget = ByteBudget(settings.in_flight_budget)
+    pod = PodMemory.of_this_process(settings.memory_limit_mib) if settings.memory_limit_mib is not None else None
+    budget = ByteBudget(settings.in_flight_budget, pod=pod)
     mutate = admission_handler(lambda review, settings: mutate_foo(review, image=settings.default_image), settings)
     validate = admission_handler(lambda review, settings: validate_foo(review), settings)
     admissions = Bounds(
