@@ -1,8 +1,9 @@
 """Issue #25's attack mix against the chart's pods on the real node, while the cluster keeps working.
 
 The chart runs from the image built here with its defaults (limits.memory 256Mi, the webhook with
-`--workers auto`; the controller off: it is not what callers reach). bench.attack_mix's attacks
-(every finding, 1-15) go straight at the webhook and insights pod IPs on the node's bridge, with a
+`--workers auto`, `--metrics-secure`; the controller off: it is not what callers reach).
+bench.attack_mix's attacks (the findings that make a process hold memory, then every finding,
+1-15) go straight at the webhook and insights pod IPs on the node's bridge, with a
 /healthz probe per pod, while kube-apiserver receives dry-run Foo creates (all of admission, in the
 webhook pod) and FooHealth reads (through the aggregator, in the insights pod). Then: none of
 those failed, no container restarted, each pod's container stayed under 200 MiB (its cgroup's
@@ -110,6 +111,15 @@ def working_set_mib(cgroup: Path) -> float:
     return max(usage - inactive, 0) / (1 << 20)
 
 
+def charges_mib(cgroup: Path) -> dict[str, float]:
+    """The cgroup's charge by kind (MiB): anonymous memory, and file pages active and inactive."""
+    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+    v1 = (cgroup / "memory.usage_in_bytes").exists()
+    keys = {"anon": "total_rss" if v1 else "anon", "active_file": "total_active_file" if v1 else "active_file",
+            "inactive_file": "total_inactive_file" if v1 else "inactive_file"}  # fmt: skip
+    return {name: round(int(stat[key]) / (1 << 20), 1) for name, key in keys.items()}
+
+
 def foohealth_reads() -> list[Call]:
     group_version = "insights.samplecontroller.k8s.io/v1alpha1"
     selector = f"labelSelector={HONEST_LABEL[0]}%3D{HONEST_LABEL[1]}"
@@ -119,11 +129,22 @@ def foohealth_reads() -> list[Call]:
     ]
 
 
-# Issue #25 is open: what still breaks is in bench/README.md ("Attack mix"). The test runs in every
-# `make test` and reports each broken promise; it gates CI once the last of them is fixed.
-@pytest.mark.xfail(reason="issue #25: the mix still takes a pod past its memory limit (bench/README.md)", strict=False)
+# The floods of connections (findings 6 and 14) take every place a new connection can have, so
+# with them the other attackers mostly meet closed connections: the attacks that make a process
+# hold memory run once alone, so that they reach it, then with every other.
+CONNECTION_FLOODS = (6, 14)
+MIXES = {
+    "memory-attacks": {
+        "webhook": tuple(n for n in WEBHOOK_ATTACKS if n not in CONNECTION_FLOODS),
+        "insights": tuple(n for n in INSIGHTS_ATTACKS if n not in CONNECTION_FLOODS),
+    },
+    "every-attack": {"webhook": tuple(WEBHOOK_ATTACKS), "insights": tuple(INSIGHTS_ATTACKS)},
+}
+
+
+@pytest.mark.parametrize("mix", list(MIXES))
 def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_outgrows_its_bound(
-    release: Release,
+    release: Release, mix: str
 ) -> None:
     context = _context(release.ca_pem)
     pods = {component: release.pod(component) for component in PORTS}
@@ -134,7 +155,9 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
     cgroups = {c: container_cgroup(pods[c]["status"]["containerStatuses"][0]["containerID"]) for c in PORTS}
     peaks = {c: working_set_mib(cgroups[c]) for c in PORTS}
     print(f"idle working sets (MiB): { {c: round(v, 1) for c, v in peaks.items()} }")
-    findings = {"webhook": tuple(WEBHOOK_ATTACKS), "insights": tuple(INSIGHTS_ATTACKS)}
+    print(f"idle charges (MiB): { {c: charges_mib(cgroups[c]) for c in PORTS} }")
+    at_peak = {c: charges_mib(cgroups[c]) for c in PORTS}
+    findings = MIXES[mix]
     clients = {c: Clients(c, targets[c], findings[c], SECONDS, honest=0) for c in PORTS}
     for client in clients.values():
         client.start()
@@ -144,7 +167,9 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
         while time.monotonic() - began < SECONDS + 60 and not all(c.finished() for c in clients.values()):
             for component, cgroup in cgroups.items():
                 try:
-                    peaks[component] = max(peaks[component], working_set_mib(cgroup))
+                    working_set = working_set_mib(cgroup)
+                    if working_set > peaks[component]:
+                        peaks[component], at_peak[component] = working_set, charges_mib(cgroup)
                 except OSError:  # the container was replaced: the restart count says so below
                     pass
             time.sleep(0.1)
@@ -152,7 +177,10 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
     for component, (tallies, _, probes) in results.items():
         for n, tally in sorted(tallies.items()):
             print(f"{component} #{n}: {dict(tally.answers)} {dict(tally.notes)}")
-        print(f"{component}: peak working set {peaks[component]:.1f} MiB, /healthz max {max(probes.latency):.2f}s")
+        print(
+            f"{component}: peak working set {peaks[component]:.1f} MiB ({at_peak[component]}), "
+            f"/healthz max {max(probes.latency):.2f}s"
+        )
     print(f"through kube-apiserver: {dict(answered)}, failed {len(failures)}")
 
     # Every broken promise at once: the report of a failed run is what the fixes are judged on.
@@ -164,8 +192,13 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
     for component, (tallies, _, probes) in results.items():
         pod = release.pod(component)
         restarts = [s["restartCount"] for s in pod["status"]["containerStatuses"]]
-        if restarts != [0] or pod["metadata"]["uid"] != pods[component]["metadata"]["uid"]:
-            broken.append(f"{component}: restarted {restarts} times")
+        before = [s["restartCount"] for s in pods[component]["status"]["containerStatuses"]]
+        if restarts != before or pod["metadata"]["uid"] != pods[component]["metadata"]["uid"]:
+            last = [s.get("lastState", {}).get("terminated", {}) for s in pod["status"]["containerStatuses"]]
+            previous = release.plane.kubectl(
+                "logs", "--previous", "-n", RELEASE_NAMESPACE, pod["metadata"]["name"], check=False
+            ).stdout.splitlines()[-5:]
+            broken.append(f"{component}: restarted {restarts} times: {last}; its last lines: {previous}")
         if peaks[component] >= BOUND_MIB:
             broken.append(f"{component}: working set peaked at {peaks[component]:.0f} MiB")
         if probes.failures or max(probes.latency) >= HEALTHZ_BOUND_S:
