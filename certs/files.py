@@ -6,11 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from kube.serving import CA_FILE, CERT_FILE, KEY_FILE
+from kube.tls import CA_CERT, TLS_CERT, TLS_KEY
 
 from .authority import KeyPair
-
-CA_CERT, TLS_CERT, TLS_KEY = CA_FILE, CERT_FILE, KEY_FILE  # the names the rotator and this module write
 
 
 class AlreadyExists(FileExistsError):
@@ -33,7 +31,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
 def write_serving_files(
     out: Path, ca: KeyPair, serving: KeyPair, *, force: bool = False, cert_name: str = TLS_CERT, key_name: str = TLS_KEY
 ) -> list[Path]:
-    """Write ca.crt, tls.crt and tls.key (0600) into ``out``; refuse to overwrite unless ``force``."""
+    """Write the CA, the certificate and its key (0600) into ``out`` (ca.crt, tls.crt, tls.key by default); refuse to overwrite unless ``force``."""
     targets = [out / CA_CERT, out / cert_name, out / key_name]
     existing = [p for p in targets if p.exists()]
     if existing and not force:

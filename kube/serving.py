@@ -27,13 +27,10 @@ from prometheus_client import CollectorRegistry
 from .cli import add_log_flags, non_negative_float, port
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .readiness import Readiness
-from .tls import CertificateFilesError, CertWatcher
+from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 log = logging.getLogger(__name__)
-
-# The file names ``foo-operator-certs generate`` writes and a Secret of type kubernetes.io/tls holds.
-CA_FILE, CERT_FILE, KEY_FILE = "ca.crt", "tls.crt", "tls.key"
 
 
 @dataclass(frozen=True)
@@ -41,8 +38,8 @@ class ServingOptions:
     """Where and how to listen; the same flags for every HTTPS process."""
 
     cert_dir: Path
-    cert_name: str = "tls.crt"
-    key_name: str = "tls.key"
+    cert_name: str = TLS_CERT
+    key_name: str = TLS_KEY
     client_ca_file: Path | None = None
     bind_address: str = "0.0.0.0"
     port: int = 9443
@@ -195,9 +192,9 @@ async def serve_until_stopped(
 
 def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int) -> None:
     """Where to listen, which certificate to serve, how to log: the same words in every server."""
-    parser.add_argument("--cert-dir", type=Path, required=True, help="directory holding tls.crt and tls.key")
-    parser.add_argument("--cert-name", default=CERT_FILE, help="certificate file in --cert-dir")
-    parser.add_argument("--key-name", default=KEY_FILE, help="private key file in --cert-dir")
+    parser.add_argument("--cert-dir", type=Path, required=True, help=f"directory holding {TLS_CERT} and {TLS_KEY}")
+    parser.add_argument("--cert-name", default=TLS_CERT, help="certificate file in --cert-dir")
+    parser.add_argument("--key-name", default=TLS_KEY, help="private key file in --cert-dir")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address to listen on")
     parser.add_argument("--port", type=port, default=default_port, help="TCP port to serve HTTPS on")
     parser.add_argument(
@@ -253,7 +250,7 @@ def check_serving_flags(
 
 
 def generate_command(
-    cert_dir: Path, service: str, namespace: str, cert_name: str = CERT_FILE, key_name: str = KEY_FILE
+    cert_dir: Path, service: str, namespace: str, cert_name: str = TLS_CERT, key_name: str = TLS_KEY
 ) -> str:
     """The ``foo-operator-certs generate`` line that makes the pair a server looks for, as a shell reads it.
 
@@ -261,11 +258,11 @@ def generate_command(
     (``--force``): a half pair is of no use, and the printed line must work as printed.
     """
     command = ["foo-operator-certs", "generate", "--service", service, "--namespace", namespace, "--out", str(cert_dir)]
-    if cert_name != CERT_FILE:
+    if cert_name != TLS_CERT:
         command += ["--cert-name", cert_name]
-    if key_name != KEY_FILE:
+    if key_name != TLS_KEY:
         command += ["--key-name", key_name]
-    if any((cert_dir / name).exists() for name in (CA_FILE, cert_name, key_name)):
+    if any((cert_dir / name).exists() for name in (CA_CERT, cert_name, key_name)):
         command.append("--force")
     return shlex.join(command)
 

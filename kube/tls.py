@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# The names of a serving pair and its CA: the data keys of a kubernetes.io/tls Secret, so the files
+# a mounted Secret gives, what `foo-operator-certs generate` writes and what every server reads.
+CA_CERT, TLS_CERT, TLS_KEY = "ca.crt", "tls.crt", "tls.key"
+
 
 class CertificateFilesError(ValueError):
     """The serving pair does not load; the message names the file and what is wrong with it."""
@@ -214,7 +218,7 @@ def write_self_signed(directory: Path, host: str = "localhost", days: int = 365)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
         .sign(key, hashes.SHA256())
     )
-    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
+    cert_file, key_file = directory / TLS_CERT, directory / TLS_KEY
     cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
     key_file.touch(mode=0o600)
     key_file.write_bytes(
