@@ -6,14 +6,13 @@ The swap uses the SNI callback, which OpenSSL calls on every handshake, to hand 
 connection the newest context.
 
 cryptography is imported only to describe a certificate (its subject and expiry, for the log and
-a metric) or to make one: OpenSSL alone loads and checks the pair, and importing cryptography
+a metric): OpenSSL alone loads and checks the pair, and importing cryptography
 costs ~50 ms of CPU, so the pair a server starts with is described once it listens.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import hashlib
 import logging
 import ssl
@@ -194,34 +193,3 @@ class CertWatcher:
                 # A watcher that stopped here would leave the process serving a pair that expires,
                 # with nothing in the log after this line: say so and look again next round.
                 log.exception("reloading the serving certificate failed; retrying", extra={"interval": interval})
-
-
-def write_self_signed(directory: Path, host: str = "localhost", days: int = 365) -> tuple[Path, Path]:
-    """A self-signed pair in ``directory`` (key 0600), as controller-runtime makes for secure
-    metrics when given no certificate: callers authenticate with tokens, not by this identity."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / TLS_CERT, directory / TLS_KEY
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.touch(mode=0o600)
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file

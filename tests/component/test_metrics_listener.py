@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from certs.files import write_self_signed
 from hack.cluster import free_port
 from kube.metricsauth import MetricsGuard, User
 from kube.metricsserver import MetricsOptions, MetricsServer, MetricsSetupError
-from kube.tls import CertWatcher, write_self_signed
+from kube.tls import CertWatcher
 
 
 def _registry() -> CollectorRegistry:
