@@ -38,7 +38,17 @@ from .authn import Authenticator, Unauthenticated, UserInfo
 from .authz import Authorizer, RequestInfo, forbidden, request_info
 from .listing import page, reached, resolve
 from .listoptions import OptionsError, get_read, list_options, watch_read
-from .media import ACCEPTED, JSON, TABLE, YAML, Form, negotiate
+from .media import (
+    ACCEPTED,
+    DISCOVERY_FORMS,
+    DISCOVERY_VERSIONS,
+    JSON,
+    TABLE,
+    YAML,
+    Form,
+    aggregated_discovery_type,
+    negotiate,
+)
 from .rendering import YAML_LIMIT, yaml_body, yaml_document
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_VERSION, RESOURCES, VERSION, Resource
 from .review import ReviewError, review
@@ -117,12 +127,9 @@ def _rendered(body: Any, form: Form) -> tuple[bytes | Payload, str]:
     """``body`` in ``form``: its bytes and their Content-Type."""
     if form == "yaml":
         return yaml_body(body), YAML
-    content_type = {
-        "table": TABLE,
-        "discovery-v2": discovery.aggregated_media_type("v2"),
-        "discovery-v2beta1": discovery.aggregated_media_type("v2beta1"),
-    }.get(form, JSON)
-    return orjson.dumps(body), content_type
+    if form in DISCOVERY_VERSIONS:
+        return orjson.dumps(body), aggregated_discovery_type(DISCOVERY_VERSIONS[form])
+    return orjson.dumps(body), TABLE if form == "table" else JSON
 
 
 def _render(body: Any, form: Form, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -200,9 +207,9 @@ def _non_resource(request: web.Request) -> web.StreamResponse:
     if request.method not in ("GET", "HEAD"):
         raise _fail(405, NOT_ALLOWED)
     if parts == ["apis"]:
-        form = _form(request, ("discovery-v2", "discovery-v2beta1", "json", "yaml"))
-        if form in ("discovery-v2", "discovery-v2beta1"):
-            return _render(discovery.api_group_discovery_list(form.rpartition("-")[2]), form)
+        form = _form(request, (*DISCOVERY_FORMS.values(), "json", "yaml"))
+        if form in DISCOVERY_VERSIONS:
+            return _render(discovery.api_group_discovery_list(DISCOVERY_VERSIONS[form]), form)
         return _render(discovery.api_group_list(), form)
     if parts == ["apis", GROUP]:
         return _render(discovery.api_group(), _form(request, ("json", "yaml")))
