@@ -21,6 +21,7 @@ from aiohttp import web
 from aiohttp.payload import Payload
 
 from fooapi.views import Object
+from kube.bodies import JSON
 from kube.budget import ByteBudget, NeverFits, parse_cost
 from kube.http import (
     GROWTH_STEP,
@@ -42,7 +43,6 @@ from .media import (
     ACCEPTED,
     DISCOVERY_FORMS,
     DISCOVERY_VERSIONS,
-    JSON,
     TABLE,
     YAML,
     Form,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from kube.bodies import JSON
+
 Form = Literal["json", "yaml", "table", "partial", "discovery-v2", "discovery-v2beta1"]
 
-JSON = "application/json"
 YAML = "application/yaml"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 ACCEPTED = f"{JSON}, {YAML}, {TABLE}"

@@ -17,10 +17,11 @@ import yaml  # type: ignore[import-untyped]
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
 
+from kube.bodies import JSON
 from kube.http import StatusError
 from kube.status import failure
 
-from .media import JSON, YAML
+from .media import YAML
 
 # ~1 s of one busy core with libyaml; kubectl asks for JSON and renders YAML itself, so only
 # hand-made calls (curl) ever ask us for YAML, and never for this much.
