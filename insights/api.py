@@ -21,8 +21,9 @@ from aiohttp import web
 from aiohttp.payload import Payload
 
 from fooapi.views import Object
+from kube.admission import REVIEW_BODY_LIMIT
 from kube.bodies import JSON
-from kube.budget import ByteBudget, NeverFits, parse_cost
+from kube.budget import ByteBudget, MiB, NeverFits, parse_cost
 from kube.http import (
     GROWTH_STEP,
     BodyDeadlines,
@@ -59,7 +60,6 @@ from .watch import Render, WatchOptions, serve_watch
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
 T = TypeVar("T")
 
 # What a FooReview holds at once, measured (bench.insights_attack big_reviews): its raw bytes
@@ -98,7 +98,7 @@ class Insights:
     authorizer: Authorizer
     view: HealthView
     default_image: str
-    review_body_limit: int = 8 * MiB
+    review_body_limit: int = REVIEW_BODY_LIMIT
     # kube-apiserver ends a watch after a random time in [min-request-timeout, 2×] (default 30 min).
     watch_timeout: float = 1800.0
     bookmark_interval: float = 60.0
