@@ -8,8 +8,6 @@ from . import naming
 from .errors import FieldError, invalid, required, too_long, type_invalid
 from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
 
-DNS1123_SUBDOMAIN_MAX = naming.DNS1123_SUBDOMAIN_MAX_LENGTH
-
 
 def dns1123_subdomain_errors(field: str, value: str) -> list[FieldError]:
     """What apimachinery's IsDNS1123Subdomain says about ``value``."""
