@@ -22,17 +22,9 @@ from aiohttp.payload import Payload
 
 from fooapi.views import Object
 from kube.admission import REVIEW_BODY_LIMIT
-from kube.bodies import JSON
+from kube.bodies import JSON, BodyDeadlines, StatusError, body_too_large, parse_json
 from kube.budget import ByteBudget, MiB, NeverFits, parse_cost
-from kube.http import (
-    GROWTH_STEP,
-    BodyDeadlines,
-    StatusError,
-    body_too_large,
-    check_json_content_type,
-    parse_json,
-    read_body,
-)
+from kube.http import GROWTH_STEP, check_json_content_type, read_body
 from kube.status import failure
 
 from . import discovery, listing, openapi

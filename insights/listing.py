@@ -21,7 +21,7 @@ import orjson
 from aiohttp import web
 
 from fooapi.views import Object
-from kube.http import StatusError
+from kube.bodies import StatusError
 from kube.status import failure
 
 from .listoptions import LATEST, Continue, ListOptions

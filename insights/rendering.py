@@ -17,8 +17,7 @@ import yaml  # type: ignore[import-untyped]
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
 
-from kube.bodies import JSON
-from kube.http import StatusError
+from kube.bodies import JSON, StatusError
 from kube.status import failure
 
 from .media import YAML

@@ -9,8 +9,9 @@ from ssl import SSLContext
 
 from aiohttp import hdrs, web
 
+from .bodies import StatusError
 from .connections import ConnectionGuard, ConnectionLimits, GuardedSite
-from .http import StatusError, status_response
+from .http import status_response
 from .limits import give_back_freed_memory_every
 from .readiness import Readiness
 from .reviewserver import KEEPALIVE_SECONDS

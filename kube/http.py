@@ -13,7 +13,6 @@ from kube.bodies import (
     BodyDeadlines,
     StatusError,
     body_too_large,
-    gc_paused,
     is_json_content_type,
     parse_json,
     request_timeout,
@@ -21,8 +20,6 @@ from kube.bodies import (
 )
 from kube.budget import Reservation
 from kube.status import Status, failure
-
-__all__ = ["JSON", "BodyDeadlines", "StatusError", "body_too_large", "gc_paused", "parse_json"]
 
 
 def json_response(
