@@ -1,4 +1,9 @@
-"""The HTTP edge shared by every endpoint: bounded JSON bodies in, JSON (and Status) out."""
+"""The aiohttp side of the JSON body edge (kube.bodies): bounded JSON bodies in, JSON and Status out.
+
+Used by the insights server (its API and kube.appserving) and the metrics guard. The webhook's
+own HTTP/1.1 server (kube.reviewserver) reads bodies and answers Statuses with kube.bodies alone,
+without aiohttp.
+"""
 
 from __future__ import annotations
 
