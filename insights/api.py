@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# What a FooReview holds at once, measured (bench.insights_attack big_reviews): its raw bytes
+# What a FooReview holds at once, as measured (bench/README.md): its raw bytes
 # twice (the chunks and their join), up to three trees the size of its parsed body (the body,
 # its conversion to v1, the defaulted copy), and its answer, which repeats the Foo twice (spec
 # and status.object) and is copied once more into the transport's buffer.

@@ -28,7 +28,7 @@ OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 class AdmissionRequest(NamedTuple):
     """The parts of ``AdmissionReview.request`` that rules read.
 
-    A NamedTuple, not a frozen dataclass: as immutable, and made in 1 us instead of 8 (a frozen
+    A NamedTuple, not a frozen dataclass: as immutable, and made several times faster (a frozen
     dataclass sets each of its 14 fields through object.__setattr__), once per review.
     """
 

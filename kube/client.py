@@ -23,7 +23,7 @@ from .bodies import JSON
 from .ratelimit import TokenBucket
 
 if TYPE_CHECKING:
-    # Only a type here: importing kubernetes_asyncio costs ~150 ms of start-up that a webhook
+    # Only a type here: importing kubernetes_asyncio is a large share of a start that a webhook
     # without --metrics-secure or --cert-rotation never needs (kube.config imports it when used).
     from kubernetes_asyncio.client import ApiClient
 

@@ -6,8 +6,8 @@ HTTPS plus TokenReview + SubjectAccessReview (kube.metricsauth) — controller-r
 `WithAuthenticationAndAuthorization`. One handler (kube.metrics.metrics_handler) serves it.
 
 aiohttp is imported only when the listener starts serving, and then off the event loop:
-importing it costs ~200 ms of CPU (its client side builds two verifying SSLContexts at
-import), which a webhook whose admission port needs no aiohttp would otherwise pay before
+importing it is the heaviest part of a start (its client side builds two verifying
+SSLContexts at import), which a webhook whose admission port needs no aiohttp would otherwise pay before
 it is ready, or stall its reviews for after. ``MetricsServer.bind`` takes the port without it.
 """
 
@@ -127,7 +127,7 @@ class MetricsServer:
     async def start(self, reload_interval: float = 5.0) -> None:
         self.bind()
         if "aiohttp.web" not in sys.modules:
-            # In the loop's thread the import would hold every review for its ~200 ms; in a
+            # In the loop's thread the import would hold every review until it is done; in a
             # thread of its own the loop keeps its turns (the interpreter switches every 5 ms).
             await asyncio.to_thread(importlib.import_module, "aiohttp.web")
         from aiohttp import web

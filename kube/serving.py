@@ -4,7 +4,7 @@ Both serve over TLS with hot certificate reload, `/healthz` and `/readyz`, the S
 edge and a graceful drain on SIGTERM: the webhook on its own protocol (kube.reviewserver),
 insights on aiohttp (kube.appserving). Written once here so the two processes can never drift
 apart on how they start, report readiness or stop. Nothing here imports aiohttp: the webhook
-must listen without paying for it (~200 ms of start-up).
+must listen without paying for it (the heaviest import of a start).
 """
 
 from __future__ import annotations
@@ -108,9 +108,8 @@ class Listener(Protocol):
 async def _started_unless_stopped(metrics: MetricsServer, options: ServingOptions, stop: asyncio.Event) -> bool:
     """Serve the bound metrics port; False if ``stop`` came first (a SIGTERM is not held up).
 
-    Its aiohttp is imported in a thread (~200 ms), so reviews keep flowing meanwhile
-    (bench.metrics_start: longest review 10-13 ms, 170-290 ms imported in the loop); a drain
-    asked for then starts at once, and ``metrics.stop`` closes what was not served yet.
+    Its aiohttp is imported in a thread, so reviews keep flowing meanwhile instead of waiting
+    for the whole import; a drain asked for then starts at once, and ``metrics.stop`` closes what was not served yet.
     """
     starting = asyncio.ensure_future(metrics.start(options.cert_reload_interval))
     stopping = asyncio.ensure_future(stop.wait())
@@ -304,7 +303,7 @@ def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog
         except ImportError:
             pass
     # Everything imported so far lives as long as the process: move it out of the collector's
-    # sight, so its full collections stop re-walking modules (bench.profile: -20% CPU on big reviews).
+    # sight, so its full collections stop re-walking modules (CPU that big reviews paid for).
     # A command that paused the collector while it started (python -m webhook) has it back from here.
     gc.freeze()
     gc.enable()

@@ -6,8 +6,8 @@ The swap uses the SNI callback, which OpenSSL calls on every handshake, to hand 
 connection the newest context.
 
 cryptography is imported only to describe a certificate (its subject and expiry, for the log and
-a metric): OpenSSL alone loads and checks the pair, and importing cryptography
-costs ~50 ms of CPU, so the pair a server starts with is described once it listens.
+a metric): OpenSSL alone loads and checks the pair, and importing cryptography is a
+noticeable part of a start, so the pair a server starts with is described once it listens.
 """
 
 from __future__ import annotations
