@@ -80,11 +80,13 @@ def stop_on_signals(stop: asyncio.Event) -> None:
 async def serving_metrics(
     options: ServingOptions, registry: CollectorRegistry, *, kubeconfig: str | None, name: str
 ) -> MetricsServer | None:
-    """The metrics listener of a TLS server: its serving pair (no client CA) when secure."""
+    """The metrics listener of a TLS server. Secure, it serves the listener's pair without asking
+    for client certificates, through the listener's own watcher (``serve_until_stopped`` hands it
+    over), so one watcher reads the files both ports serve."""
     return await metrics_server(
         options.metrics,
         registry,
-        certificate=options.certificate(),
+        certificate=None,
         kubeconfig=kubeconfig,
         user_agent=f"foo-operator-{name}",
     )
@@ -139,12 +141,14 @@ async def serve_until_stopped(
     (served a moment later), unready first on the way out, ``drain_seconds`` for endpoints to
     stop routing here, then closed with ``shutdown_timeout`` for requests in progress.
     ``background`` tasks (rotators, watchers) are cancelled and awaited on the way out;
-    ``metrics`` is bound before the listener starts and stops after it.
+    ``metrics`` is bound before the listener starts and stops after it; without a pair of its
+    own it serves ``watcher``'s, which this lifecycle keeps current for both ports.
     """
     readiness = listener.readiness
     tasks = list(background)
     try:
         if metrics is not None:
+            metrics.serve_with(watcher)
             # The metrics port now, without aiohttp: a port already taken is one line and exit 1,
             # before anything reports ready.
             metrics.bind()

@@ -62,7 +62,12 @@ def _why_the_pair_does_not_load(cert_file: Path, key_file: Path, err: ssl.SSLErr
 
 
 class CertWatcher:
-    """Holds the current serving context for ``cert_file``/``key_file`` and reloads on change."""
+    """Holds the current serving context for ``cert_file``/``key_file`` and reloads on change.
+
+    One watcher per pair hands out both contexts a process serves it with: the serving port's
+    (asking for client certificates when ``client_ca_file`` is given) and the metrics port's
+    (never asking), so the files are read and checked once, not once per port.
+    """
 
     def __init__(
         self,
@@ -80,6 +85,7 @@ class CertWatcher:
         self._on_load = on_load
         self._fingerprint = b""
         self._current: ssl.SSLContext | None = None
+        self._current_plain: ssl.SSLContext | None = None  # the same pair, asking for no client certificate
         self._undescribed: bytes | None = None  # the PEM of a pair loaded but not yet described
 
     @property
@@ -93,9 +99,9 @@ class CertWatcher:
             digest.update(self.client_ca_file.read_bytes())
         return digest.digest()
 
-    def _build(self) -> ssl.SSLContext:
+    def _build(self, *, client_ca: bool = True) -> ssl.SSLContext:
         context = _server_context(self.cert_file, self.key_file, self.policy)
-        if self.client_ca_file is not None:
+        if client_ca and self.client_ca_file is not None:
             # Ask for (not require) a client certificate: the aggregated API decides per request.
             # Ask even before the CA file exists, so a listener built early still asks later on.
             if self.client_ca_file.exists():
@@ -121,12 +127,13 @@ class CertWatcher:
                 return False
             certificate_pem = self.cert_file.read_bytes()
             context = self._build()
+            plain = context if self.client_ca_file is None else self._build(client_ca=False)
         except (OSError, ssl.SSLError, ValueError) as err:
             if self._current is None:
                 raise
             log.warning("keeping the current certificate: the new files do not load", extra={"error": str(err)})
             return False
-        self._current = context
+        self._current, self._current_plain = context, plain
         self._fingerprint = fingerprint
         self._undescribed = certificate_pem
         return True
@@ -160,15 +167,20 @@ class CertWatcher:
         if self._undescribed is certificate_pem:
             self._undescribed = None
 
-    def server_context(self) -> ssl.SSLContext:
-        """The context to give the server once; it hands each handshake the newest pair."""
+    def server_context(self, *, client_ca: bool = True) -> ssl.SSLContext:
+        """The context to give a server once; it hands each handshake the newest pair.
+
+        ``client_ca=False``: one that never asks for a client certificate, for the metrics port
+        beside a serving port that does (Prometheus presents none, or one of its own CA).
+        """
         if self._current is None:
             self._load()  # described by ``watch``, once the server listens
-        base = self._build()
+        base = self._build(client_ca=client_ca)
 
         def pick(ssl_object: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext) -> None:
-            if self._current is not None:
-                ssl_object.context = self._current
+            current = self._current if client_ca else self._current_plain
+            if current is not None:
+                ssl_object.context = current
 
         base.sni_callback = pick
         return base
