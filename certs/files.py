@@ -31,7 +31,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
 def write_serving_files(
     out: Path, ca: KeyPair, serving: KeyPair, *, force: bool = False, cert_name: str = TLS_CERT, key_name: str = TLS_KEY
 ) -> list[Path]:
-    """Write the CA, the certificate and its key (0600) into ``out`` (ca.crt, tls.crt, tls.key by default); refuse to overwrite unless ``force``."""
+    """Write ca.crt, tls.crt and tls.key (0600) into ``out``; refuse to overwrite unless ``force``."""
     targets = [out / CA_CERT, out / cert_name, out / key_name]
     existing = [p for p in targets if p.exists()]
     if existing and not force:
