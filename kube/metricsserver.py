@@ -7,8 +7,8 @@ HTTPS plus TokenReview + SubjectAccessReview (kube.metricsauth) — controller-r
 
 aiohttp is imported only when the listener starts serving, and then off the event loop:
 importing it is the heaviest part of a start (its client side builds two verifying
-SSLContexts at import), which a webhook whose admission port needs no aiohttp would otherwise pay before
-it is ready, or stall its reviews for after. ``MetricsServer.bind`` takes the port without it.
+SSLContexts at import), which a webhook whose admission port needs no aiohttp would
+otherwise pay before it is ready, or stall its reviews for after. ``MetricsServer.bind`` takes the port without it.
 """
 
 from __future__ import annotations

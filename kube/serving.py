@@ -111,7 +111,8 @@ async def _started_unless_stopped(metrics: MetricsServer, options: ServingOption
     """Serve the bound metrics port; False if ``stop`` came first (a SIGTERM is not held up).
 
     Its aiohttp is imported in a thread, so reviews keep flowing meanwhile instead of waiting
-    for the whole import; a drain asked for then starts at once, and ``metrics.stop`` closes what was not served yet.
+    for the whole import; a drain asked for then starts at once, and ``metrics.stop`` closes
+    what was not served yet.
     """
     starting = asyncio.ensure_future(metrics.start(options.cert_reload_interval))
     stopping = asyncio.ensure_future(stop.wait())
