@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kube.cli import add_subcommand, command_parser, fail, subcommands
-from kube.serving import CERT_FILE, KEY_FILE
+from kube.tls import CA_CERT, TLS_CERT, TLS_KEY
 
 from .authority import issue_serving, new_ca, service_dns_names
 from .files import AlreadyExists, write_serving_files
@@ -57,8 +57,8 @@ def parser() -> argparse.ArgumentParser:
     generate = add_subcommand(
         subcommands(parser),
         "generate",
-        "write ca.crt, tls.crt and tls.key for a Service",
-        "Writes a new CA (ca.crt, 10 years) and a serving certificate and key it signed for "
+        f"write {CA_CERT}, {TLS_CERT} and {TLS_KEY} for a Service",
+        f"Writes a new CA ({CA_CERT}, 10 years) and a serving certificate and key it signed for "
         "the Service's DNS names, localhost and any extra names, into --out.",
     )
     generate.add_argument("--service", type=_dns_label("service"), required=True, help="Service name")
@@ -71,11 +71,11 @@ def parser() -> argparse.ArgumentParser:
     generate.add_argument(
         "--cert-name",
         type=_file_name,
-        default=CERT_FILE,
+        default=TLS_CERT,
         help="file name of the serving certificate (the servers' --cert-name)",
     )
     generate.add_argument(
-        "--key-name", type=_file_name, default=KEY_FILE, help="file name of the private key (the servers' --key-name)"
+        "--key-name", type=_file_name, default=TLS_KEY, help="file name of the private key (the servers' --key-name)"
     )
     generate.add_argument("--force", action="store_true", help="overwrite existing files")
     return parser

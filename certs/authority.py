@@ -187,6 +187,19 @@ def issue_client(
     return _leaf(ca, _name(common_name, organizations), ExtendedKeyUsageOID.CLIENT_AUTH, days, key_type)
 
 
+def self_signed(host: str, *, days: int = 365, key_type: KeyType = "ecdsa") -> KeyPair:
+    """A self-signed serving pair for ``host``, as controller-runtime makes for secure metrics when
+    given no certificate: callers authenticate with tokens, not by this identity."""
+    key = _new_key(key_type)
+    name = _name(host)
+    cert = (
+        _builder(name, name, key.public_key(), days)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
 def service_dns_names(service: str, namespace: str) -> list[str]:
     """Every name a Service is dialled by, in the order Kubernetes documents them."""
     return [

@@ -6,11 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from kube.serving import CA_FILE, CERT_FILE, KEY_FILE
+from kube.tls import CA_CERT, TLS_CERT, TLS_KEY
 
-from .authority import KeyPair
-
-CA_CERT, TLS_CERT, TLS_KEY = CA_FILE, CERT_FILE, KEY_FILE  # the names the rotator and this module write
+from .authority import KeyPair, self_signed
 
 
 class AlreadyExists(FileExistsError):
@@ -44,3 +42,13 @@ def write_serving_files(
     write_atomic(out / key_name, serving.key_pem, 0o600)
     write_atomic(out / cert_name, serving.cert_pem)
     return targets
+
+
+def write_self_signed(directory: Path, host: str = "localhost") -> tuple[Path, Path]:
+    """A self-signed pair for ``host`` (``authority.self_signed``) in ``directory``: its certificate
+    and key (0600) files."""
+    pair = self_signed(host)
+    cert_file, key_file = directory / TLS_CERT, directory / TLS_KEY
+    write_atomic(key_file, pair.key_pem, 0o600)
+    write_atomic(cert_file, pair.cert_pem)
+    return cert_file, key_file

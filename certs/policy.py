@@ -1,7 +1,7 @@
 """How long certificates live and when they are renewed: plain values, no cryptography.
 
 Apart from ``certs.rotation`` so that a webhook started without ``--cert-rotation`` can take the
-flags without importing cryptography (~50 ms of every start, bench.cold_start).
+flags without importing cryptography, a noticeable part of every start.
 """
 
 from __future__ import annotations

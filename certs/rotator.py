@@ -17,8 +17,9 @@ from typing import Any
 
 from kube.client import CRDS, ApiError, KubeClient, Resource
 from kube.leader import LeaderElector
+from kube.tls import CA_CERT, TLS_CERT, TLS_KEY
 
-from .files import CA_CERT, TLS_CERT, TLS_KEY, write_atomic
+from .files import write_atomic
 from .policy import RotationPolicy
 from .rotation import SecretState, next_state
 

@@ -22,7 +22,7 @@ from kube.metrics import Metrics
 from kube.workqueue import ShutDown, WorkQueue
 
 from .deployment import CONTAINER_NAME
-from .outcomes import Done, Outcome, PermanentFailure, Retry, RetryAfter, result_label
+from .outcomes import Done, PermanentFailure, ReconcileOutcome, Retry, RetryAfter, result_label
 from .reconciler import FooReconciler
 from .status import PROGRESSING
 
@@ -178,7 +178,7 @@ class FooController:
             finally:
                 queue.done(key)
 
-    async def process(self, queue: WorkQueue[str], key: str) -> Outcome:
+    async def process(self, queue: WorkQueue[str], key: str) -> ReconcileOutcome:
         """Reconcile ``key`` and map the outcome onto the queue (the only place that does)."""
         if self.metrics is not None:
             self.metrics.active_workers.labels(NAME).inc()

@@ -21,7 +21,7 @@ from kube.leader import LeaderElector
 from kube.metrics import REGISTRY, Metrics, metrics_for
 from kube.metricsserver import MetricsServer, MetricsSetupError, delegating_guard
 from kube.serving import stop_on_signals
-from kube.tls import CertWatcher, write_self_signed
+from kube.tls import TLS_CERT, TLS_KEY, CertWatcher
 
 from .controller import FooController
 from .health import HealthServer
@@ -188,8 +188,10 @@ def _metrics_server(
     if not settings.metrics.secure:
         return MetricsServer(settings.metrics, REGISTRY)
     if settings.metrics_cert_dir is not None:
-        cert_file, key_file = Path(settings.metrics_cert_dir) / "tls.crt", Path(settings.metrics_cert_dir) / "tls.key"
+        cert_file, key_file = Path(settings.metrics_cert_dir) / TLS_CERT, Path(settings.metrics_cert_dir) / TLS_KEY
     else:
+        from certs.files import write_self_signed  # cryptography, only for a pair made here
+
         assert self_signed is not None
         cert_file, key_file = write_self_signed(Path(self_signed.name))
     return MetricsServer(

@@ -35,10 +35,10 @@ class PermanentFailure:
     message: str
 
 
-Outcome = Done | Retry | RetryAfter | PermanentFailure
+ReconcileOutcome = Done | Retry | RetryAfter | PermanentFailure
 
 
-def result_label(outcome: Outcome) -> str:
+def result_label(outcome: ReconcileOutcome) -> str:
     """controller-runtime's ``result`` label of controller_runtime_reconcile_total."""
     if isinstance(outcome, Done):
         return "success"

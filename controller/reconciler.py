@@ -20,7 +20,7 @@ from kube.informer import Store, split_key
 from kube.recent import RecentWrites
 
 from .deployment import desired_deployment, drift_patch
-from .outcomes import Done, Outcome, PermanentFailure, Retry, RetryAfter
+from .outcomes import Done, PermanentFailure, ReconcileOutcome, Retry, RetryAfter
 from .status import Problem, desired_status, status_changed
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def outcome_for(exc: ApiError) -> Outcome:
+def outcome_for(exc: ApiError) -> ReconcileOutcome:
     """An apiserver error as a reconcile outcome: throttling waits as told, the rest backs off."""
     if exc.status == 429 or exc.retry_after is not None:
         return RetryAfter(exc.retry_after or 1.0, f"{exc.status} {exc.reason}: {exc.message}")
@@ -69,13 +69,13 @@ class FooReconciler:
         self.recent_foos = RecentWrites()
         self.recent_deployments = RecentWrites()
 
-    async def reconcile(self, key: str) -> Outcome:
+    async def reconcile(self, key: str) -> ReconcileOutcome:
         try:
             return await self._sync(key)
         except ApiError as exc:
             return outcome_for(exc)
 
-    async def _sync(self, key: str) -> Outcome:
+    async def _sync(self, key: str) -> ReconcileOutcome:
         foo = self.recent_foos.resolve(key, self.foos.get(key))
         if foo is None:
             return Done("Foo is gone")
@@ -176,7 +176,7 @@ class FooReconciler:
         log.debug("%s: status written: %s", key, _summary(status), extra={"key": key})
         return True
 
-    async def _refuse(self, key: str, foo: Object, problem: Problem) -> Outcome:
+    async def _refuse(self, key: str, foo: Object, problem: Problem) -> ReconcileOutcome:
         """Leave things as they are, say why in the Foo's conditions; the worker records the Warning."""
         try:
             await self._write_status(key, foo, None, problem)

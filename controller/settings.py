@@ -20,6 +20,7 @@ from kube.cli import (
     positive_int,
 )
 from kube.metricsserver import MetricsOptions
+from kube.tls import TLS_CERT, TLS_KEY
 
 
 def _identity() -> str:
@@ -101,7 +102,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--metrics-cert-dir",
-        help="directory with tls.crt and tls.key for secure metrics (default: a self-signed pair made at start)",
+        help=f"directory with {TLS_CERT} and {TLS_KEY} for secure metrics (default: a self-signed pair made at start)",
     )
     p.add_argument(
         "--health-probe-bind-address",

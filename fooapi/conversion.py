@@ -52,7 +52,7 @@ def _decode(text: Any) -> Any:
     orjson reads integers beyond 64 bits as floats (lossy); json keeps them. A stash that
     ``_encode`` wrote re-encodes to its own text, and then nothing was lost: a float that was a
     big integer, an escape orjson writes differently, anything else comes out different, and
-    json reads it (~4x slower: ~80 ms of a 10,000-object list read, bench.conversion).
+    json reads it (several times slower, which a large list read would feel on every object).
     A stash nested past the body's own limit is refused before either reads it (json recurses).
     """
     if isinstance(text, str) and too_deep(text.encode()):
@@ -70,8 +70,8 @@ def _decode(text: Any) -> Any:
 
 
 def _encode(stash: dict[str, Any]) -> str:
-    """Compact, key-sorted JSON. orjson, not json: this runs once per object of a 10,000-object
-    list read (~20x faster); json only for what orjson refuses (integers beyond 64 bits)."""
+    """Compact, key-sorted JSON. orjson, not json: this runs once per object of a list read, many
+    times faster; json only for what orjson refuses (integers beyond 64 bits)."""
     try:
         return orjson.dumps(stash, option=orjson.OPT_SORT_KEYS).decode()
     except orjson.JSONEncodeError:

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .defaults import DEFAULT_REPLICAS
+from .name_rules import DNS1123_SUBDOMAIN_FMT, DNS1123_SUBDOMAIN_MAX_LENGTH
 from .names import MAX_REPLICAS, MIN_REPLICAS
-from .naming import DNS1123_SUBDOMAIN_FMT, DNS1123_SUBDOMAIN_MAX_LENGTH
 
 # A CEL transition rule: runs only when the object had the field before, so setting it is free
 # and changing it is refused in the words our webhook uses.

@@ -1,4 +1,4 @@
-"""The names of the Foo API: group, kind, versions and bounds."""
+"""The names of the Foo API (group, kind, resource, versions, the CRD's name) and its replica bounds."""
 
 GROUP = "samplecontroller.k8s.io"
 KIND = "Foo"

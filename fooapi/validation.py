@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import naming
+from . import name_rules
 from .errors import FieldError, invalid, required, too_long, type_invalid
 from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
-
-DNS1123_SUBDOMAIN_MAX = naming.DNS1123_SUBDOMAIN_MAX_LENGTH
 
 
 def dns1123_subdomain_errors(field: str, value: str) -> list[FieldError]:
     """What apimachinery's IsDNS1123Subdomain says about ``value``."""
-    return [invalid(field, value, message) for message in naming.dns1123_subdomain(value)]
+    return [invalid(field, value, message) for message in name_rules.dns1123_subdomain(value)]
 
 
 def replicas_errors(field: str, replicas: Any) -> list[FieldError]:

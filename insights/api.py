@@ -21,16 +21,10 @@ from aiohttp import web
 from aiohttp.payload import Payload
 
 from fooapi.views import Object
-from kube.budget import ByteBudget, NeverFits, parse_cost
-from kube.http import (
-    GROWTH_STEP,
-    BodyDeadlines,
-    StatusError,
-    body_too_large,
-    check_json_content_type,
-    parse_json,
-    read_body,
-)
+from kube.admission import REVIEW_BODY_LIMIT
+from kube.bodies import JSON, BodyDeadlines, StatusError, body_too_large, parse_json
+from kube.budget import ByteBudget, MiB, NeverFits, parse_cost
+from kube.http import GROWTH_STEP, check_json_content_type, read_body
 from kube.status import failure
 
 from . import discovery, listing, openapi
@@ -38,7 +32,16 @@ from .authn import Authenticator, Unauthenticated, UserInfo
 from .authz import Authorizer, RequestInfo, forbidden, request_info
 from .listing import page, reached, resolve
 from .listoptions import OptionsError, get_read, list_options, watch_read
-from .media import ACCEPTED, JSON, TABLE, YAML, Form, negotiate
+from .media import (
+    ACCEPTED,
+    DISCOVERY_FORMS,
+    DISCOVERY_VERSIONS,
+    TABLE,
+    YAML,
+    Form,
+    aggregated_discovery_type,
+    negotiate,
+)
 from .rendering import YAML_LIMIT, yaml_body, yaml_document
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_VERSION, RESOURCES, VERSION, Resource
 from .review import ReviewError, review
@@ -49,10 +52,9 @@ from .watch import Render, WatchOptions, serve_watch
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
 T = TypeVar("T")
 
-# What a FooReview holds at once, measured (bench.insights_attack big_reviews): its raw bytes
+# What a FooReview holds at once, as measured (bench/README.md): its raw bytes
 # twice (the chunks and their join), up to three trees the size of its parsed body (the body,
 # its conversion to v1, the defaulted copy), and its answer, which repeats the Foo twice (spec
 # and status.object) and is copied once more into the transport's buffer.
@@ -88,7 +90,7 @@ class Insights:
     authorizer: Authorizer
     view: HealthView
     default_image: str
-    review_body_limit: int = 8 * MiB
+    review_body_limit: int = REVIEW_BODY_LIMIT
     # kube-apiserver ends a watch after a random time in [min-request-timeout, 2×] (default 30 min).
     watch_timeout: float = 1800.0
     bookmark_interval: float = 60.0
@@ -117,12 +119,9 @@ def _rendered(body: Any, form: Form) -> tuple[bytes | Payload, str]:
     """``body`` in ``form``: its bytes and their Content-Type."""
     if form == "yaml":
         return yaml_body(body), YAML
-    content_type = {
-        "table": TABLE,
-        "discovery-v2": discovery.aggregated_media_type("v2"),
-        "discovery-v2beta1": discovery.aggregated_media_type("v2beta1"),
-    }.get(form, JSON)
-    return orjson.dumps(body), content_type
+    if form in DISCOVERY_VERSIONS:
+        return orjson.dumps(body), aggregated_discovery_type(DISCOVERY_VERSIONS[form])
+    return orjson.dumps(body), TABLE if form == "table" else JSON
 
 
 def _render(body: Any, form: Form, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -200,9 +199,9 @@ def _non_resource(request: web.Request) -> web.StreamResponse:
     if request.method not in ("GET", "HEAD"):
         raise _fail(405, NOT_ALLOWED)
     if parts == ["apis"]:
-        form = _form(request, ("discovery-v2", "discovery-v2beta1", "json", "yaml"))
-        if form in ("discovery-v2", "discovery-v2beta1"):
-            return _render(discovery.api_group_discovery_list(form.rpartition("-")[2]), form)
+        form = _form(request, (*DISCOVERY_FORMS.values(), "json", "yaml"))
+        if form in DISCOVERY_VERSIONS:
+            return _render(discovery.api_group_discovery_list(DISCOVERY_VERSIONS[form]), form)
         return _render(discovery.api_group_list(), form)
     if parts == ["apis", GROUP]:
         return _render(discovery.api_group(), _form(request, ("json", "yaml")))

@@ -6,14 +6,6 @@ from fooapi.views import Object
 
 from .resources import GROUP, GROUP_VERSION, RESOURCES, VERSION, Resource
 
-# The media type the aggregator asks /apis for; answering without these parameters makes it
-# fall back to legacy discovery. v2beta1 is the same document under an older name.
-AGGREGATED_DISCOVERY_VERSIONS = ("v2", "v2beta1")
-
-
-def aggregated_media_type(version: str) -> str:
-    return f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
-
 
 def _version_ref() -> Object:
     return {"groupVersion": GROUP_VERSION, "version": VERSION}

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from fooapi import naming
+from fooapi import name_rules
 
 
 class SelectorError(ValueError):
@@ -198,7 +198,7 @@ def new_requirement(key: str, op: Operator, values: list[str]) -> Requirement:
             if parse_int64(v) is None
         ]
     for i, value in enumerate(ordered):
-        if problems := naming.label_value(value):
+        if problems := name_rules.label_value(value):
             errors.append(f"values[{i}][{key}]: Invalid value: {go_quote(value)}: {'; '.join(problems)}")
     if errors:
         raise SelectorError(_aggregate(errors))
@@ -263,7 +263,7 @@ class _Parser:
             tok, literal = self.consume(values=True)
         if tok is not _Tok.ID:
             raise SelectorError(f"found '{literal}', expected: identifier")
-        if problems := naming.qualified_name(literal):
+        if problems := name_rules.qualified_name(literal):
             # Go validates with a nil field path here, which prints as "<nil>".
             raise SelectorError(f"<nil>: Invalid value: {go_quote(literal)}: {'; '.join(problems)}")
         if op is None and self.lookahead(values=True)[0] in (_Tok.END, _Tok.COMMA):

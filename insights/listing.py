@@ -21,7 +21,7 @@ import orjson
 from aiohttp import web
 
 from fooapi.views import Object
-from kube.http import StatusError
+from kube.bodies import StatusError
 from kube.status import failure
 
 from .listoptions import LATEST, Continue, ListOptions
@@ -41,7 +41,8 @@ CONTINUE_EXPIRED = (
     "modified, or deleted between the time the first chunk was returned and now may show up in the list."
 )
 
-# Lists are encoded off the event loop, one at a time: a chunk is ~1 ms of orjson and table cells.
+# Lists are encoded off the event loop, one at a time: a chunk of orjson and table cells is
+# short, and the loop answers others between chunks.
 _ENCODER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lists")
 
 Matches = Callable[[Object], bool]

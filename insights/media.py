@@ -5,12 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from kube.bodies import JSON
+
 Form = Literal["json", "yaml", "table", "partial", "discovery-v2", "discovery-v2beta1"]
 
-JSON = "application/json"
 YAML = "application/yaml"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 ACCEPTED = f"{JSON}, {YAML}, {TABLE}"
+# Aggregated discovery, by apidiscovery.k8s.io version: the aggregator asks /apis for it and falls
+# back to legacy discovery when the answer lacks these parameters. v2beta1 is the same document
+# under an older name.
+DISCOVERY_FORMS: dict[str, Form] = {"v2": "discovery-v2", "v2beta1": "discovery-v2beta1"}
+DISCOVERY_VERSIONS: dict[Form, str] = {form: version for version, form in DISCOVERY_FORMS.items()}
+
+
+def aggregated_discovery_type(version: str) -> str:
+    return f"{JSON};g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
 
 
 @dataclass(frozen=True)
@@ -55,8 +65,8 @@ def _form_of(media: MediaRange, allowed: tuple[Form, ...]) -> Form | None:
         form: Form = "table"
     elif as_ in ("PartialObjectMetadata", "PartialObjectMetadataList") and group == "meta.k8s.io" and version == "v1":
         form = "partial"
-    elif as_ == "APIGroupDiscoveryList" and group == "apidiscovery.k8s.io" and version in ("v2", "v2beta1"):
-        form = "discovery-v2" if version == "v2" else "discovery-v2beta1"
+    elif as_ == "APIGroupDiscoveryList" and group == "apidiscovery.k8s.io" and version in DISCOVERY_FORMS:
+        form = DISCOVERY_FORMS[version]
     else:
         return None
     return form if form in allowed else None

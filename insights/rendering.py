@@ -1,8 +1,8 @@
 """YAML answers, rendered off the event loop and only up to a size.
 
-PyYAML is slow (measured: a 1.6 MiB FooReview spent 18 s in `yaml.safe_dump`; libyaml's emitter
-still ~2 µs per byte on a busy core), and the loop that runs it answers nobody meanwhile. So the
-answer is encoded as JSON on the loop (orjson: milliseconds), refused above YAML_LIMIT, and
+PyYAML is slow (its pure-Python emitter takes seconds for a large FooReview; libyaml's is still
+far slower per byte than orjson), and the loop that runs it answers nobody meanwhile. So the
+answer is encoded as JSON on the loop (orjson), refused above YAML_LIMIT, and
 dumped to YAML by one worker thread while the response is being written.
 """
 
@@ -17,13 +17,13 @@ import yaml  # type: ignore[import-untyped]
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
 
-from kube.http import StatusError
+from kube.bodies import JSON, StatusError
 from kube.status import failure
 
-from .media import JSON, YAML
+from .media import YAML
 
-# ~1 s of one busy core with libyaml; kubectl asks for JSON and renders YAML itself, so only
-# hand-made calls (curl) ever ask us for YAML, and never for this much.
+# Past this libyaml holds a core for long (bench/README.md); kubectl asks for JSON and renders YAML,
+# so only hand-made calls (curl) ever ask us for YAML, and never for this much.
 YAML_LIMIT = 512 * 1024
 
 # One thread: renders queue rather than take turns at the GIL with the loop and each other.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fooapi import naming
+from fooapi import name_rules
 from fooapi.views import Object, ObjectView
 
 from .fields import FieldSelector, parse_field_selector
@@ -44,7 +44,7 @@ class Selectors:
     def pinned_name(self) -> str:
         """The name a list or watch is about, as RequestInfo reads it: `metadata.name=x`, x a valid path segment."""
         name = self.fields.requires_exact_match("metadata.name")
-        return name if name is not None and not naming.path_segment_name(name) else ""
+        return name if name is not None and not name_rules.path_segment_name(name) else ""
 
     def check_fields(self) -> None:
         """The field label conversion of an apiserver built on k8s.io/apiserver for a kind that

@@ -6,6 +6,7 @@ import asyncio
 
 from aiohttp import web
 
+from kube.admission import REVIEW_BODY_LIMIT
 from kube.appserving import AppListener, serving_app
 from kube.metrics import REGISTRY
 from kube.readiness import Readiness
@@ -14,13 +15,10 @@ from kube.serving import ServingOptions, serve_until_stopped, serving_metrics, s
 from . import setup_aggregated_api
 from .config import AggregatedConfig
 
-# FooReviews are the only bodies this server reads: one Foo (and its old version) at the
-# apiserver's object size limit, like an AdmissionReview.
-MAX_BODY = 8 * 1024 * 1024
-
 
 def build_app(config: AggregatedConfig, readiness: Readiness | None = None) -> web.Application:
-    app = serving_app(readiness or Readiness(serving=True), client_max_size=MAX_BODY)
+    # FooReviews are the only bodies this server reads.
+    app = serving_app(readiness or Readiness(serving=True), client_max_size=REVIEW_BODY_LIMIT)
     setup_aggregated_api(app, config)
     return app
 

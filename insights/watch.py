@@ -16,6 +16,7 @@ import orjson
 from aiohttp import web
 
 from fooapi.views import Object
+from kube.bodies import JSON
 from kube.status import failure
 
 from .resources import FOO_HEALTHS, GROUP_VERSION
@@ -26,7 +27,6 @@ log = logging.getLogger(__name__)
 # How an object goes on the wire: (health, is the first object of the stream) → JSON object.
 Render = Callable[[Object, bool], Object]
 Matches = Callable[[Object], bool]
-JSON = "application/json"
 
 
 @dataclass(frozen=True)

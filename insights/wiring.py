@@ -1,4 +1,5 @@
-"""Wiring: routes on the webhook app, and a lifecycle that connects to the cluster at startup."""
+"""Wiring: the aggregated API's routes on the insights process's aiohttp app, and a lifecycle that
+connects to the cluster at startup."""
 
 from __future__ import annotations
 

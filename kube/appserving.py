@@ -8,8 +8,9 @@ from ssl import SSLContext
 
 from aiohttp import hdrs, web
 
+from .bodies import StatusError
 from .connections import ConnectionGuard, ConnectionLimits, GuardedSite
-from .http import StatusError, status_response
+from .http import status_response
 from .readiness import Readiness
 from .reviewserver import KEEPALIVE_SECONDS
 from .status import failure

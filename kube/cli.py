@@ -27,7 +27,7 @@ KUBECONFIG_HELP = (
 
 def version() -> str:
     """The installed distribution's version; a source tree that was never installed says so."""
-    from importlib import metadata  # only when asked: reading it costs 15-35 ms of every start
+    from importlib import metadata  # only when asked: reading it would slow every start
 
     try:
         return metadata.version(DISTRIBUTION)

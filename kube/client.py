@@ -19,10 +19,11 @@ import aiohttp
 
 import fooapi
 
+from .bodies import JSON
 from .ratelimit import TokenBucket
 
 if TYPE_CHECKING:
-    # Only a type here: importing kubernetes_asyncio costs ~150 ms of start-up that a webhook
+    # Only a type here: importing kubernetes_asyncio is a large share of a start that a webhook
     # without --metrics-secure or --cert-rotation never needs (kube.config imports it when used).
     from kubernetes_asyncio.client import ApiClient
 
@@ -201,7 +202,7 @@ class KubeClient:
                 path,
                 method,
                 query_params=_query(query),
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                header_params={"Content-Type": content_type, "Accept": JSON},
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -218,7 +219,7 @@ class KubeClient:
         *,
         query: Mapping[str, Any] | None = None,
         body: Any = None,
-        content_type: str = "application/json",
+        content_type: str = JSON,
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """One call; the decoded JSON answer, or ``ApiError`` with the apiserver's Status."""
@@ -351,9 +352,7 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self.timeout, sock_connect=self.timeout, sock_read=timeout_seconds + 30
         )
-        response = await self._send(
-            "GET", path, query=query, body=None, content_type="application/json", timeout=timeout
-        )
+        response = await self._send("GET", path, query=query, body=None, content_type=JSON, timeout=timeout)
         try:
             if not 200 <= response.status < 300:
                 raw = await response.read()

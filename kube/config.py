@@ -123,9 +123,9 @@ def _stop_reading_the_environment_per_request(api: ApiClient, headers: list[tupl
     """Give the client a session that does not look up proxies and ~/.netrc on every request.
 
     kubernetes_asyncio opens its aiohttp session with ``trust_env=True``, and aiohttp then reads
-    the environment and ~/.netrc in a worker thread, twice, for every request: ~30% of the
-    controller's CPU while it reconciled 1,000 Foos (py-spy, bench.convergence), and more in a pod,
-    whose environment holds a variable per Service. The proxy is resolved once above instead;
+    the environment and ~/.netrc in a worker thread, twice, for every request: a large share
+    of the controller's CPU while it reconciled, and more in a pod, whose environment holds a
+    variable per Service. The proxy is resolved once above instead;
     ~/.netrc is not read, as client-go and kubectl do not read it. The session keeps the
     connector kubernetes_asyncio built (TLS, pool size); ``detach`` hands it over unclosed.
     """

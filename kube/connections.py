@@ -31,6 +31,7 @@ import orjson
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from .bodies import JSON
 from .reviewserver import KEEPALIVE_SECONDS
 from .status import Status, failure
 from .tlsupgrade import Acceptor, Handshake, listening_socket
@@ -228,7 +229,7 @@ class GuardedRequestHandler(RequestHandler):
             body = orjson.dumps(status)
             code = int(status.get("code", 400))
             transport.write(
-                f"HTTP/1.1 {code} {HTTPStatus(code).phrase}\r\nContent-Type: application/json\r\n"
+                f"HTTP/1.1 {code} {HTTPStatus(code).phrase}\r\nContent-Type: {JSON}\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
                 + body
             )

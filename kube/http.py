@@ -1,4 +1,9 @@
-"""The HTTP edge shared by every endpoint: bounded JSON bodies in, JSON (and Status) out."""
+"""The aiohttp side of the JSON body edge (kube.bodies): bounded JSON bodies in, JSON and Status out.
+
+Used by the insights server (its API and kube.appserving) and the metrics guard. The webhook's
+own HTTP/1.1 server (kube.reviewserver) reads bodies and answers Statuses with kube.bodies alone,
+without aiohttp.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ from kube.bodies import (
     BodyDeadlines,
     StatusError,
     body_too_large,
-    gc_paused,
     is_json_content_type,
     parse_json,
     request_timeout,
@@ -21,8 +25,6 @@ from kube.bodies import (
 )
 from kube.budget import Reservation
 from kube.status import Status, failure
-
-__all__ = ["JSON", "BodyDeadlines", "StatusError", "body_too_large", "gc_paused", "parse_json"]
 
 
 def json_response(

@@ -6,9 +6,9 @@ HTTPS plus TokenReview + SubjectAccessReview (kube.metricsauth) — controller-r
 `WithAuthenticationAndAuthorization`. One handler (kube.metrics.metrics_handler) serves it.
 
 aiohttp is imported only when the listener starts serving, and then off the event loop:
-importing it costs ~200 ms of CPU (its client side builds two verifying SSLContexts at
-import), which a webhook whose admission port needs no aiohttp would otherwise pay before
-it is ready, or stall its reviews for after. ``MetricsServer.bind`` takes the port without it.
+importing it is the heaviest part of a start (its client side builds two verifying
+SSLContexts at import), which a webhook whose admission port needs no aiohttp would
+otherwise pay before it is ready, or stall its reviews for after. ``MetricsServer.bind`` takes the port without it.
 """
 
 from __future__ import annotations
@@ -85,6 +85,10 @@ def metrics_app(registry: CollectorRegistry, guard: MetricsGuard | None = None) 
 class MetricsServer:
     """Serves ``registry`` on ``options``' address until stopped; HTTPS and guarded when secure.
 
+    Secure, it serves ``certificate`` and watches its files; or, given none, the pair of the
+    listener it runs beside, handed over by ``serve_with`` and kept current by that listener's
+    watcher, so one watcher reads the pair both ports serve.
+
     ``bind`` takes the port at once, synchronously and without aiohttp, so that a port already
     in use is a MetricsSetupError before the process says it is ready; ``start`` serves the
     bound sockets (binding them first if ``bind`` was not called), importing aiohttp in a
@@ -100,16 +104,24 @@ class MetricsServer:
         certificate: CertWatcher | None = None,
         owned_client: KubeClient | None = None,
     ) -> None:
-        if options.secure and (guard is None or certificate is None):
-            raise ValueError("secure metrics need a guard and a serving certificate")
+        if options.secure and guard is None:
+            raise ValueError("secure metrics need a guard")
         self.options = options
         self._registry = registry
         self._guard = guard if options.secure else None
         self._certificate = certificate if options.secure else None
+        self._watches_certificate = True
         self._owned_client = owned_client
         self._sockets: list[socket.socket] = []
         self._runner: web.AppRunner | None = None
         self._watch: asyncio.Task[None] | None = None
+
+    def serve_with(self, certificate: CertWatcher) -> None:
+        """Serve the pair ``certificate`` watches, which its owner keeps current, when given none of
+        its own: no second watcher over the same files."""
+        if self.options.secure and self._certificate is None:
+            self._certificate = certificate
+            self._watches_certificate = False
 
     @property
     def bound(self) -> bool:
@@ -125,9 +137,11 @@ class MetricsServer:
             raise MetricsSetupError(f"cannot serve metrics on {self.options.address}: {err.strerror or err}") from err
 
     async def start(self, reload_interval: float = 5.0) -> None:
+        if self.options.secure and self._certificate is None:
+            raise ValueError("secure metrics need a serving certificate (given, or handed over by serve_with)")
         self.bind()
         if "aiohttp.web" not in sys.modules:
-            # In the loop's thread the import would hold every review for its ~200 ms; in a
+            # In the loop's thread the import would hold every review until it is done; in a
             # thread of its own the loop keeps its turns (the interpreter switches every 5 ms).
             await asyncio.to_thread(importlib.import_module, "aiohttp.web")
         from aiohttp import web
@@ -137,10 +151,10 @@ class MetricsServer:
         )
         await runner.setup()
         self._runner = runner
-        context = self._certificate.server_context() if self._certificate is not None else None
+        context = self._certificate.server_context(client_ca=False) if self._certificate is not None else None
         for sock in self._sockets:
             await web.SockSite(runner, sock, ssl_context=context).start()
-        if self._certificate is not None:
+        if self._certificate is not None and self._watches_certificate:
             self._watch = asyncio.create_task(self._certificate.watch(reload_interval), name="metrics-cert-watcher")
         log.info("serving metrics", extra={"address": self.options.address, "secure": self.options.secure})
 
@@ -207,7 +221,8 @@ async def metrics_server(
     user_agent: str,
 ) -> MetricsServer | None:
     """The metrics server a TLS process runs (None when turned off); connects to the cluster only
-    when secure, so a webhook without `--metrics-secure` still needs no Kubernetes credentials."""
+    when secure, so a webhook without `--metrics-secure` still needs no Kubernetes credentials.
+    ``certificate`` None: the listener's pair, handed over with ``MetricsServer.serve_with``."""
     if not options.enabled:
         return None
     if not options.secure:

@@ -4,7 +4,7 @@ Both serve over TLS with hot certificate reload, `/healthz` and `/readyz`, the S
 edge and a graceful drain on SIGTERM: the webhook on its own protocol (kube.reviewserver),
 insights on aiohttp (kube.appserving). Written once here so the two processes can never drift
 apart on how they start, report readiness or stop. Nothing here imports aiohttp: the webhook
-must listen without paying for it (~200 ms of start-up).
+must listen without paying for it (the heaviest import of a start).
 """
 
 from __future__ import annotations
@@ -28,13 +28,10 @@ from .cli import add_log_flags, non_negative_float, port
 from .limits import TRIM_SECONDS, give_back_freed_memory_every
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .readiness import Readiness
-from .tls import CertificateFilesError, CertWatcher
+from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 log = logging.getLogger(__name__)
-
-# The file names ``foo-operator-certs generate`` writes and a Secret of type kubernetes.io/tls holds.
-CA_FILE, CERT_FILE, KEY_FILE = "ca.crt", "tls.crt", "tls.key"
 
 
 @dataclass(frozen=True)
@@ -42,8 +39,8 @@ class ServingOptions:
     """Where and how to listen; the same flags for every HTTPS process."""
 
     cert_dir: Path
-    cert_name: str = "tls.crt"
-    key_name: str = "tls.key"
+    cert_name: str = TLS_CERT
+    key_name: str = TLS_KEY
     client_ca_file: Path | None = None
     bind_address: str = "0.0.0.0"
     port: int = 9443
@@ -84,11 +81,13 @@ def stop_on_signals(stop: asyncio.Event) -> None:
 async def serving_metrics(
     options: ServingOptions, registry: CollectorRegistry, *, kubeconfig: str | None, name: str
 ) -> MetricsServer | None:
-    """The metrics listener of a TLS server: its serving pair (no client CA) when secure."""
+    """The metrics listener of a TLS server. Secure, it serves the listener's pair without asking
+    for client certificates, through the listener's own watcher (``serve_until_stopped`` hands it
+    over), so one watcher reads the files both ports serve."""
     return await metrics_server(
         options.metrics,
         registry,
-        certificate=options.certificate(),
+        certificate=None,
         kubeconfig=kubeconfig,
         user_agent=f"foo-operator-{name}",
     )
@@ -112,9 +111,9 @@ class Listener(Protocol):
 async def _started_unless_stopped(metrics: MetricsServer, options: ServingOptions, stop: asyncio.Event) -> bool:
     """Serve the bound metrics port; False if ``stop`` came first (a SIGTERM is not held up).
 
-    Its aiohttp is imported in a thread (~200 ms), so reviews keep flowing meanwhile
-    (bench.metrics_start: longest review 10-13 ms, 170-290 ms imported in the loop); a drain
-    asked for then starts at once, and ``metrics.stop`` closes what was not served yet.
+    Its aiohttp is imported in a thread, so reviews keep flowing meanwhile instead of waiting
+    for the whole import; a drain asked for then starts at once, and ``metrics.stop`` closes
+    what was not served yet.
     """
     starting = asyncio.ensure_future(metrics.start(options.cert_reload_interval))
     stopping = asyncio.ensure_future(stop.wait())
@@ -144,12 +143,14 @@ async def serve_until_stopped(
     (served a moment later), unready first on the way out, ``drain_seconds`` for endpoints to
     stop routing here, then closed with ``shutdown_timeout`` for requests in progress.
     ``background`` tasks (rotators, watchers) are cancelled and awaited on the way out;
-    ``metrics`` is bound before the listener starts and stops after it.
+    ``metrics`` is bound before the listener starts and stops after it; without a pair of its
+    own it serves ``watcher``'s, which this lifecycle keeps current for both ports.
     """
     readiness = listener.readiness
     tasks = list(background)
     try:
         if metrics is not None:
+            metrics.serve_with(watcher)
             # The metrics port now, without aiohttp: a port already taken is one line and exit 1,
             # before anything reports ready.
             metrics.bind()
@@ -198,9 +199,9 @@ async def serve_until_stopped(
 
 def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int) -> None:
     """Where to listen, which certificate to serve, how to log: the same words in every server."""
-    parser.add_argument("--cert-dir", type=Path, required=True, help="directory holding tls.crt and tls.key")
-    parser.add_argument("--cert-name", default=CERT_FILE, help="certificate file in --cert-dir")
-    parser.add_argument("--key-name", default=KEY_FILE, help="private key file in --cert-dir")
+    parser.add_argument("--cert-dir", type=Path, required=True, help=f"directory holding {TLS_CERT} and {TLS_KEY}")
+    parser.add_argument("--cert-name", default=TLS_CERT, help="certificate file in --cert-dir")
+    parser.add_argument("--key-name", default=TLS_KEY, help="private key file in --cert-dir")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address to listen on")
     parser.add_argument("--port", type=port, default=default_port, help="TCP port to serve HTTPS on")
     parser.add_argument(
@@ -256,7 +257,7 @@ def check_serving_flags(
 
 
 def generate_command(
-    cert_dir: Path, service: str, namespace: str, cert_name: str = CERT_FILE, key_name: str = KEY_FILE
+    cert_dir: Path, service: str, namespace: str, cert_name: str = TLS_CERT, key_name: str = TLS_KEY
 ) -> str:
     """The ``foo-operator-certs generate`` line that makes the pair a server looks for, as a shell reads it.
 
@@ -264,11 +265,11 @@ def generate_command(
     (``--force``): a half pair is of no use, and the printed line must work as printed.
     """
     command = ["foo-operator-certs", "generate", "--service", service, "--namespace", namespace, "--out", str(cert_dir)]
-    if cert_name != CERT_FILE:
+    if cert_name != TLS_CERT:
         command += ["--cert-name", cert_name]
-    if key_name != KEY_FILE:
+    if key_name != TLS_KEY:
         command += ["--key-name", key_name]
-    if any((cert_dir / name).exists() for name in (CA_FILE, cert_name, key_name)):
+    if any((cert_dir / name).exists() for name in (CA_CERT, cert_name, key_name)):
         command.append("--force")
     return shlex.join(command)
 
@@ -310,7 +311,7 @@ def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog
         except ImportError:
             pass
     # Everything imported so far lives as long as the process: move it out of the collector's
-    # sight, so its full collections stop re-walking modules (bench.profile: -20% CPU on big reviews).
+    # sight, so its full collections stop re-walking modules (CPU that big reviews paid for).
     # A command that paused the collector while it started (python -m webhook) has it back from here.
     gc.freeze()
     gc.enable()

@@ -6,14 +6,13 @@ The swap uses the SNI callback, which OpenSSL calls on every handshake, to hand 
 connection the newest context.
 
 cryptography is imported only to describe a certificate (its subject and expiry, for the log and
-a metric) or to make one: OpenSSL alone loads and checks the pair, and importing cryptography
-costs ~50 ms of CPU, so the pair a server starts with is described once it listens.
+a metric): OpenSSL alone loads and checks the pair, and importing cryptography is a
+noticeable part of a start, so the pair a server starts with is described once it listens.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import hashlib
 import logging
 import ssl
@@ -27,6 +26,10 @@ if TYPE_CHECKING:
     from cryptography import x509
 
 log = logging.getLogger(__name__)
+
+# The names of a serving pair and its CA: the data keys of a kubernetes.io/tls Secret, so the files
+# a mounted Secret gives, what `foo-operator-certs generate` writes and what every server reads.
+CA_CERT, TLS_CERT, TLS_KEY = "ca.crt", "tls.crt", "tls.key"
 
 
 class CertificateFilesError(ValueError):
@@ -59,7 +62,12 @@ def _why_the_pair_does_not_load(cert_file: Path, key_file: Path, err: ssl.SSLErr
 
 
 class CertWatcher:
-    """Holds the current serving context for ``cert_file``/``key_file`` and reloads on change."""
+    """Holds the current serving context for ``cert_file``/``key_file`` and reloads on change.
+
+    One watcher per pair hands out both contexts a process serves it with: the serving port's
+    (asking for client certificates when ``client_ca_file`` is given) and the metrics port's
+    (never asking), so the files are read and checked once, not once per port.
+    """
 
     def __init__(
         self,
@@ -77,6 +85,7 @@ class CertWatcher:
         self._on_load = on_load
         self._fingerprint = b""
         self._current: ssl.SSLContext | None = None
+        self._current_plain: ssl.SSLContext | None = None  # the same pair, asking for no client certificate
         self._undescribed: bytes | None = None  # the PEM of a pair loaded but not yet described
 
     @property
@@ -90,9 +99,9 @@ class CertWatcher:
             digest.update(self.client_ca_file.read_bytes())
         return digest.digest()
 
-    def _build(self) -> ssl.SSLContext:
+    def _build(self, *, client_ca: bool = True) -> ssl.SSLContext:
         context = _server_context(self.cert_file, self.key_file, self.policy)
-        if self.client_ca_file is not None:
+        if client_ca and self.client_ca_file is not None:
             # Ask for (not require) a client certificate: the aggregated API decides per request.
             # Ask even before the CA file exists, so a listener built early still asks later on.
             if self.client_ca_file.exists():
@@ -118,12 +127,13 @@ class CertWatcher:
                 return False
             certificate_pem = self.cert_file.read_bytes()
             context = self._build()
+            plain = context if self.client_ca_file is None else self._build(client_ca=False)
         except (OSError, ssl.SSLError, ValueError) as err:
             if self._current is None:
                 raise
             log.warning("keeping the current certificate: the new files do not load", extra={"error": str(err)})
             return False
-        self._current = context
+        self._current, self._current_plain = context, plain
         self._fingerprint = fingerprint
         self._undescribed = certificate_pem
         return True
@@ -157,15 +167,20 @@ class CertWatcher:
         if self._undescribed is certificate_pem:
             self._undescribed = None
 
-    def server_context(self) -> ssl.SSLContext:
-        """The context to give the server once; it hands each handshake the newest pair."""
+    def server_context(self, *, client_ca: bool = True) -> ssl.SSLContext:
+        """The context to give a server once; it hands each handshake the newest pair.
+
+        ``client_ca=False``: one that never asks for a client certificate, for the metrics port
+        beside a serving port that does (Prometheus presents none, or one of its own CA).
+        """
         if self._current is None:
             self._load()  # described by ``watch``, once the server listens
-        base = self._build()
+        base = self._build(client_ca=client_ca)
 
         def pick(ssl_object: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext) -> None:
-            if self._current is not None:
-                ssl_object.context = self._current
+            current = self._current if client_ca else self._current_plain
+            if current is not None:
+                ssl_object.context = current
 
         base.sni_callback = pick
         return base
@@ -190,34 +205,3 @@ class CertWatcher:
                 # A watcher that stopped here would leave the process serving a pair that expires,
                 # with nothing in the log after this line: say so and look again next round.
                 log.exception("reloading the serving certificate failed; retrying", extra={"interval": interval})
-
-
-def write_self_signed(directory: Path, host: str = "localhost", days: int = 365) -> tuple[Path, Path]:
-    """A self-signed pair in ``directory`` (key 0600), as controller-runtime makes for secure
-    metrics when given no certificate: callers authenticate with tokens, not by this identity."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.touch(mode=0o600)
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file

@@ -14,11 +14,12 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from certs.files import write_self_signed
 from hack.cluster import free_port
 from kube.client import ApiError
 from kube.metricsauth import MetricsGuard, User, access_review, user_of
 from kube.metricsserver import MetricsOptions, MetricsServer
-from kube.tls import CertWatcher, write_self_signed
+from kube.tls import CertWatcher
 
 TOKENS = {
     "reader-token": User("system:serviceaccount:monitoring:prometheus", groups=("system:serviceaccounts",)),

@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from certs.authority import issue_client, issue_serving, new_ca
+from certs.files import write_atomic, write_self_signed, write_serving_files
 from hack.cluster import free_port
 from kube.metricsauth import MetricsGuard, User
 from kube.metricsserver import MetricsOptions, MetricsServer, MetricsSetupError
-from kube.tls import CertWatcher, write_self_signed
+from kube.tls import CertWatcher
 
 
 def _registry() -> CollectorRegistry:
@@ -132,6 +134,59 @@ async def test_secure_metrics_bound_then_started_are_https_behind_the_guard(tmp_
         assert code == 200 and "foo_things_total 1.0" in body
         with pytest.raises(urllib.error.HTTPError, match="401"):
             await _scrape(f"https://127.0.0.1:{port}/metrics", insecure)
+    finally:
+        await server.stop()
+
+
+def _handshake(port: int, context: ssl.SSLContext) -> str:
+    """The common name of the certificate served on ``port``, once a request was answered."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            peer = tls.getpeercert()
+            tls.sendall(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            # Under TLS 1.3 a client certificate the server refused surfaces here, as an alert.
+            assert tls.recv(5) == b"HTTP/"
+    assert peer is not None
+    return str(dict(pair[0] for pair in peer["subject"])["commonName"])
+
+
+async def test_secure_metrics_beside_a_listener_serve_its_pair_through_its_watcher(tmp_path: Path) -> None:
+    """One watcher per pair: the metrics port serves the listener's pair, reloaded once for both,
+    and never asks for the client certificate the listener asks for (insights' front-proxy CA)."""
+
+    async def authenticate(token: str) -> User | None:
+        return None
+
+    async def authorize(user: User, path: str, verb: str) -> bool:
+        return False
+
+    ca = new_ca("serving-ca")
+    write_serving_files(tmp_path, ca, issue_serving(ca, common_name="first", dns_names=["localhost"]))
+    front_proxy = new_ca("front-proxy-ca")
+    write_atomic(tmp_path / "front-proxy-ca.crt", front_proxy.cert_pem)
+    stranger = issue_client(new_ca("another-ca"), common_name="prometheus")
+    write_atomic(tmp_path / "client.crt", stranger.cert_pem)
+    write_atomic(tmp_path / "client.key", stranger.key_pem)
+    watcher = CertWatcher(tmp_path / "tls.crt", tmp_path / "tls.key", client_ca_file=tmp_path / "front-proxy-ca.crt")
+    listener = watcher.server_context()  # what the serving port is given, as serve_until_stopped does
+    port = free_port()
+    server = MetricsServer(
+        MetricsOptions(host="127.0.0.1", port=port, secure=True),
+        _registry(),
+        guard=MetricsGuard(authenticate, authorize),
+    )
+    server.serve_with(watcher)
+    await server.start()
+    client = ssl.create_default_context(cafile=tmp_path / "ca.crt")
+    client.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+    try:
+        assert not [task for task in asyncio.all_tasks() if task.get_name() == "metrics-cert-watcher"]
+        assert listener.verify_mode == ssl.CERT_OPTIONAL
+        assert await asyncio.to_thread(_handshake, port, client) == "first"
+
+        write_serving_files(tmp_path, ca, issue_serving(ca, common_name="second", dns_names=["localhost"]), force=True)
+        assert watcher.reload()
+        assert await asyncio.to_thread(_handshake, port, client) == "second"
     finally:
         await server.stop()
 

@@ -1,4 +1,4 @@
-"""Kubernetes' naming rules (k8s.io/apimachinery/pkg/util/validation), as the messages Go gives.
+"""Kubernetes' rules for names and labels (k8s.io/apimachinery/pkg/util/validation), as Go words them.
 
 Checked with character sets, never with backtracking regexes, so the cost is linear in the input
 whatever a caller sends; lengths are counted in UTF-8 bytes, as Go's `len` counts them.
