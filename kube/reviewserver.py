@@ -90,6 +90,12 @@ KEEPALIVE_SECONDS = 95.0
 # with every buffer below full, so 64 fit in what a process reserves for itself (kube.budget;
 # docs/architecture.md, "Resource model (admission port)"); a pod of N workers holds 64 N.
 MAX_CONNECTIONS = 64
+# A connection just admitted, that has not yet had the time to send its first request, is closed
+# to make room only when no other can be: a kubelet probe sends its GET one round trip after its
+# handshake, and under a churn of attacking connections it was the one quiet longest by then
+# (one probe of 60 lost under the attack mix on the real node). An attacker who keeps every
+# place fresh must open 64 connections a second, each a full handshake.
+FIRST_REQUEST_GRACE = 1.0
 # What the transport (and over TLS each of its two layers) holds before writing pauses: also
 # the largest answer written at once; larger ones are charged and written a piece at a time.
 _WRITE_HIGH = 16 * 1024
@@ -632,7 +638,7 @@ class Connection(asyncio.Protocol):
 
     def _admitted(self) -> bool:
         """Count this connection; False if every one is busy with a paid request (it waits its turn)."""
-        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections):
+        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections, self.loop.time()):
             return False
         self.connections.add(self)
         self.last_active = self.loop.time()
@@ -1026,14 +1032,20 @@ def _small_socket_buffers(sock: socket.socket | None) -> None:
         pass
 
 
-def _make_room(connections: set[Connection]) -> bool:
-    """Close the connection quiet longest among those not being answered; False if none."""
+def _make_room(connections: set[Connection], now: float) -> bool:
+    """Close the connection quiet longest among those not being answered, one still within its
+    first-request grace only if no other; False if none."""
     victim: Connection | None = None
+    fresh: Connection | None = None
     for conn in connections:
         if conn.busy and conn.queue and conn.queue[0].paid and conn.queue[0].complete:
             continue  # its request is read and paid for: being answered
-        if victim is None or conn.last_active < victim.last_active:
+        if not conn.served and not conn.queue and not conn.in_head and now - conn.last_active < FIRST_REQUEST_GRACE:
+            if fresh is None or conn.last_active < fresh.last_active:
+                fresh = conn
+        elif victim is None or conn.last_active < victim.last_active:
             victim = conn
+    victim = victim or fresh
     if victim is None:
         return False
     victim.abort()

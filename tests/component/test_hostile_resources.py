@@ -51,6 +51,36 @@ async def test_past_the_connection_cap_an_idle_connection_makes_room_for_a_probe
             writer.close()
 
 
+async def test_past_the_cap_a_connection_just_made_is_not_the_one_closed_for_room(
+    webhook_client: ServeWebhook,
+) -> None:
+    # Before: a probe that had connected but not yet sent its GET was the connection quiet
+    # longest once the others trickled bytes, and the next newcomer closed it (one probe of 60
+    # lost under the attack mix on the real node).
+    client = await webhook_client(Settings())
+    client.webhook.reviews.max_connections = 4
+    tricklers = [await _connect(client.port) for _ in range(3)]
+    for _, writer in tricklers:
+        writer.write(b"POST /validate-foo HTTP/1.1\r\n")
+    probe_reader, probe_writer = await _connect(client.port)
+    try:
+        await asyncio.sleep(0.2)  # the probe's round trip, while the others keep sending
+        for _, writer in tricklers:
+            writer.write(b"X-A: b\r\n")
+            await writer.drain()
+        await asyncio.sleep(0.1)
+        newcomer = await _connect(client.port)  # past the cap: someone must make room
+        await asyncio.sleep(0.1)
+        probe_writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = await asyncio.wait_for(probe_reader.read(64), timeout=10)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        newcomer[1].close()
+    finally:
+        probe_writer.close()
+        for _, writer in tricklers:
+            writer.close()
+
+
 async def test_a_connection_that_sends_nothing_is_closed_at_the_first_request_deadline(
     webhook_client: ServeWebhook,
 ) -> None:
