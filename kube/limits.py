@@ -47,16 +47,18 @@ MMAP_THRESHOLD = 128 * 1024
 
 
 def _glibc() -> Any:
-    """glibc loaded through ctypes, or None (another libc, or none found)."""
+    """glibc loaded through ctypes, or None (another libc).
+
+    By its soname: ``ctypes.util.find_library`` asks ``ldconfig``, which the image, like most
+    slim images, does not have; there it found nothing, and neither the trim nor the threshold
+    below ever ran in a pod.
+    """
     global _libc
     if _libc is None:
-        import ctypes.util
+        import ctypes
 
-        name = ctypes.util.find_library("c")
-        if name is None:
-            return None
         try:
-            libc = ctypes.CDLL(name)
+            libc = ctypes.CDLL("libc.so.6")
             libc.malloc_trim.argtypes = [ctypes.c_size_t]
             libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         except (OSError, AttributeError):
