@@ -88,11 +88,10 @@ def keep_large_blocks_out_of_the_heap() -> bool:
 def give_back_freed_memory() -> bool:
     """Return the heap's free pages to the system (glibc's ``malloc_trim(0)``); False without glibc.
 
-    glibc trims only the top of its heap: memory freed below a block still in use stays in
-    the process. After 200 connections with half-sent heads of 1 MiB closed, insights on main
-    kept 491 of its 596 MiB peak for good; malloc_trim(0) brought it to 104 MiB (bench.insights_attack,
-    docs/architecture.md "Resource model (insights)"). It costs what it gives back (370 ms for
-    460 MiB of 8 KiB blocks on a loaded core) and 0.06 ms when there is nothing to give.
+    glibc trims only the top of its heap: memory freed below a block still in use stays in the
+    process, for good (after a burst of half-sent heads insights kept most of its peak; figures
+    in docs/architecture.md, "Resource model (insights)"). It costs what it gives back, and
+    almost nothing when there is nothing to give.
     """
     libc = _glibc()
     if libc is None:
@@ -102,7 +101,12 @@ def give_back_freed_memory() -> bool:
 
 
 async def give_back_freed_memory_every(interval: float) -> None:
-    """Trim the heap every ``interval`` seconds, until cancelled: after a burst, RSS comes down."""
+    """Trim the heap every ``interval`` seconds, until cancelled: after a burst, RSS comes down.
+
+    In a thread: a trim costs what it gives back (hundreds of ms after a large burst), and on the
+    event loop it held every probe that long. ctypes lets go of the GIL for the call, and the
+    loop's small objects come from Python's own arenas, not the heap the trim locks.
+    """
     while True:
         await asyncio.sleep(interval)
-        give_back_freed_memory()
+        await asyncio.to_thread(give_back_freed_memory)
