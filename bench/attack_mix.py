@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.attack_mix [--seconds 30] [--server webhook|insights|both]
                                          [--findings 1,3,...] [--each] [--foos 1000]
+                                         [--workers auto] [--source DIR]
 
 Each server runs as the chart runs it (limits.memory 256Mi; the webhook with `--workers auto`
 on 2 CPUs, so a supervisor and two workers; the soft RLIMIT_NOFILE a container starts with,
@@ -14,6 +15,8 @@ peak memory of the server's whole process tree (RSS summed, sampled every 50 ms)
 and the limit, /healthz latency (max must be < 1 s), failed honest requests, 5xx answers to
 anyone, tracebacks in the server's log since it started, and workers replaced. With ``--each``,
 every finding first runs alone on a fresh server (its own peak), then all of them together.
+``--source`` runs the servers from another checkout's sources (a worktree of main before a fix,
+say) while the attacks and the measuring stay this checkout's: before and after from one script.
 Numbers, never pass/fail: bench/README.md ("Attack mix (issue #25)") has the measurements.
 """
 
@@ -260,7 +263,7 @@ def webhook(
     cert_dir: Path, args: argparse.Namespace
 ) -> Iterator[tuple[servers.Server, Target, memcg.MemoryCgroup | None]]:
     chart_args = [
-        "--workers", "auto", "--memory-limit-mib", str(args.memory_limit_mib), "--drain-seconds", "5",
+        "--workers", args.workers, "--memory-limit-mib", str(args.memory_limit_mib), "--drain-seconds", "5",
         "--admission-timeout-seconds", "5", "--log-level", "info", "--log-format", "json",
         "--tls-min-version", "VersionTLS12",
     ]  # fmt: skip
@@ -273,9 +276,20 @@ def webhook(
             "prlimit",
             f"--nofile={CONTAINER_NOFILE}",
         ]
-        with servers.ours(cert_dir, args=chart_args, pin=False, launcher=launcher) as server:
+        with servers.ours(
+            cert_dir, args=chart_args, pin=False, launcher=launcher, env=source_env(args.source)
+        ) as server:
             target = Target("127.0.0.1", int(server.url.rsplit(":", 1)[1]), servers.client_context(cert_dir))
             yield server, target, cgroup
+
+
+def source_env(source: Path | None) -> dict[str, str] | None:
+    """The environment that runs a server from ``source``'s packages instead of this checkout's
+    (None: this checkout, the environment as it is). PYTHONSAFEPATH: `-m webhook` must not find
+    the working directory's packages first."""
+    if source is None:
+        return None
+    return {**os.environ, "PYTHONPATH": str(source.resolve()), "PYTHONSAFEPATH": "1"}
 
 
 def insights_target(host: str, port: int, context: ssl.SSLContext, p: LocalControlPlane) -> Target:
@@ -308,7 +322,8 @@ def insights(
         "--tls-min-version", "VersionTLS12",
     ]  # fmt: skip
     with memcg.limited("foo-attack-mix-insights", args.memory_limit_mib) as cgroup:
-        with servers.start("insights", [*(cgroup.launcher() if cgroup else []), *argv], cert_dir, port) as server:
+        launched = [*(cgroup.launcher() if cgroup else []), *argv]
+        with servers.start("insights", launched, cert_dir, port, env=source_env(args.source)) as server:
             target = insights_target("127.0.0.1", port, servers.client_context(cert_dir), p)
             # /readyz says 200 before the caches have synced (FooHealths answer 503 until then).
             wait_until("FooHealths served", lambda: foohealths_served(target), timeout=120, interval=0.5)
@@ -412,6 +427,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--foos", type=int, default=1000, help="Foos with 8 KiB of labels for insights")
     parser.add_argument("--honest", type=int, default=4, help="honest clients")
     parser.add_argument("--memory-limit-mib", type=int, default=256, help="as the chart passes limits.memory")
+    parser.add_argument("--workers", default="auto", help="the webhook's --workers (auto: as the chart runs it)")
+    parser.add_argument(
+        "--source", type=Path, help="run the servers from this checkout's sources (e.g. a worktree of main)"
+    )
     args = parser.parse_args(argv)
     # SIGTERM (timeout, a CI stop) unwinds like Ctrl-C: servers stopped, memory cgroups removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

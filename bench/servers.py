@@ -183,9 +183,9 @@ def ours(
     return _start("ours", argv, cert_dir, port, pin=pin, env=env)
 
 
-def start(name: str, argv: list[str], cert_dir: Path, port: int) -> Server:
+def start(name: str, argv: list[str], cert_dir: Path, port: int, *, env: dict[str, str] | None = None) -> Server:
     """Any server of ours (``argv`` as given, not pinned) ready once its ``/readyz`` says 200."""
-    return _start(name, argv, cert_dir, port, pin=False)
+    return _start(name, argv, cert_dir, port, pin=False, env=env)
 
 
 GO_PEER = "go-controller-runtime"

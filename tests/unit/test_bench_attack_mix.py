@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from bench import memcg, proctree
-from bench.attack_mix import _runs, _tracebacks
+from bench.attack_mix import _runs, _tracebacks, source_env
 from bench.attacks import status_of
 from bench.webhook_attacks import deep_bodies, gzip_bomb, invalid_name_review
 
@@ -68,6 +68,22 @@ def test_each_finding_runs_alone_before_the_mix() -> None:
     assert _runs((1, 3), each=True) == [(1,), (3,), (1, 3)]
     assert _runs((1, 3), each=False) == [(1, 3)]
     assert _runs((5,), each=True) == [(5,)]
+
+
+def test_a_source_checkout_runs_its_own_packages_not_this_ones(tmp_path: Path) -> None:
+    (tmp_path / "webhook").mkdir()
+    (tmp_path / "webhook" / "__init__.py").write_text("")
+    here = Path(__file__).resolve().parents[2]  # this checkout: the working directory and the venv's
+    found = subprocess.run(
+        [sys.executable, "-c", "import webhook; print(webhook.__file__)"],
+        env=source_env(tmp_path),
+        cwd=here,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(found) == tmp_path.resolve() / "webhook" / "__init__.py"
+    assert source_env(None) is None
 
 
 @pytest.mark.parametrize(
