@@ -179,9 +179,10 @@ class PodMemory:
         now = time.monotonic()
         if now - self._trimmed_at >= POD_TRIM_SECONDS:  # what was freed may still count
             self._trimmed_at = now
-            give_back_freed_memory()
+            # In a thread (kube.limits): a trim can take hundreds of ms, every probe's wait too
+            # on the loop. The charge looks again after POD_POLL_SECONDS.
+            asyncio.get_running_loop().run_in_executor(None, give_back_freed_memory)
             self._read_at = -1.0
-            return amount <= self.room()
         return False
 
 
