@@ -34,7 +34,7 @@ from aiohttp.web_protocol import RequestHandler
 from .bodies import JSON
 from .reviewserver import KEEPALIVE_SECONDS
 from .status import Status, failure
-from .tlsupgrade import Acceptor, Handshake, listening_socket
+from .tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +105,13 @@ class ConnectionGuard:
         self.anonymous.pop(handler, None)
 
     def accepted(self, sock: socket.socket, server: web.Server, context: SSLContext) -> None:
-        """A connection just accepted: counted, its handshake begun; the oldest handshake under
-        way makes room past the cap (a pending handshake holds an SSL object and its buffers)."""
+        """A connection just accepted: counted, its handshake begun; past the cap one under way
+        makes room, one nothing was heard from first (kube.tlsupgrade.to_drop)."""
         while len(self.handshakes) >= self.limits.max_handshakes:
-            oldest = next(iter(self.handshakes))
-            del self.handshakes[oldest]
+            dropped = to_drop(self.handshakes, lambda handshake: handshake)
+            del self.handshakes[dropped]
             self.dropped += 1
-            oldest.cancel()
+            dropped.cancel()
 
         def over(ok: bool) -> None:
             self.handshakes.pop(handshake, None)

@@ -61,7 +61,7 @@ from kube.bodies import (
 from kube.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
 from kube.readiness import Readiness
 from kube.status import Status, failure
-from kube.tlsupgrade import Acceptor, Handshake, listening_socket
+from kube.tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
 
 log = logging.getLogger(__name__)
 
@@ -618,9 +618,10 @@ class Connection(asyncio.Protocol):
 
     def accepted(self, sock: socket.socket, context: SSLContext, handshakes: dict[Connection, None]) -> None:
         """A TLS connection just accepted: counted among the ``handshakes`` under way (at most the
-        connection cap, the oldest dropped past it) before its handshake begins (kube.tlsupgrade)."""
+        connection cap; past it one is dropped, one nothing was heard from first) before its
+        handshake begins (kube.tlsupgrade)."""
         while len(handshakes) >= self.app.max_connections:
-            next(iter(handshakes)).abort()
+            to_drop(handshakes, lambda conn: conn.handshake).abort()
         _small_socket_buffers(sock)
         self.handshakes = handshakes
         handshakes[self] = None

@@ -6,6 +6,7 @@ Each test is an attack from issue 25 that held memory or file descriptors for fr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import socket
 import ssl
@@ -250,5 +251,70 @@ async def test_bare_tcp_connects_make_room_among_themselves_not_by_closing_poole
             assert (await _healthz(reader, writer)).startswith(b"HTTP/1.1 200")
     finally:
         for _, writer in pooled + bare:
+            writer.close()
+        await server.stop(1.0)
+
+
+class _PausedHandshake:
+    """A TLS client driven by hand over a raw socket, so that it can stop mid-handshake."""
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        self.sock = sock
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname="127.0.0.1")
+
+    async def _flush(self) -> None:
+        if data := self.outgoing.read():
+            await asyncio.get_running_loop().sock_sendall(self.sock, data)
+
+    async def send_client_hello(self) -> None:
+        with contextlib.suppress(ssl.SSLWantReadError):
+            self.tls.do_handshake()
+        await self._flush()
+
+    async def _receive(self) -> None:
+        data = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(self.sock, 65536), timeout=10)
+        assert data, "the server closed the connection"
+        self.incoming.write(data)
+
+    async def finish(self) -> None:
+        while True:
+            try:
+                self.tls.do_handshake()
+                await self._flush()
+                return
+            except ssl.SSLWantReadError:
+                await self._flush()
+                await self._receive()
+
+    async def get_healthz(self) -> bytes:
+        self.tls.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await self._flush()
+        while True:
+            with contextlib.suppress(ssl.SSLWantReadError):
+                return self.tls.read(4096)
+            await self._receive()
+
+
+async def test_bare_connects_past_the_handshake_cap_do_not_drop_a_handshake_under_way(tmp_path: Path) -> None:
+    # Before: past the cap the oldest handshake was dropped, whatever it was: a kubelet probe
+    # that had sent its ClientHello lost its place to a flood of bare connects (one probe in
+    # ~60 under the attack mix, with one process serving the chart's pod).
+    server, client_context = await _tls_webhook(tmp_path, 4)
+    sock = socket.socket()
+    sock.setblocking(False)
+    bare: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+        probe = _PausedHandshake(sock, client_context)
+        await probe.send_client_hello()
+        await asyncio.sleep(0.2)  # heard: its handshake is under way
+        bare = [await _connect(server.port) for _ in range(8)]  # past the cap of 4, twice over
+        await asyncio.sleep(0.2)
+        await probe.finish()
+        assert (await probe.get_healthz()).startswith(b"HTTP/1.1 200")
+    finally:
+        sock.close()
+        for _, writer in bare:
             writer.close()
         await server.stop(1.0)
