@@ -106,13 +106,14 @@ class Handshake:
         self.sock: socket.socket | None = sock  # until the handshake's transport owns it
         self.over = over
         self.heard = False  # the client has sent its first bytes
+        self._reading: int | None = None  # the descriptor watched until then
         self.task = asyncio.get_running_loop().create_task(self._run(factory, context, timeout))
 
     async def _run(self, factory: Callable[[], asyncio.Protocol], context: SSLContext, timeout: float) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
         try:
-            await _readable(self.sock, timeout)
+            await self._readable(timeout)
         except TimeoutError:
             log.debug("TLS handshake did not complete", extra={"error": "nothing received"})
             if self.sock is not None:
@@ -134,31 +135,38 @@ class Handshake:
             return
         self.over(True)
 
+    async def _readable(self, timeout: float) -> None:
+        """Wait until the socket has bytes to read (or its peer closed it), at most ``timeout``."""
+        assert self.sock is not None
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        self._reading = self.sock.fileno()
+        loop.add_reader(self._reading, wake)
+        try:
+            async with asyncio.timeout(timeout):
+                await ready
+        finally:
+            self._stop_reading()
+
+    def _stop_reading(self) -> None:
+        # Before the socket is closed, never after: uvloop crashes (SIGSEGV) on a reader left
+        # registered for a descriptor closed and reused by the next accept.
+        if self._reading is not None:
+            asyncio.get_running_loop().remove_reader(self._reading)
+            self._reading = None
+
     def cancel(self) -> None:
+        self._stop_reading()
         if not self.task.done():
             self.task.cancel()  # a handshake begun: its transport closes the connection
         if self.sock is not None:  # not begun: nothing else will
             self.sock.close()
             self.sock = None
-
-
-async def _readable(sock: socket.socket | None, timeout: float) -> None:
-    """Wait until ``sock`` has bytes to read (or is closed by its peer), at most ``timeout``."""
-    assert sock is not None
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-    fd = sock.fileno()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_reader(fd, wake)
-    try:
-        async with asyncio.timeout(timeout):
-            await ready
-    finally:
-        loop.remove_reader(fd)
 
 
 def to_drop(handshakes: Iterable[T], handshake_of: Callable[[T], Handshake | None]) -> T:

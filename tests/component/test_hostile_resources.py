@@ -10,6 +10,8 @@ import contextlib
 import gc
 import socket
 import ssl
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -318,3 +320,19 @@ async def test_bare_connects_past_the_handshake_cap_do_not_drop_a_handshake_unde
         for _, writer in bare:
             writer.close()
         await server.stop(1.0)
+
+
+def test_a_flood_of_bare_connects_cut_at_once_leaves_uvloop_standing() -> None:
+    # Before: a handshake dropped for room while it waited for the client's first bytes closed
+    # its socket with the reader still registered; the next accept reused the descriptor and
+    # libuv aborted the process (exit 134 here, SIGSEGV in the pod: both servers restarted
+    # under the attack mix on the real node).
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.component.bare_connect_flood"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines()[-1] == "HTTP/1.1 200"
