@@ -44,6 +44,9 @@ class Honest:
 class Probes:
     latency: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # The kubelet acts on failures in a row (the chart's failureThreshold: 2 for readiness).
+    failed_in_a_row: int = 0
+    most_failed_in_a_row: int = 0
 
 
 async def probe(target: Target, probes: Probes, stop: asyncio.Event) -> None:
@@ -69,6 +72,10 @@ async def probe(target: Target, probes: Probes, stop: asyncio.Event) -> None:
         probes.latency.append(time.perf_counter() - began)
         if problem:
             probes.failures.append(f"{time.strftime('%H:%M:%S')} {problem}")
+            probes.failed_in_a_row += 1
+            probes.most_failed_in_a_row = max(probes.most_failed_in_a_row, probes.failed_in_a_row)
+        else:
+            probes.failed_in_a_row = 0
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(PROBE_INTERVAL):
                 await stop.wait()
