@@ -1034,19 +1034,24 @@ def _small_socket_buffers(sock: socket.socket | None) -> None:
 
 
 def _make_room(connections: set[Connection], now: float) -> bool:
-    """Close the connection quiet longest among those not being answered, one still within its
-    first-request grace only if no other; False if none."""
-    victim: Connection | None = None
-    fresh: Connection | None = None
+    """Close one connection not being answered, the quietest of the first kind there is: one
+    that has had its chance and was never answered (idle, trickling, waiting for the budget),
+    then one still within its first-request grace, then one kept alive after answers (a client's
+    pool: kube-apiserver does not retry a POST written onto a connection the server closed).
+    False if every one is being answered."""
+    quietest: list[Connection | None] = [None, None, None]
     for conn in connections:
         if conn.busy and conn.queue and conn.queue[0].paid and conn.queue[0].complete:
             continue  # its request is read and paid for: being answered
-        if not conn.served and not conn.queue and not conn.in_head and now - conn.last_active < FIRST_REQUEST_GRACE:
-            if fresh is None or conn.last_active < fresh.last_active:
-                fresh = conn
-        elif victim is None or conn.last_active < victim.last_active:
-            victim = conn
-    victim = victim or fresh
+        if conn.served:
+            kind = 2
+        elif not conn.queue and not conn.in_head and now - conn.last_active < FIRST_REQUEST_GRACE:
+            kind = 1
+        else:
+            kind = 0
+        if (current := quietest[kind]) is None or conn.last_active < current.last_active:
+            quietest[kind] = conn
+    victim = next((conn for conn in quietest if conn is not None), None)
     if victim is None:
         return False
     victim.abort()
