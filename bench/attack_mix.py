@@ -5,8 +5,8 @@
                                          [--workers auto] [--source DIR]
 
 Each server runs as the chart runs it (limits.memory 256Mi; the webhook with `--workers auto`
-on 2 CPUs, so a supervisor and two workers; the soft RLIMIT_NOFILE a container starts with,
-1024), on 127.0.0.1. Insights needs a kube-apiserver: a minimal plane with the Foo CRD and
+on 2 CPUs, which the memory plan makes one process at 256Mi; the soft RLIMIT_NOFILE a container
+starts with, 1024), on 127.0.0.1. Insights needs a kube-apiserver: a minimal plane with the Foo CRD and
 ``--foos`` Foos with 8 KiB of labels each (and five small ones the honest lists select).
 
 For ``--seconds``, three client processes: the attacks of the chosen findings (bench.webhook_attacks,
