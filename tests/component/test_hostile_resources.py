@@ -54,6 +54,30 @@ async def test_past_the_connection_cap_an_idle_connection_makes_room_for_a_probe
             writer.close()
 
 
+Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+async def _tricklers(port: int, count: int) -> list[Stream]:
+    """Connections that have begun a head and add to it now and then: attackers' slowloris."""
+    tricklers = [await _connect(port) for _ in range(count)]
+    for _, writer in tricklers:
+        writer.write(b"POST /validate-foo HTTP/1.1\r\n")
+        await writer.drain()
+    return tricklers
+
+
+async def _healthz_after_a_newcomer(port: int, kept: Stream) -> bytes:
+    """One connection past the cap (someone must make room), then /healthz on ``kept``."""
+    await asyncio.sleep(0.1)
+    _, newcomer = await _connect(port)
+    try:
+        await asyncio.sleep(0.1)
+        kept[1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        return await asyncio.wait_for(kept[0].read(64), timeout=10)
+    finally:
+        newcomer.close()
+
+
 async def test_past_the_cap_a_connection_just_made_is_not_the_one_closed_for_room(
     webhook_client: ServeWebhook,
 ) -> None:
@@ -62,25 +86,17 @@ async def test_past_the_cap_a_connection_just_made_is_not_the_one_closed_for_roo
     # lost under the attack mix on the real node).
     client = await webhook_client(Settings())
     client.webhook.reviews.max_connections = 4
-    tricklers = [await _connect(client.port) for _ in range(3)]
-    for _, writer in tricklers:
-        writer.write(b"POST /validate-foo HTTP/1.1\r\n")
-    probe_reader, probe_writer = await _connect(client.port)
+    tricklers = await _tricklers(client.port, 3)
+    probe = await _connect(client.port)
     try:
         await asyncio.sleep(0.2)  # the probe's round trip, while the others keep sending
         for _, writer in tricklers:
             writer.write(b"X-A: b\r\n")
             await writer.drain()
-        await asyncio.sleep(0.1)
-        newcomer = await _connect(client.port)  # past the cap: someone must make room
-        await asyncio.sleep(0.1)
-        probe_writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        answer = await asyncio.wait_for(probe_reader.read(64), timeout=10)
+        answer = await _healthz_after_a_newcomer(client.port, probe)
         assert answer.startswith(b"HTTP/1.1 200"), answer
-        newcomer[1].close()
     finally:
-        probe_writer.close()
-        for _, writer in tricklers:
+        for _, writer in [probe, *tricklers]:
             writer.close()
 
 
@@ -93,25 +109,16 @@ async def test_past_the_cap_a_pooled_connection_is_closed_only_when_no_other_can
     client = await webhook_client(Settings())
     client.webhook.reviews.max_connections = 4
     pooled = await _connect(client.port)
-    tricklers: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    tricklers: list[Stream] = []
     try:
         pooled[1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert (await asyncio.wait_for(pooled[0].readuntil(b"ok"), timeout=10)).startswith(b"HTTP/1.1 200")
         await asyncio.sleep(0.1)
-        tricklers = [await _connect(client.port) for _ in range(3)]
-        for _, writer in tricklers:
-            writer.write(b"POST /validate-foo HTTP/1.1\r\n")
-            await writer.drain()
-        await asyncio.sleep(0.1)
-        newcomer = await _connect(client.port)  # past the cap: someone must make room
-        await asyncio.sleep(0.1)
-        pooled[1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        answer = await asyncio.wait_for(pooled[0].read(64), timeout=10)
+        tricklers = await _tricklers(client.port, 3)
+        answer = await _healthz_after_a_newcomer(client.port, pooled)
         assert answer.startswith(b"HTTP/1.1 200"), answer
-        newcomer[1].close()
     finally:
-        pooled[1].close()
-        for _, writer in tricklers:
+        for _, writer in [pooled, *tricklers]:
             writer.close()
 
 
