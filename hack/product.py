@@ -25,6 +25,7 @@ from certs.files import write_serving_files
 from fooapi import CRD_NAME
 from fooapi.crd import crd_manifest
 from insights.manifests import APISERVICE_NAME, aggregated_api_manifests
+from insights.resources import GROUP as INSIGHTS_GROUP
 from webhook.manifests import CONFIGURATION_NAME, mutating_configuration, url_client_config, validating_configuration
 
 from .cluster import LocalControlPlane, free_port
@@ -249,6 +250,18 @@ class LocalProduct(Started):
             timeout=90,
             watch=[self.insights],
         )
+        # kube-apiserver fetches an APIService's OpenAPI on a queue of its own, backing off after
+        # the 503 it met before insights served: `kubectl explain foohealth` fails until then.
+        wait_until(
+            "kube-apiserver to serve insights' OpenAPI (kubectl explain)",
+            self._insights_openapi_loaded,
+            timeout=90,
+            watch=[self.insights],
+        )
+
+    def _insights_openapi_loaded(self) -> bool:
+        status, body = self.plane.get("/openapi/v3")
+        return status == 200 and f"apis/{INSIGHTS_GROUP}/v1alpha1" in json.loads(body).get("paths", {})
 
     def _insights_available(self) -> bool:
         status, body = self.plane.get(f"/apis/apiregistration.k8s.io/v1/apiservices/{APISERVICE_NAME}")
