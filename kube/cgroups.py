@@ -48,6 +48,22 @@ class MemoryCgroup:
     inactive_file_key: str  # inactive_file (v2), total_inactive_file (v1)
     limit_file: Path  # memory.max (v2), memory.limit_in_bytes (v1)
 
+    @classmethod
+    def at(cls, directory: Path) -> MemoryCgroup | None:
+        """The memory files of the cgroup ``directory`` (v2 or v1), None if it has none."""
+        if (directory / "memory.current").is_file():
+            return cls(
+                directory / "memory.current", directory / "memory.stat", "inactive_file", directory / "memory.max"
+            )
+        if (directory / "memory.usage_in_bytes").is_file():
+            return cls(
+                directory / "memory.usage_in_bytes",
+                directory / "memory.stat",
+                "total_inactive_file",
+                directory / "memory.limit_in_bytes",
+            )
+        return None
+
     def limit(self) -> int | None:
         """The cgroup's memory limit in bytes; None if it has none (v2 ``max``, v1's near-2**63)."""
         text = read_text(self.limit_file)
@@ -77,16 +93,9 @@ def memory_cgroup(root: Path = CGROUP_ROOT, proc_self_cgroup: str | None = None)
         proc_self_cgroup = read_text(PROC_SELF_CGROUP) or ""
     own = own_cgroups(proc_self_cgroup)
     for directory in candidate_dirs(root, own.get("")):
-        if (directory / "memory.current").is_file():
-            return MemoryCgroup(
-                directory / "memory.current", directory / "memory.stat", "inactive_file", directory / "memory.max"
-            )
+        if (found := MemoryCgroup.at(directory)) is not None:
+            return found
     for directory in candidate_dirs(root / "memory", own.get("memory")):
-        if (directory / "memory.usage_in_bytes").is_file():
-            return MemoryCgroup(
-                directory / "memory.usage_in_bytes",
-                directory / "memory.stat",
-                "total_inactive_file",
-                directory / "memory.limit_in_bytes",
-            )
+        if (found := MemoryCgroup.at(directory)) is not None:
+            return found
     return None

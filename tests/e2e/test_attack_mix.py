@@ -33,6 +33,7 @@ from bench.webhook_attacks import WEBHOOK_ATTACKS
 from hack.cluster import LocalControlPlane
 from hack.machine import cgroup_dirs
 from hack.node import chart_values, plane_with_real_node
+from kube.cgroups import MemoryCgroup
 from tests.e2e.load import Call, dry_run_foo_create, steady_requests
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -104,12 +105,11 @@ def container_cgroup(container_id: str) -> Path:
 
 def working_set_mib(cgroup: Path) -> float:
     """What the kubelet calls the container's working set: usage less inactive file pages."""
-    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
-    if (cgroup / "memory.usage_in_bytes").exists():
-        usage, inactive = int((cgroup / "memory.usage_in_bytes").read_text()), int(stat["total_inactive_file"])
-    else:
-        usage, inactive = int((cgroup / "memory.current").read_text()), int(stat["inactive_file"])
-    return max(usage - inactive, 0) / (1 << 20)
+    found = MemoryCgroup.at(cgroup)
+    working_set = found.working_set() if found is not None else None
+    if working_set is None:
+        raise OSError(f"no memory cgroup at {cgroup} any more")
+    return working_set / (1 << 20)
 
 
 def charges_mib(cgroup: Path) -> dict[str, float]:
