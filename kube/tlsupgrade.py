@@ -116,9 +116,7 @@ class Handshake:
             await self._readable(timeout)
         except TimeoutError:
             log.debug("TLS handshake did not complete", extra={"error": "nothing received"})
-            if self.sock is not None:
-                self.sock.close()
-                self.sock = None
+            self._close_socket()
             self.over(False)
             return
         self.heard = True
@@ -164,7 +162,10 @@ class Handshake:
         self._stop_reading()
         if not self.task.done():
             self.task.cancel()  # a handshake begun: its transport closes the connection
-        if self.sock is not None:  # not begun: nothing else will
+        self._close_socket()
+
+    def _close_socket(self) -> None:
+        if self.sock is not None:  # the handshake not begun: nothing else will close it
             self.sock.close()
             self.sock = None
 
