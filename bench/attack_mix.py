@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.attack_mix [--seconds 30] [--server webhook|insights|both]
                                          [--findings 1,3,...] [--each] [--foos 1000]
                                          [--workers auto] [--source DIR]
+                                         [--probes-on-the-serving-port]
 
 Each server runs as the chart runs it (limits.memory 256Mi; the webhook with `--workers auto`
 on 2 CPUs, which the memory plan makes one process at 256Mi; the soft RLIMIT_NOFILE a container
@@ -10,9 +11,10 @@ starts with, 1024), on 127.0.0.1. Insights needs a kube-apiserver: a minimal pla
 ``--foos`` Foos with 8 KiB of labels each (and five small ones the honest lists select).
 
 For ``--seconds``, three client processes: the attacks of the chosen findings (bench.webhook_attacks,
-bench.insights_attacks), honest callers (bench.honest), and a /healthz probe. Reported per run:
+bench.insights_attacks), honest callers (bench.honest), and the kubelet's probe (/readyz on the
+probe port, as the chart runs it). Reported per run:
 peak memory of the server's whole process tree (RSS summed, sampled every 50 ms) against 200 MiB
-and the limit, /healthz latency (max must be < 1 s), failed honest requests, 5xx answers to
+and the limit, probe latency (max must be < 1 s: the kubelet's timeout), failed honest requests, 5xx answers to
 anyone, tracebacks in the server's log since it started, and workers replaced. With ``--each``,
 every finding first runs alone on a fresh server (its own peak), then all of them together.
 ``--source`` runs the servers from another checkout's sources (a worktree of main before a fix,
@@ -262,10 +264,11 @@ def measure(
 def webhook(
     cert_dir: Path, args: argparse.Namespace
 ) -> Iterator[tuple[servers.Server, Target, memcg.MemoryCgroup | None]]:
+    probe_port = None if args.probes_on_the_serving_port else free_port()
     chart_args = [
         "--workers", args.workers, "--memory-limit-mib", str(args.memory_limit_mib), "--drain-seconds", "5",
         "--admission-timeout-seconds", "5", "--log-level", "info", "--log-format", "json",
-        "--tls-min-version", "VersionTLS12",
+        "--tls-min-version", "VersionTLS12", *_probe_flag(probe_port),
     ]  # fmt: skip
     with memcg.limited("foo-attack-mix-webhook", args.memory_limit_mib) as cgroup:
         launcher = [
@@ -279,8 +282,14 @@ def webhook(
         with servers.ours(
             cert_dir, args=chart_args, pin=False, launcher=launcher, env=source_env(args.source)
         ) as server:
-            target = Target("127.0.0.1", int(server.url.rsplit(":", 1)[1]), servers.client_context(cert_dir))
+            port = int(server.url.rsplit(":", 1)[1])
+            target = Target("127.0.0.1", port, servers.client_context(cert_dir), probe_port=probe_port)
             yield server, target, cgroup
+
+
+def _probe_flag(probe_port: int | None) -> list[str]:
+    """The chart's probe port (kube.probes) on loopback; none: probes go to the serving port."""
+    return [] if probe_port is None else ["--health-probe-bind-address", f"127.0.0.1:{probe_port}"]
 
 
 def source_env(source: Path | None) -> dict[str, str] | None:
@@ -292,7 +301,9 @@ def source_env(source: Path | None) -> dict[str, str] | None:
     return {**os.environ, "PYTHONPATH": str(source.resolve()), "PYTHONSAFEPATH": "1"}
 
 
-def insights_target(host: str, port: int, context: ssl.SSLContext, p: LocalControlPlane) -> Target:
+def insights_target(
+    host: str, port: int, context: ssl.SSLContext, p: LocalControlPlane, probe_port: int | None = None
+) -> Target:
     """Insights at ``host:port``, with the aggregator's front-proxy client certificate of plane ``p``
     for the requests that need a user (one that may do anything)."""
     assert p.pki is not None
@@ -302,7 +313,7 @@ def insights_target(host: str, port: int, context: ssl.SSLContext, p: LocalContr
     front_proxy.load_verify_locations(cadata=_ca_of(context))
     front_proxy.load_cert_chain(p.pki.cert_file("front-proxy-client"), p.pki.key_file("front-proxy-client"))
     user = (("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters"))
-    return Target(host, port, context, front_proxy, user)
+    return Target(host, port, context, front_proxy, user, probe_port)
 
 
 def _ca_of(context: ssl.SSLContext) -> str:
@@ -313,18 +324,18 @@ def _ca_of(context: ssl.SSLContext) -> str:
 def insights(
     p: LocalControlPlane, cert_dir: Path, args: argparse.Namespace
 ) -> Iterator[tuple[servers.Server, Target, memcg.MemoryCgroup | None]]:
-    port = free_port()
+    port, probe_port = free_port(), None if args.probes_on_the_serving_port else free_port()
     argv = [
         "prlimit", f"--nofile={CONTAINER_NOFILE}", sys.executable, "-m", "insights",
         "--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(port),
         "--kubeconfig", str(p.kubeconfig), "--requestheader-ca-file", str(cert_dir / "requestheader-ca.crt"),
         "--drain-seconds", "5", "--log-level", "info", "--log-format", "json", "--metrics-bind-address", "0",
-        "--tls-min-version", "VersionTLS12",
+        "--tls-min-version", "VersionTLS12", *_probe_flag(probe_port),
     ]  # fmt: skip
     with memcg.limited("foo-attack-mix-insights", args.memory_limit_mib) as cgroup:
         launched = [*(cgroup.launcher() if cgroup else []), *argv]
         with servers.start("insights", launched, cert_dir, port, env=source_env(args.source)) as server:
-            target = insights_target("127.0.0.1", port, servers.client_context(cert_dir), p)
+            target = insights_target("127.0.0.1", port, servers.client_context(cert_dir), p, probe_port)
             # /readyz says 200 before the caches have synced (FooHealths answer 503 until then).
             wait_until("FooHealths served", lambda: foohealths_served(target), timeout=120, interval=0.5)
             yield server, target, cgroup
@@ -430,6 +441,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", default="auto", help="the webhook's --workers (auto: as the chart runs it)")
     parser.add_argument(
         "--source", type=Path, help="run the servers from this checkout's sources (e.g. a worktree of main)"
+    )
+    parser.add_argument(
+        "--probes-on-the-serving-port",
+        action="store_true",
+        help="probe /healthz on the TLS port, as before --health-probe-bind-address (a --source that lacks it)",
     )
     args = parser.parse_args(argv)
     # SIGTERM (timeout, a CI stop) unwinds like Ctrl-C: servers stopped, memory cgroups removed.

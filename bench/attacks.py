@@ -30,6 +30,8 @@ class Target:
     client_context: ssl.SSLContext | None = None
     # Front-proxy headers sent with the client certificate: who the request claims to be.
     user_headers: tuple[tuple[str, str], ...] = ()
+    # Where the kubelet's probes go (plain HTTP, --health-probe-bind-address); None: the serving port.
+    probe_port: int | None = None
 
     @property
     def url(self) -> str:

@@ -50,14 +50,20 @@ class Probes:
 
 
 async def probe(target: Target, probes: Probes, stop: asyncio.Event) -> None:
-    """GET /healthz on a new connection every PROBE_INTERVAL; latency until the status line."""
-    request = f"GET /healthz HTTP/1.1\r\nHost: {target.host}\r\nConnection: close\r\n\r\n".encode()
+    """What the kubelet asks, on a new connection every PROBE_INTERVAL; latency until the status
+    line. With a probe port (``--health-probe-bind-address``, the chart's): GET /readyz there in
+    plain HTTP, as the readiness probe does; else GET /healthz on the serving port over TLS."""
+    path = "/readyz" if target.probe_port else "/healthz"
+    request = f"GET {path} HTTP/1.1\r\nHost: {target.host}\r\nConnection: close\r\n\r\n".encode()
     while not stop.is_set():
         began = time.perf_counter()
         problem = ""
         try:
             async with asyncio.timeout(PROBE_TIMEOUT):
-                reader, writer = await open_tls(target, timeout=PROBE_TIMEOUT)
+                if target.probe_port:
+                    reader, writer = await asyncio.open_connection(target.host, target.probe_port)
+                else:
+                    reader, writer = await open_tls(target, timeout=PROBE_TIMEOUT)
                 try:
                     writer.write(request)
                     line = await reader.readline()

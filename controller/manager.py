@@ -20,11 +20,11 @@ from kube.events import EventRecorder
 from kube.leader import LeaderElector
 from kube.metrics import REGISTRY, Metrics, metrics_for
 from kube.metricsserver import MetricsServer, MetricsSetupError, delegating_guard
+from kube.probes import ProbeServer, ProbeSetupError
 from kube.serving import stop_on_signals
 from kube.tls import TLS_CERT, TLS_KEY, CertWatcher
 
 from .controller import FooController
-from .health import HealthServer
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class _Parts:
     metrics: Metrics
     recorder: EventRecorder
     controller: FooController
-    probes: HealthServer
+    probes: ProbeServer | None
     elector: LeaderElector | None
     self_signed: tempfile.TemporaryDirectory[str] | None
     metrics_server: MetricsServer | None = None
@@ -105,7 +105,15 @@ class _Parts:
             default_image=settings.default_image,
             metrics=metrics,
         )
-        probes = HealthServer(ready=lambda: controller.synced, host=settings.health_host, port=settings.health_port)
+        probes = (
+            ProbeServer(
+                lambda: (True, "ok") if controller.synced else (False, "caches not synced"),
+                settings.health_host,
+                settings.health_port,
+            )  # fmt: skip
+            if settings.health_port
+            else None
+        )
         elector = (
             LeaderElector(
                 client,
@@ -124,8 +132,13 @@ class _Parts:
         return cls(settings, client, metrics, recorder, controller, probes, elector, self_signed)
 
     async def start(self) -> bool:
-        """Probes, metrics, events, informers; False when the metrics listener cannot be set up."""
-        await self.probes.start()
+        """Probes, metrics, events, informers; False when the probe or metrics listener cannot be set up."""
+        if self.probes is not None:
+            try:
+                self.probes.start()
+            except ProbeSetupError as err:
+                log.error("%s", err)
+                return False
         if self.settings.metrics.enabled:
             self.metrics_server = _metrics_server(self.settings, self.client, self.self_signed)
             try:
@@ -144,7 +157,8 @@ class _Parts:
         for informer in self.controller.informers:
             await informer.stop()
         await self.recorder.stop(timeout=5.0)
-        await self.probes.stop()
+        if self.probes is not None:
+            await self.probes.stop()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         if self.self_signed is not None:

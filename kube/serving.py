@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 from .cli import add_log_flags, non_negative_float, port
 from .limits import TRIM_SECONDS, give_back_freed_memory_every
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
+from .probes import ProbeServer, ProbeSetupError
 from .readiness import Readiness
 from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
@@ -54,6 +55,9 @@ class ServingOptions:
     reuse_port: bool = False
     # Off unless asked for: two servers in one test process must not both want :8080.
     metrics: MetricsOptions = MetricsOptions(port=0)
+    # The kubelet's probes on a port of their own (kube.probes); 0: only on the serving port.
+    probe_host: str | None = None
+    probe_port: int = 0
 
     def certificate(self, client_ca_file: Path | None = None) -> CertWatcher:
         """A watcher over this server's pair, with its TLS policy."""
@@ -148,12 +152,19 @@ async def serve_until_stopped(
     """
     readiness = listener.readiness
     tasks = list(background)
+    probes = (
+        ProbeServer(readiness.ready, options.probe_host, options.probe_port, reuse_port=options.reuse_port)
+        if options.probe_port
+        else None
+    )
     try:
         if metrics is not None:
             metrics.serve_with(watcher)
             # The metrics port now, without aiohttp: a port already taken is one line and exit 1,
             # before anything reports ready.
             metrics.bind()
+        if probes is not None:
+            probes.start()  # answering from now on: not ready until the listener is up
         await listener.prepare()
         # Built only now: a context built before ``prepare`` would miss the client CA it wrote, and
         # refuse the aggregator's handshakes until the watcher's next round (kube-apiserver then
@@ -191,6 +202,8 @@ async def serve_until_stopped(
         await listener.stop(options.shutdown_timeout)
         if metrics is not None:
             await metrics.stop()
+        if probes is not None:
+            await probes.stop()
         log.info("stopped", extra={"server": name})
 
 
@@ -229,6 +242,13 @@ def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int) -> 
         help="serve /metrics over HTTPS with the serving certificate, to callers whose bearer "
         "token passes a TokenReview and a SubjectAccessReview (get on /metrics)",
     )
+    parser.add_argument(
+        "--health-probe-bind-address",
+        default="0",
+        metavar="ADDRESS",
+        help="host:port or :port for /healthz, /livez and /readyz over plain HTTP, answered by a thread "
+        "of their own however busy the serving port is (the chart: :8081); 0 (default): on the serving port only",
+    )
     add_log_flags(parser)
     parser.add_argument("--no-uvloop", action="store_true", help="use asyncio's own event loop")
 
@@ -249,10 +269,14 @@ def check_serving_flags(
     try:
         parse_tls_policy(args.tls_min_version, args.tls_cipher_suites)
         _, metrics_port = parse_bind_address(args.metrics_bind_address)
+        _, probe_port = parse_bind_address(args.health_probe_bind_address, "--health-probe-bind-address")
     except ValueError as err:
         return str(err)
     if metrics_port and metrics_port == args.port:
         return f"--metrics-bind-address must not use the serving port {args.port}"
+    if probe_port and probe_port in (args.port, metrics_port):
+        taken = "the serving port" if probe_port == args.port else "the metrics port"
+        return f"--health-probe-bind-address must not use {taken} {probe_port}"
     return None
 
 
@@ -286,6 +310,7 @@ def serving_options(
     ``reuse_port``: this process is one of several workers on the same ports (both of them).
     """
     host, metrics_port = parse_bind_address(args.metrics_bind_address)
+    probe_host, probe_port = parse_bind_address(args.health_probe_bind_address, "--health-probe-bind-address")
     return kind(
         cert_dir=args.cert_dir,
         cert_name=args.cert_name,
@@ -296,6 +321,8 @@ def serving_options(
         tls_policy=parse_tls_policy(args.tls_min_version, args.tls_cipher_suites),
         metrics=MetricsOptions(host=host, port=metrics_port, secure=args.metrics_secure, reuse_port=reuse_port),
         reuse_port=reuse_port,
+        probe_host=probe_host,
+        probe_port=probe_port,
         **extra,
     )
 
@@ -317,7 +344,7 @@ def run_server(server: Coroutine[Any, Any, None], args: argparse.Namespace, prog
     gc.enable()
     try:
         runner(server)
-    except (MetricsSetupError, CertificateFilesError) as err:
+    except (MetricsSetupError, ProbeSetupError, CertificateFilesError) as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 1
     except OSError as err:

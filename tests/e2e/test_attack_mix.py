@@ -5,10 +5,12 @@ The chart runs from the image built here with its defaults (limits.memory 256Mi,
 bench.attack_mix's attacks (the findings that make a process hold memory, then every finding,
 1-15) go straight at the webhook and insights pod IPs on the node's bridge, with a
 /healthz probe per pod, while kube-apiserver receives dry-run Foo creates (all of admission, in the
-webhook pod) and FooHealth reads (through the aggregator, in the insights pod). Then: none of
-those failed, no container restarted, each pod's container stayed under 200 MiB (its cgroup's
-working set, sampled), every /healthz took under 1 s, and no two probes in a row failed (what the
-kubelet's failureThreshold of 2 would act on).
+webhook pod) and FooHealth reads (through the aggregator, in the insights pod), and the
+kubelet's readiness probe is asked as the kubelet asks it (/readyz on each pod's health port). Then:
+none of those requests failed, no container restarted, each pod's container stayed under 200 MiB
+(its cgroup's working set, sampled), and every probe was answered 200 within 1 s (the kubelet's
+timeout): the probes have a port and a thread of their own (kube.probes), nothing an attacker
+does to the serving port is theirs to wait for.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ RELEASE_NAMESPACE = "foo-attack"
 SECONDS = 45.0  # of attack
 HEAVY_FOOS = 300  # with 8 KiB of labels each: the Tables of finding 13 are built of them
 BOUND_MIB = 200
-HEALTHZ_BOUND_S = 1.0
+PROBE_BOUND_S = 1.0  # the kubelet's timeoutSeconds
 PORTS = {"webhook": 9443, "insights": 8443}
 
 
@@ -121,6 +123,28 @@ def charges_mib(cgroup: Path) -> dict[str, float]:
     return {name: round(int(stat[key]) / (1 << 20), 1) for name, key in keys.items()}
 
 
+def health_port(pod: dict[str, Any]) -> int:
+    """The port the kubelet probes the pod's container on."""
+    [port] = [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"] if p["name"] == "health"]
+    return int(port)
+
+
+def why_unavailable(plane: LocalControlPlane) -> str:
+    """What kube-apiserver says of the APIService, and which insights addresses it may route to."""
+    apiservice = json.loads(
+        plane.kubectl("get", "apiservice", "v1alpha1.insights.samplecontroller.k8s.io", "-o", "json").stdout
+    )
+    conditions = [
+        {k: c.get(k) for k in ("status", "reason", "message", "lastTransitionTime")}
+        for c in apiservice["status"].get("conditions", [])
+    ]
+    slices = plane.kubectl(
+        "get", "endpointslices", "-n", RELEASE_NAMESPACE, "-o",
+        "jsonpath={range .items[*]}{.metadata.name}: {.endpoints[*].conditions}{'\\n'}{end}", check=False,
+    ).stdout  # fmt: skip
+    return f"APIService conditions {conditions}; endpoints: {slices.strip()}"
+
+
 def foohealth_reads() -> list[Call]:
     group_version = "insights.samplecontroller.k8s.io/v1alpha1"
     selector = f"labelSelector={HONEST_LABEL[0]}%3D{HONEST_LABEL[1]}"
@@ -149,9 +173,11 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
 ) -> None:
     context = _context(release.ca_pem)
     pods = {component: release.pod(component) for component in PORTS}
+    ips = {component: pods[component]["status"]["podIP"] for component in PORTS}
+    health = {component: health_port(pods[component]) for component in PORTS}
     targets: dict[str, Target] = {
-        "webhook": Target(pods["webhook"]["status"]["podIP"], PORTS["webhook"], context),
-        "insights": insights_target(pods["insights"]["status"]["podIP"], PORTS["insights"], context, release.plane),
+        "webhook": Target(ips["webhook"], PORTS["webhook"], context, probe_port=health["webhook"]),
+        "insights": insights_target(ips["insights"], PORTS["insights"], context, release.plane, health["insights"]),
     }
     cgroups = {c: container_cgroup(pods[c]["status"]["containerStatuses"][0]["containerID"]) for c in PORTS}
     peaks = {c: working_set_mib(cgroups[c]) for c in PORTS}
@@ -180,18 +206,18 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
             print(f"{component} #{n}: {dict(tally.answers)} {dict(tally.notes)}")
         print(
             f"{component}: peak working set {peaks[component]:.1f} MiB ({at_peak[component]}), "
-            f"/healthz max {max(probes.latency):.2f}s, {len(probes.failures)} of {len(probes.latency)} failed"
+            f"/readyz on port {health[component]} max {max(probes.latency):.2f}s, "
+            f"{len(probes.failures)} of {len(probes.latency)} failed"
         )
     print(f"through kube-apiserver: {dict(answered)}, failed {len(failures)}")
 
     # Every broken promise at once: the report of a failed run is what the fixes are judged on.
     broken: list[str] = []
-    # Known and open (issue #25): under reconnecting floods, a probe's TLS handshake waits its
-    # turn for the CPU behind the attackers', so insights' /healthz can pass 1 s. Reported, not
-    # gating; everything else is.
-    still_open: list[str] = []
     if failures:
-        broken.append(f"{len(failures)} requests through kube-apiserver failed, e.g. {failures[:3]}")
+        broken.append(
+            f"{len(failures)} requests through kube-apiserver failed, e.g. {failures[:3]}; "
+            + why_unavailable(release.plane)
+        )
     if not (answered["write"] and answered["read"]):
         broken.append(f"kube-apiserver's load did not run: {dict(answered)}")
     for component, (tallies, _, probes) in results.items():
@@ -206,21 +232,15 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
             broken.append(f"{component}: restarted {restarts} times: {last}; its last lines: {previous}")
         if peaks[component] >= BOUND_MIB:
             broken.append(f"{component}: working set peaked at {peaks[component]:.0f} MiB")
-        # One probe lost now and then (1 in ~100 under the mix: a flood of reconnecting attackers
-        # takes its place before it is answered) changes nothing for the kubelet, whose
-        # failureThreshold is 2 for readiness and 3 for liveness; two in a row would.
-        if probes.most_failed_in_a_row >= 2 or max(probes.latency) >= HEALTHZ_BOUND_S:
-            slow = (
-                f"{component}: /healthz max {max(probes.latency):.2f}s, {len(probes.failures)} failed "
+        if probes.failures or max(probes.latency) >= PROBE_BOUND_S:
+            broken.append(
+                f"{component}: /readyz max {max(probes.latency):.2f}s, {len(probes.failures)} failed "
                 f"(at most {probes.most_failed_in_a_row} in a row): {probes.failures[:3]}"
             )
-            (still_open if component == "insights" else broken).append(slow)
         if server_errors := {n: dict(t.answers) for n, t in tallies.items() if t.server_errors()}:
             broken.append(f"{component}: 5xx answers {server_errors}")
         name = pod["metadata"]["name"]
         logs = release.plane.kubectl("logs", "-n", RELEASE_NAMESPACE, name, check=False).stdout
         if "Traceback" in logs:
             broken.append(f"{component} logged a traceback: {logs[logs.find('Traceback') :][:800]}")
-    assert broken == [], "\n".join(broken + still_open)
-    if still_open:
-        pytest.xfail(f"issue #25 is open for this: {still_open}")
+    assert broken == [], "\n".join(broken)

@@ -252,12 +252,14 @@ def test_webhook_runs_two_replicas_spread_over_nodes_with_a_disruption_budget() 
     )
 
 
-def test_probes_are_readyz_and_healthz_over_https_on_the_webhook() -> None:
-    webhook = container(find(render(), "Deployment", WEBHOOK))
-    assert webhook["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
-    assert webhook["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
-    controller = container(find(render(), "Deployment", CONTROLLER))
-    assert controller["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+def test_every_component_is_probed_on_a_health_port_of_its_own_that_its_process_serves() -> None:
+    objects = render()
+    for name in (WEBHOOK, INSIGHTS, CONTROLLER):
+        pod = container(find(objects, "Deployment", name))
+        assert pod["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}, name
+        assert pod["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}, name
+        [health] = [p["containerPort"] for p in pod["ports"] if p["name"] == "health"]
+        assert f"--health-probe-bind-address=:{health}" in pod["args"], name
 
 
 def test_every_pod_is_hardened_and_every_container_has_resources() -> None:
@@ -650,17 +652,19 @@ def test_network_policy_opens_the_serving_ports_to_all_and_metrics_to_the_chosen
     objects = render({"networkPolicy": {"enabled": True, "metricsFrom": peers}})
     policies = _policies(objects)
     assert sorted(policies) == sorted(COMPONENTS)
-    serving = {WEBHOOK: 9443, INSIGHTS: 8443, CONTROLLER: 8081}
+    serving = {WEBHOOK: [9443, 8081], INSIGHTS: [8443, 8083], CONTROLLER: [8081]}  # and the health port
     for name, spec in policies.items():
         labels = find(objects, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
         assert spec["podSelector"]["matchLabels"].items() <= labels.items()
         assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == COMPONENTS[name]
         assert spec["policyTypes"] == ["Ingress"], "egress (to the apiserver) stays open"
         open_to_all, metrics = spec["ingress"]
-        assert open_to_all == {"ports": [{"port": serving[name], "protocol": "TCP"}]}, "no 'from': any source"
+        assert open_to_all == {"ports": [{"port": p, "protocol": "TCP"} for p in serving[name]]}, (
+            "no 'from': any source"
+        )
         assert metrics == {"from": peers, "ports": [{"port": 8080, "protocol": "TCP"}]}
         ports = {p["containerPort"] for p in container(find(objects, "Deployment", name))["ports"]}
-        assert {serving[name], 8080} == ports, f"{name}: every port the pod serves is covered, no other"
+        assert {*serving[name], 8080} == ports, f"{name}: every port the pod serves is covered, no other"
 
 
 def test_network_policy_without_metrics_peers_keeps_the_metrics_port_closed() -> None:

@@ -135,6 +135,11 @@ def metrics_ports(objects: Objects) -> dict[str, tuple[int, str]]:
             "9443",
             "(webhook.containerPort and insights.metricsPort)",
         ),
+        (
+            {"metrics": {"enabled": False}, "insights": {"healthPort": 8081}},
+            "8081",
+            "(webhook.healthPort and insights.healthPort)",
+        ),
     ],
 )
 def test_webhook_and_insights_both_on_the_node_network_may_not_share_a_port(
@@ -145,7 +150,10 @@ def test_webhook_and_insights_both_on_the_node_network_may_not_share_a_port(
     )
     assert "webhook.hostNetwork and insights.hostNetwork: a webhook and an insights pod on one node" in error
     assert f"would both bind port {port} on it {names}" in error
-    assert "give the insights pods another port (insights.metricsPort or insights.containerPort)" in error
+    assert (
+        "give the insights pods another port (insights.healthPort, insights.metricsPort or insights.containerPort)"
+        in error
+    )
 
 
 def test_insights_metrics_port_sets_the_insights_pods_metrics_port_apart() -> None:
@@ -216,7 +224,7 @@ def test_probe_overrides_merge_over_the_defaults() -> None:
     )
     readiness = container(find(objects, "Deployment", "foo-operator-webhook"))["readinessProbe"]
     assert readiness == {
-        "httpGet": {"path": "/readyz", "port": "https", "scheme": "HTTPS"},
+        "httpGet": {"path": "/readyz", "port": "health"},
         "periodSeconds": 2,
         "timeoutSeconds": 3,
         "failureThreshold": 2,

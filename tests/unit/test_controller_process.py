@@ -9,12 +9,12 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.health import HealthServer
 from controller.settings import parse
 from hack.cluster import free_port
 from kube.logs import JSONFormatter
 from kube.metrics import metrics_for
 from kube.metricsserver import MetricsOptions, MetricsServer
+from kube.probes import ProbeServer
 
 
 def test_defaults_are_generous_and_match_controller_runtimes_ports() -> None:
@@ -69,9 +69,9 @@ async def test_readyz_follows_the_caches_and_metrics_use_controller_runtime_name
     registry = CollectorRegistry()
     metrics_for(registry).reconcile_total.labels("foo", "success").inc()
     health, metrics = free_port(), free_port()
-    server = HealthServer(ready=lambda: synced, host="127.0.0.1", port=health)
+    server = ProbeServer(lambda: (synced, "caches not synced"), "127.0.0.1", health)
     metrics_server = MetricsServer(MetricsOptions(host="127.0.0.1", port=metrics), registry)
-    await server.start()
+    server.start()
     await metrics_server.start()
     try:
         async with aiohttp.ClientSession() as http:

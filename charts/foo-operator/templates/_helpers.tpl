@@ -332,21 +332,21 @@ metrics.port, or insights.metricsPort for the insights pods when set. */}}
 
 {{/*
 With hostNetwork on both, a webhook and an insights pod on one node bind their ports on the
-node's one network namespace: any port both listen on (serving or metrics) would leave the
+node's one network namespace: any port both listen on (serving, probes or metrics) would leave the
 second pod crash-looping on "address already in use". Refused at install, naming the ports.
 */}}
 {{- define "foo-operator.checkHostNetworkPorts" -}}
 {{- $v := .Values }}
 {{- if and $v.webhook.hostNetwork $v.insights.enabled $v.insights.hostNetwork }}
-{{- $webhook := dict (toString $v.webhook.containerPort) "webhook.containerPort" }}
-{{- $insights := dict (toString $v.insights.containerPort) "insights.containerPort" }}
+{{- $webhook := dict (toString $v.webhook.containerPort) "webhook.containerPort" (toString $v.webhook.healthPort) "webhook.healthPort" }}
+{{- $insights := dict (toString $v.insights.containerPort) "insights.containerPort" (toString $v.insights.healthPort) "insights.healthPort" }}
 {{- if $v.metrics.enabled }}
 {{- $_ := set $webhook (include "foo-operator.metricsPort" (dict "root" . "component" "webhook")) "metrics.port" }}
 {{- $_ := set $insights (include "foo-operator.metricsPort" (dict "root" . "component" "insights")) (ternary "insights.metricsPort" "metrics.port" (not (empty $v.insights.metricsPort))) }}
 {{- end }}
 {{- range $port, $name := $insights }}
 {{- if hasKey $webhook $port }}
-{{- fail (printf "webhook.hostNetwork and insights.hostNetwork: a webhook and an insights pod on one node would both bind port %s on it (%s and %s); give the insights pods another port (insights.metricsPort or insights.containerPort), or turn metrics off" $port (get $webhook $port) $name) }}
+{{- fail (printf "webhook.hostNetwork and insights.hostNetwork: a webhook and an insights pod on one node would both bind port %s on it (%s and %s); give the insights pods another port (insights.healthPort, insights.metricsPort or insights.containerPort), or turn metrics off" $port (get $webhook $port) $name) }}
 {{- end }}
 {{- end }}
 {{- end }}

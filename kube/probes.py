@@ -1,0 +1,225 @@
+"""The kubelet's probes on a port of their own, answered by a thread of their own.
+
+A probe asked on the serving port waits its turn with everything else there: for a connection
+slot behind a flood of TLS handshakes, for the event loop behind eight 3 MB Tables. Under the
+attack mix on a loaded two-core node, insights' /readyz took 4.7 s and the webhook's 2.4 s, the
+kubelet marked insights unready and the aggregator answered 664 FooHealth reads with 503
+"service unavailable" (issue #25). A probe must say whether the process works, not how busy
+its port is.
+
+So, like controller-runtime's health probe listener (``--health-probe-bind-address``, plain
+HTTP, a goroutine of its own), every process can answer ``/healthz``, ``/livez`` and
+``/readyz`` on a port of their own, from a thread running its own event loop: however busy
+the main loop is, the interpreter hands this thread its turn within the switch interval (5 ms).
+
+Answered from elsewhere, a probe must still see a process that stopped working: the main loop
+stamps a heartbeat every second, and ``/healthz`` fails once it is older than ``stall_seconds``
+(the kubelet restarts a container whose loop is stuck). ``/readyz`` is the process's own
+readiness (kube.readiness), read as it is.
+
+What a caller can make this port hold is bounded by constants: at most MAX_CONNECTIONS
+connections (a new one closes the oldest), each with a head of at most HEAD_LIMIT bytes that
+must arrive within HEAD_SECONDS, and one request each (``Connection: close``). Not aiohttp: the
+webhook's admission port listens without importing it, and this answers three fixed paths with
+a line of text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+
+from .metricsserver import listening_sockets
+
+log = logging.getLogger(__name__)
+
+# The kubelet's probe head is ~150 bytes (plus what httpHeaders adds); it arrives at once.
+HEAD_LIMIT = 4096
+HEAD_SECONDS = 2.0
+# Probes come one at a time from one kubelet; more at once is somebody else.
+MAX_CONNECTIONS = 32
+# The main loop stamps its heartbeat this often.
+HEARTBEAT_SECONDS = 1.0
+# A loop that has not run for this long answers nobody: /healthz fails (the kubelet restarts
+# the container after livenessProbe.failureThreshold of those, 30 s with the chart's defaults).
+STALL_SECONDS = 10.0
+
+Readiness = Callable[[], tuple[bool, str]]
+
+
+class ProbeSetupError(Exception):
+    """The probe port cannot be listened on: one line for the user."""
+
+
+def answer(method: str, target: str, live: tuple[bool, str], ready: Readiness) -> tuple[int, str]:
+    """The status and text for one request line's method and target."""
+    path = target.partition("?")[0]
+    if path not in ("/healthz", "/livez", "/readyz"):
+        return 404, f"{path} is not served here: /healthz, /livez and /readyz are\n"
+    if method not in ("GET", "HEAD"):
+        return 405, f"method {method} is not allowed on {path}\n"
+    if path == "/readyz":
+        ok, why = ready()
+        return (200, "ok") if ok else (503, why)
+    ok, why = live
+    return (200, "ok") if ok else (500, why)
+
+
+class _Probe(asyncio.Protocol):
+    """One connection: a head, one answer, closed."""
+
+    def __init__(self, server: ProbeServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.head = bytearray()
+        self.deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.deadline = asyncio.get_running_loop().call_later(HEAD_SECONDS, self.cut)
+        self.server.admit(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.release(self)
+        if self.deadline is not None:
+            self.deadline.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.head += data[: HEAD_LIMIT + 1 - len(self.head)]
+        end = max(self.head.find(b"\r\n\r\n"), self.head.find(b"\n\n"))
+        if end < 0:
+            if len(self.head) > HEAD_LIMIT:
+                self.reply(431, f"request head is larger than {HEAD_LIMIT} bytes\n", send_body=True)
+            return
+        words = bytes(self.head[: self.head.find(b"\n")]).decode("latin-1").split()
+        if len(words) != 3 or not words[2].startswith("HTTP/"):
+            self.reply(400, "malformed request line\n", send_body=True)
+            return
+        method, target, _ = words
+        status, text = answer(method, target, self.server.liveness(), self.server.ready)
+        self.reply(status, text, send_body=method != "HEAD")
+
+    def reply(self, status: int, text: str, *, send_body: bool) -> None:
+        assert self.transport is not None
+        body = text.encode()
+        self.transport.write(
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + (body if send_body else b"")
+        )
+        self.transport.close()  # after what was written leaves
+
+    def cut(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class ProbeServer:
+    """``/healthz``, ``/livez`` and ``/readyz`` over plain HTTP on ``host``:``port``, from a thread.
+
+    ``bind`` (in the caller's thread: a port already taken is the caller's one-line error), then
+    ``start`` from the main loop (its heartbeat begins), ``stop`` on the way out.
+    """
+
+    def __init__(
+        self,
+        ready: Readiness,
+        host: str | None,
+        port: int,
+        *,
+        reuse_port: bool = False,
+        stall_seconds: float = STALL_SECONDS,
+    ) -> None:
+        self.ready = ready
+        self.host = host
+        self.port = port
+        self.reuse_port = reuse_port
+        self.stall_seconds = stall_seconds
+        self.beat = time.monotonic()
+        self.connections: dict[_Probe, None] = {}  # in order of arrival
+        self.closed_for_newer = 0
+        self._sockets: list[socket.socket] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host or ''}:{self.port}"
+
+    def bind(self) -> None:
+        """Listen now (ProbeSetupError, one line, when the address cannot be had); served once ``start`` runs."""
+        try:
+            self._sockets = listening_sockets(self.host, self.port, reuse_port=self.reuse_port)
+        except OSError as err:
+            raise ProbeSetupError(f"cannot serve the probes on {self.address}: {err.strerror or err}") from None
+        self.port = int(self._sockets[0].getsockname()[1])
+
+    def start(self) -> None:
+        """Beat from the running loop and answer from a thread of its own."""
+        if not self._sockets:
+            self.bind()
+        self.beat = time.monotonic()
+        self._heartbeat = asyncio.get_running_loop().create_task(self._beat(), name="probes-heartbeat")
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), name="probes", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    async def stop(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            await asyncio.to_thread(thread.join)
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+
+    def liveness(self) -> tuple[bool, str]:
+        stalled = time.monotonic() - self.beat
+        if stalled > self.stall_seconds:
+            return False, f"the event loop has not run for {stalled:.0f}s"
+        return True, "ok"
+
+    async def _beat(self) -> None:
+        while True:
+            self.beat = time.monotonic()
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    def _serve(self, ready: threading.Event) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        servers = [
+            loop.run_until_complete(loop.create_server(lambda: _Probe(self), sock=sock)) for sock in self._sockets
+        ]
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            for server in servers:
+                server.close()
+            for probe in list(self.connections):
+                probe.cut()
+            loop.run_until_complete(asyncio.sleep(0))  # the aborted connections' callbacks
+            loop.close()
+
+    def admit(self, probe: _Probe) -> None:
+        while len(self.connections) >= MAX_CONNECTIONS:
+            oldest = next(iter(self.connections))
+            del self.connections[oldest]
+            self.closed_for_newer += 1
+            oldest.cut()
+        self.connections[probe] = None
+
+    def release(self, probe: _Probe) -> None:
+        self.connections.pop(probe, None)
