@@ -110,7 +110,7 @@ class _Parts:
                 lambda: (True, "ok") if controller.synced else (False, "caches not synced"),
                 settings.health_host,
                 settings.health_port,
-            )  # fmt: skip
+            )
             if settings.health_port
             else None
         )

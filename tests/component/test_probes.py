@@ -168,3 +168,28 @@ def test_a_probe_address_that_is_the_serving_port_is_one_line_and_exit_2(cert_di
     assert result.returncode == 2, result.stderr
     assert f"--health-probe-bind-address must not use the serving port {port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_probe_port_already_taken_is_one_line_and_exit_1(cert_dir: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "webhook",
+                *webhook_args(cert_dir, free_port()),
+                "--health-probe-bind-address",
+                address,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"foo-operator-webhook: cannot serve the probes on {address}: ")
+    )
+    assert "Traceback" not in result.stderr
