@@ -216,6 +216,15 @@ rm -f "$archive.tmp"
 buildah "${storage[@]}" commit --quiet --timestamp "$SOURCE_DATE_EPOCH" --rm "$ctr" \
   "oci-archive:$archive.tmp:$ref" >/dev/null
 ctr=""
+# buildah stamps the archive's own tar headers with the time it writes them: the same image
+# (same digest) came out as a different file each build, and so a different SHA256SUMS line.
+# Packed again from its OCI layout, sorted, with the commit's time: one commit, one file.
+layout="$work/oci-layout"
+mkdir -p "$layout"
+tar -xf "$archive.tmp" -C "$layout"
+tar --sort=name --numeric-owner --owner=0 --group=0 --mtime="@$SOURCE_DATE_EPOCH" --format=gnu \
+  -C "$layout" -cf "$archive.tmp" blobs index.json oci-layout
+rm -rf "$layout"
 mv -f "$archive.tmp" "$archive"
 write_meta "$rootfs_bytes"
 # Older builds (130 MB each) are never read again: image.json now names this one.
