@@ -9,8 +9,10 @@ ARG PYTHON_IMAGE=python:3.11-slim
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY apimachinery apimachinery
 COPY fooapi fooapi
 COPY kube kube
+COPY serving serving
 COPY certs certs
 COPY webhook webhook
 COPY insights insights

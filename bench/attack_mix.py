@@ -288,7 +288,7 @@ def webhook(
 
 
 def _probe_flag(probe_port: int | None) -> list[str]:
-    """The chart's probe port (kube.probes) on loopback; none: probes go to the serving port."""
+    """The chart's probe port (serving.probes) on loopback; none: probes go to the serving port."""
     return [] if probe_port is None else ["--health-probe-bind-address", f"127.0.0.1:{probe_port}"]
 
 

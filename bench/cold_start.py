@@ -39,7 +39,7 @@ from .report import LOGS_DIR, REPO, fmt, ratio, save, say, table
 
 POLL = 0.005
 # Our own packages, summed as one line of the --imports breakdown.
-PRODUCT = ("fooapi", "kube", "webhook", "certs")
+PRODUCT = ("apimachinery", "fooapi", "kube", "serving", "webhook", "certs")
 # Every package a process of ours may load, compiled before it is timed.
 PACKAGES = (*PRODUCT, "insights", "controller")
 

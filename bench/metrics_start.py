@@ -70,7 +70,7 @@ async def _one_run(in_thread: bool) -> tuple[float, float, float]:
     """(seconds start() took, longest review meanwhile, median review meanwhile)."""
     from prometheus_client import CollectorRegistry
 
-    from kube.metricsserver import MetricsOptions, MetricsServer
+    from serving.metricsserver import MetricsOptions, MetricsServer
 
     loop = asyncio.get_running_loop()
     server = await loop.create_server(_Reviews, "127.0.0.1", 0)

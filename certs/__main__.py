@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from kube.cli import add_subcommand, command_parser, fail, subcommands
-from kube.tls import CA_CERT, TLS_CERT, TLS_KEY
+from serving.cli import add_subcommand, command_parser, fail, subcommands
+from serving.tls import CA_CERT, TLS_CERT, TLS_KEY
 
 from .authority import issue_serving, new_ca, service_dns_names
 from .files import AlreadyExists, write_serving_files

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from kube.tls import CA_CERT, TLS_CERT, TLS_KEY
+from serving.tls import CA_CERT, TLS_CERT, TLS_KEY
 
 from .authority import KeyPair, self_signed
 

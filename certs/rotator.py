@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kube.client import CRDS, ApiError, KubeClient, Resource
+from apimachinery.resources import Resource
+from kube.client import CRDS, ApiError, KubeClient
 from kube.leader import LeaderElector
-from kube.tls import CA_CERT, TLS_CERT, TLS_KEY
+from serving.tls import CA_CERT, TLS_CERT, TLS_KEY
 
 from .files import write_atomic
 from .policy import RotationPolicy

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kube.cli import KUBECONFIG_HELP, add_subcommand, command_parser, positive_float, positive_int, subcommands
+from serving.cli import KUBECONFIG_HELP, add_subcommand, command_parser, positive_float, positive_int, subcommands
 
 from .migrate import DRY_RUNS, MigrationSettings, Say, migrate_storage
 from .progress import Progress, bar

@@ -13,9 +13,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from apimachinery.objects import Object, namespaced_key
 from fooapi.defaults import DEFAULT_IMAGE
-from fooapi.views import BY_DEPLOYMENT, DeploymentView, Object, deployment_index, namespaced_key
-from kube.client import DEPLOYMENTS, FOOS, KubeClient
+from fooapi.names import FOOS
+from fooapi.views import BY_DEPLOYMENT, DeploymentView, deployment_index
+from kube.client import DEPLOYMENTS, KubeClient
 from kube.events import EventRecorder
 from kube.informer import Informer, compact, object_key
 from kube.metrics import Metrics

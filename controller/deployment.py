@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import fooapi
+from apimachinery.objects import Object
 from fooapi.defaults import DEFAULT_IMAGE
-from fooapi.views import APP_LABEL, DeploymentView, FooView, Object
+from fooapi.views import APP_LABEL, DeploymentView, FooView
 
 CONTAINER_NAME = APP_LABEL  # sample-controller names the container as it labels the Pods
 

@@ -19,10 +19,10 @@ from kube.config import ClientSettings, connect
 from kube.events import EventRecorder
 from kube.leader import LeaderElector
 from kube.metrics import REGISTRY, Metrics, metrics_for
-from kube.metricsserver import MetricsServer, MetricsSetupError, delegating_guard
-from kube.probes import ProbeServer, ProbeSetupError
-from kube.serving import stop_on_signals
-from kube.tls import TLS_CERT, TLS_KEY, CertWatcher
+from serving.lifecycle import stop_on_signals
+from serving.metricsserver import MetricsServer, MetricsSetupError, delegating_guard
+from serving.probes import ProbeServer, ProbeSetupError
+from serving.tls import TLS_CERT, TLS_KEY, CertWatcher
 
 from .controller import FooController
 from .settings import Settings

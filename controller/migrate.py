@@ -24,9 +24,11 @@ from enum import Enum
 from typing import Any
 
 import fooapi
+from apimachinery.objects import Object
+from apimachinery.resources import Resource
 from fooapi import CRD_NAME
-from fooapi.views import Object
-from kube.client import CRDS, ApiError, KubeClient, Resource, foos_at, no_answer
+from fooapi.names import foos_at
+from kube.client import CRDS, ApiError, KubeClient, no_answer
 from kube.config import ClientSettings, connect
 from kube.informer import object_key
 from kube.kubeconfig import KubeconfigError

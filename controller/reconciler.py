@@ -11,10 +11,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import fooapi
+from apimachinery.errors import aggregate_message
+from apimachinery.objects import Object
 from fooapi.defaults import DEFAULT_IMAGE
-from fooapi.errors import aggregate_message
-from fooapi.views import DeploymentView, FooView, Object
-from kube.client import DEPLOYMENTS, FOOS, ApiError, KubeClient
+from fooapi.names import FOOS
+from fooapi.views import DeploymentView, FooView
+from kube.client import DEPLOYMENTS, ApiError, KubeClient
 from kube.events import EventRecorder, wire_time
 from kube.informer import Store, split_key
 from kube.recent import RecentWrites

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fooapi.defaults import DEFAULT_IMAGE
-from kube.cli import (
+from serving.cli import (
     KUBECONFIG_HELP,
     add_log_flags,
     any_float,
@@ -19,8 +19,8 @@ from kube.cli import (
     pod_namespace,
     positive_int,
 )
-from kube.metricsserver import MetricsOptions
-from kube.tls import TLS_CERT, TLS_KEY
+from serving.metricsserver import MetricsOptions
+from serving.tls import TLS_CERT, TLS_KEY
 
 
 def _identity() -> str:

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fooapi.views import DeploymentView, FooView, Object
+from apimachinery.objects import Object
+from fooapi.views import DeploymentView, FooView
 
 READY = "Ready"
 PROGRESSING = "Progressing"

@@ -1,8 +1,8 @@
-"""The Foo API: types, defaulting, validation, conversion and the views code reads objects through. Pure: no I/O, no asyncio."""
+"""The Foo API: types, defaulting, validation, conversion, the admission rules and the views code
+reads Foos through, on top of apimachinery. Pure: no I/O, no asyncio."""
 
 from .conversion import ConversionError, convert
 from .defaults import DEFAULT_IMAGE, default
-from .errors import FieldError
 from .names import (
     API_VERSIONS,
     CRD_NAME,
@@ -38,7 +38,6 @@ __all__ = [
     "SINGULAR",
     "VERSIONS",
     "ConversionError",
-    "FieldError",
     "convert",
     "default",
     "validate",

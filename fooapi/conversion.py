@@ -15,9 +15,10 @@ from typing import Any
 
 import orjson
 
+from apimachinery.nesting import MAX_DEPTH, too_deep
+from apimachinery.objects import Object
+
 from .names import GROUP, HUB_API_VERSION, LEGACY_API_VERSION
-from .nesting import MAX_DEPTH, too_deep
-from .views import Object
 
 CONVERSION_ANNOTATION = f"{GROUP}/conversion-data"
 

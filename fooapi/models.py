@@ -5,7 +5,7 @@ an object passes through them. The bounds (replicas 1–10, a DNS-1123 deploymen
 changes) are in the models and so in the CRD schema: a webhook that is skipped (an excluded
 namespace, ``failurePolicy: Ignore``) leaves them standing. Users still read our messages first:
 the mutating webhook runs before the apiserver checks the schema, and denies with every cause at
-once what validation would deny (kube.foo_admission).
+once what validation would deny (fooapi.admission).
 """
 
 from __future__ import annotations

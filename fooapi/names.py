@@ -1,4 +1,9 @@
-"""The names of the Foo API (group, kind, resource, versions, the CRD's name) and its replica bounds."""
+"""The names of the Foo API (group, kind, resource, versions, the CRD's name), where Foos live on
+the apiserver, and its replica bounds."""
+
+from __future__ import annotations
+
+from apimachinery.resources import Resource
 
 GROUP = "samplecontroller.k8s.io"
 KIND = "Foo"
@@ -16,3 +21,11 @@ API_VERSIONS = (LEGACY_API_VERSION, HUB_API_VERSION)
 CRD_NAME = f"{PLURAL}.{GROUP}"
 MIN_REPLICAS = 1
 MAX_REPLICAS = 10
+
+
+def foos_at(version: str) -> Resource:
+    """Foos as served at ``version`` (each stored version is rewritten through its own)."""
+    return Resource(GROUP, version, PLURAL, KIND)
+
+
+FOOS = foos_at(HUB_VERSION)

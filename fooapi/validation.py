@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from apimachinery.errors import FieldError, invalid, required, too_long, type_invalid
+
 from . import name_rules
-from .errors import FieldError, invalid, required, too_long, type_invalid
 from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
 
 

@@ -20,12 +20,12 @@ import orjson
 from aiohttp import web
 from aiohttp.payload import Payload
 
-from fooapi.views import Object
-from kube.admission import REVIEW_BODY_LIMIT
-from kube.bodies import JSON, BodyDeadlines, StatusError, body_too_large, parse_json
-from kube.budget import ByteBudget, MiB, NeverFits, parse_cost
-from kube.http import GROWTH_STEP, check_json_content_type, read_body
-from kube.status import failure
+from apimachinery.admission import REVIEW_BODY_LIMIT
+from apimachinery.bodies import JSON, BodyDeadlines, StatusError, body_too_large, parse_json
+from apimachinery.objects import Object
+from apimachinery.status import failure
+from serving.budget import ByteBudget, MiB, NeverFits, parse_cost
+from serving.http import GROWTH_STEP, check_json_content_type, read_body
 
 from . import discovery, listing, openapi
 from .authn import Authenticator, Unauthenticated, UserInfo

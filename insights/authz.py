@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apimachinery.status import Status, failure
 from kube.accessreview import subject_access_review as review_of
-from kube.status import Status, failure
 
 from .authn import UserInfo
 from .labels import parse_int64

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from apimachinery.objects import Object
 from certs.files import write_atomic
 from fooapi import KIND
-from fooapi.views import POD_LABEL, DeploymentView, Object
-from kube.budget import ByteBudget
-from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, FOOS, PODS, SUBJECT_ACCESS_REVIEWS, KubeClient
+from fooapi.names import FOOS
+from fooapi.views import POD_LABEL, DeploymentView
+from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, PODS, SUBJECT_ACCESS_REVIEWS, KubeClient
 from kube.informer import Informer
+from serving.budget import ByteBudget
 
 from .authn import CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Authenticator, RequestHeaderConfig, UserInfo
 from .authz import Authorizer, Decision, RequestInfo, decision_of, subject_access_review

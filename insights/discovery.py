@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fooapi.views import Object
+from apimachinery.objects import Object
 
 from .resources import GROUP, GROUP_VERSION, RESOURCES, VERSION, Resource
 

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fooapi.views import DeploymentView, FooView, Object, ObjectView, integer
+from apimachinery.objects import Object, ObjectView, integer
+from fooapi.views import DeploymentView, FooView
 
 from .resources import FOO_HEALTHS, GROUP_VERSION
 

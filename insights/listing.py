@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import orjson
 from aiohttp import web
 
-from fooapi.views import Object
-from kube.bodies import StatusError
-from kube.status import failure
+from apimachinery.bodies import StatusError
+from apimachinery.objects import Object
+from apimachinery.status import failure
 
 from .listoptions import LATEST, Continue, ListOptions
 from .view import HealthView

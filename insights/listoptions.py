@@ -18,8 +18,8 @@ from typing import Literal
 
 import orjson
 
-from fooapi.errors import CauseType, FieldError
-from kube.status import Status, failure, invalid
+from apimachinery.errors import CauseType, FieldError
+from apimachinery.status import Status, failure, invalid
 
 from .labels import go_quote, parse_int64
 

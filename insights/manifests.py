@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import base64
 
+from apimachinery.objects import Object
 from fooapi import GROUP as FOO_GROUP
 from fooapi import PLURAL as FOO_PLURAL
-from fooapi.views import Object
 
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, GROUP_PRIORITY_MINIMUM, VERSION, VERSION_PRIORITY
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kube.bodies import JSON
+from apimachinery.bodies import JSON
 
 Form = Literal["json", "yaml", "table", "partial", "discovery-v2", "discovery-v2beta1"]
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
+from apimachinery.objects import Object
 from fooapi.crd import openapi_schema
 from fooapi.models import FooV1
-from fooapi.views import Object
 
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, VERSION
 

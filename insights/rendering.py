@@ -17,8 +17,8 @@ import yaml  # type: ignore[import-untyped]
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
 
-from kube.bodies import JSON, StatusError
-from kube.status import failure
+from apimachinery.bodies import JSON, StatusError
+from apimachinery.status import failure
 
 from .media import YAML
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from apimachinery.admission import AdmissionRequest, Outcome
+from apimachinery.errors import CauseType, FieldError, invalid, required
+from apimachinery.objects import Object
+from apimachinery.status import Status, failure
+from apimachinery.status import invalid as invalid_status
 from fooapi import API_VERSIONS, CRD_NAME, GROUP, HUB_API_VERSION, KIND, ConversionError, convert
-from fooapi.errors import CauseType, FieldError, invalid, required
-from fooapi.views import Object
-from kube.admission import AdmissionRequest, Outcome
-from kube.foo_admission import mutate_foo, validate_foo
-from kube.status import Status, failure
-from kube.status import invalid as invalid_status
+from fooapi.admission import mutate_foo, validate_foo
 
 from .resources import FOO_REVIEWS, GROUP_VERSION
 from .resources import GROUP as INSIGHTS_GROUP

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from apimachinery.objects import Object, ObjectView
 from fooapi import name_rules
-from fooapi.views import Object, ObjectView
 
 from .fields import FieldSelector, parse_field_selector
 from .labels import LabelSelector, SelectorError, go_quote, parse_label_selector

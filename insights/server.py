@@ -1,4 +1,4 @@
-"""Run the aggregated API over TLS (kube.serving): its own process, its own listener."""
+"""Run the aggregated API over TLS (serving.lifecycle): its own process, its own listener."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import asyncio
 
 from aiohttp import web
 
-from kube.admission import REVIEW_BODY_LIMIT
-from kube.appserving import AppListener, serving_app
+from apimachinery.admission import REVIEW_BODY_LIMIT
 from kube.metrics import REGISTRY
-from kube.readiness import Readiness
-from kube.serving import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
+from serving.appserving import AppListener, serving_app
+from serving.lifecycle import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
+from serving.readiness import Readiness
 
 from . import setup_aggregated_api
 from .config import AggregatedConfig

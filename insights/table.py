@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from fooapi.views import Object
+from apimachinery.objects import Object
 
 IncludeObject = Literal["None", "Metadata", "Object"]
 

@@ -25,11 +25,12 @@ from typing import Any, Literal
 
 import orjson
 
+from apimachinery.objects import Object, ObjectView, namespaced_key
 from fooapi import KIND
-from fooapi.views import BY_DEPLOYMENT, Object, ObjectView, deployment_index, namespaced_key, pod_foo_index
-from kube.budget import ByteBudget, Reservation, parse_cost
+from fooapi.views import BY_DEPLOYMENT, deployment_index, pod_foo_index
 from kube.informer import Store, object_key
 from kube.ratelimit import Clock
+from serving.budget import ByteBudget, Reservation, parse_cost
 
 from .health import foo_health
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import orjson
 from aiohttp import web
 
-from fooapi.views import Object
-from kube.bodies import JSON
-from kube.status import failure
+from apimachinery.bodies import JSON
+from apimachinery.objects import Object
+from apimachinery.status import failure
 
 from .resources import FOO_HEALTHS, GROUP_VERSION
 from .view import Change, Expired, HealthView, Subscription

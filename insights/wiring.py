@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from kube.budget import ByteBudget
 from kube.client import KubeClient
 from kube.config import ClientSettings, connect
 from kube.informer import Informer
+from serving.budget import ByteBudget
 
 from .api import INSIGHTS, Insights, handle, review_budget
 from .authn import Authenticator, UserInfo

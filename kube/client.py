@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import quote
 
 import aiohttp
 
-import fooapi
+from apimachinery.bodies import JSON
+from apimachinery.resources import Resource
 
-from .bodies import JSON
 from .ratelimit import TokenBucket
 
 if TYPE_CHECKING:
@@ -36,33 +34,6 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Resource:
-    """A REST resource: where its objects live on the apiserver."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str = ""
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
-        """``/apis/<g>/<v>[/namespaces/<ns>]/<plural>[/<name>[/<sub>]]`` (``/api/v1`` for core)."""
-        parts = [f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"]
-        if namespace is not None and self.namespaced:
-            parts.append(f"namespaces/{quote(namespace, safe='')}")
-        parts.append(self.plural)
-        if name is not None:
-            parts.append(quote(name, safe=""))
-            if subresource:
-                parts.append(subresource)
-        return "/".join(parts)
-
-
 # The resources more than one process reads or writes, each named once.
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 PODS = Resource("", "v1", "pods", "Pod")
@@ -76,14 +47,6 @@ TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenRe
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
-
-
-def foos_at(version: str) -> Resource:
-    """Foos as served at ``version`` (each stored version is rewritten through its own)."""
-    return Resource(fooapi.GROUP, version, fooapi.PLURAL, fooapi.KIND)
-
-
-FOOS = foos_at(fooapi.HUB_VERSION)
 
 
 class ApiError(Exception):

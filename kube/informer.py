@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from fooapi.views import Object, ObjectView
+from apimachinery.objects import Object, ObjectView
+from apimachinery.resources import Resource
 
-from .client import ApiError, KubeClient, Resource
+from .client import ApiError, KubeClient
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)

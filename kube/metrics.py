@@ -236,7 +236,7 @@ def metrics_for(registry: CollectorRegistry | None = None) -> Metrics:
 def metrics_handler(registry: CollectorRegistry | None = None) -> Handler:
     """prometheus-client's own aiohttp handler for ``registry``: text or OpenMetrics as the scraper
     asks (``Accept``), gzip when it accepts it, ``?name[]=`` filters. Imports aiohttp: only a
-    listener that serves it calls this (kube.metricsserver, when it starts)."""
+    listener that serves it calls this (serving.metricsserver, when it starts)."""
     from prometheus_client.aiohttp import make_aiohttp_handler
 
     return make_aiohttp_handler(REGISTRY if registry is None else registry)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from fooapi.views import Object
+from apimachinery.objects import Object
 
 from .ratelimit import Clock
 

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from certs.rotator import APISERVICES, MUTATING, VALIDATING
 from controller.cli import MIGRATE_DESCRIPTION, MIGRATE_SUMMARY, add_migrate_flags, run_migrate
 from insights.resources import FOO_HEALTHS
-from kube.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
 from kube.client import CRDS, ApiError, KubeClient, no_answer
 from kube.config import ClientSettings, MissingContextError, connect
 from kube.kubeconfig import KubeconfigError, context_namespace, load
+from serving.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
 
 from . import cabundles, health, output
 

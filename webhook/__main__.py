@@ -17,7 +17,7 @@ from datetime import timedelta
 
 from certs.policy import RotationPolicy
 from fooapi import DEFAULT_IMAGE
-from kube.budget import (
+from serving.budget import (
     CLIENT_MIB,
     RESERVED_MIB,
     WORKER_BUDGET_MIB,
@@ -25,7 +25,7 @@ from kube.budget import (
     budget_for_memory_limit,
     processes_memory_feeds,
 )
-from kube.cli import (
+from serving.cli import (
     KUBECONFIG_HELP,
     command_parser,
     count_or_auto,
@@ -36,11 +36,11 @@ from kube.cli import (
     positive_float,
     positive_int,
 )
-from kube.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
-from kube.logs import setup_logging
-from kube.metricsserver import parse_bind_address
-from kube.serving import add_serving_flags, check_serving_flags, run_server, serving_options
-from kube.workers import Worker, supervise
+from serving.lifecycle import add_serving_flags, check_serving_flags, run_server, serving_options
+from serving.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
+from serving.logs import setup_logging
+from serving.metricsserver import parse_bind_address
+from serving.workers import Worker, supervise
 
 from .app import Settings, admission_deadline
 from .manifests import TIMEOUT_SECONDS
@@ -224,12 +224,12 @@ def import_what_workers_share(args: argparse.Namespace) -> None:
     `--cert-rotation`, the Kubernetes client. Imported once before the fork, their pages are
     shared copy-on-write and the pod's cgroup is charged for them once, not once per worker:
     with `--metrics-secure` each worker held ~45 MiB of its own for kubernetes_asyncio alone,
-    more than the memory plan (kube.budget) gives a worker, and the chart's pod went past its
+    more than the memory plan (serving.budget) gives a worker, and the chart's pod went past its
     limit under attack (issue #25)."""
     _, metrics_port = parse_bind_address(args.metrics_bind_address)
     shared = ["aiohttp.web"] if metrics_port else []
     if metrics_port and args.metrics_secure:
-        shared += ["kube.metricsauth"]
+        shared += ["serving.metricsauth"]
     if talks_to_the_apiserver(args):
         shared += ["kube.config"]
     if args.cert_rotation:
@@ -253,12 +253,12 @@ def serve_as(args: argparse.Namespace, worker: Worker | None) -> int:
 
 
 def workers(args: argparse.Namespace) -> int:
-    """--workers as a count. ``auto``: one per CPU of the container (kube.cpus, read only when
+    """--workers as a count. ``auto``: one per CPU of the container (serving.cpus, read only when
     asked), but no more than its memory limit feeds, each with room for request bodies: the
     chart sets no CPU limit, and a 64-core node must not put 64 workers into 256 MiB."""
     if args.workers is not None:
         return int(args.workers)
-    from kube.cpus import auto_workers
+    from serving.cpus import auto_workers
 
     return min(auto_workers(), processes_memory_feeds(args.memory_limit_mib, shared_mib=client_mib(args)))
 
@@ -271,7 +271,7 @@ def talks_to_the_apiserver(args: argparse.Namespace) -> bool:
 
 
 def client_mib(args: argparse.Namespace) -> int:
-    """What of the memory limit the Kubernetes client holds, once per pod (kube.budget.CLIENT_MIB)."""
+    """What of the memory limit the Kubernetes client holds, once per pod (serving.budget.CLIENT_MIB)."""
     return CLIENT_MIB if talks_to_the_apiserver(args) else 0
 
 

@@ -1,7 +1,7 @@
-"""The admission and conversion app: endpoints, their bounds and metrics, on kube.reviewserver.
+"""The admission and conversion app: endpoints, their bounds and metrics, on serving.reviewserver.
 
 `/metrics` is not served here: anything that reaches the admission port could read it. It has
-a listener of its own (kube.metricsserver).
+a listener of its own (serving.metricsserver).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import Any
 
 import orjson
 
+from apimachinery import admission
+from apimachinery.admission import AdmissionRequest, Outcome
+from apimachinery.bodies import BodyDeadlines, StatusError
+from apimachinery.status import failure
 from fooapi import DEFAULT_IMAGE
-from kube import admission
-from kube.admission import AdmissionRequest, Outcome
-from kube.bodies import BodyDeadlines, StatusError
-from kube.budget import ByteBudget, MiB, PodMemory, budget_for_memory_limit
-from kube.foo_admission import mutate_foo, validate_foo
-from kube.readiness import Readiness
-from kube.reviewserver import HEAD_TIMEOUT, Bounds, Endpoint, EndpointMetrics, Request, ReviewApp
-from kube.status import failure
+from fooapi.admission import mutate_foo, validate_foo
+from serving.budget import ByteBudget, MiB, PodMemory, budget_for_memory_limit
+from serving.readiness import Readiness
+from serving.reviewserver import HEAD_TIMEOUT, Bounds, Endpoint, EndpointMetrics, Request, ReviewApp
 
 from . import conversion
 from .metrics import WebhookMetrics
@@ -43,16 +43,16 @@ class Settings:
     # Bounds, so overload queues (slows down) instead of holding hundreds of huge bodies at once.
     max_admissions_in_flight: int = 256
     max_conversions_in_flight: int = 4
-    # Bytes of request bodies, raw and parsed, the process holds at once (kube.budget).
+    # Bytes of request bodies, raw and parsed, the process holds at once (serving.budget).
     in_flight_budget: int = budget_for_memory_limit(256)
     # The container's memory limit (MiB): large bodies also wait for the pod's own memory to have
-    # room under it (kube.budget.PodMemory) where this process's cgroup is that container. None: no check.
+    # room under it (serving.budget.PodMemory) where this process's cgroup is that container. None: no check.
     memory_limit_mib: int | None = None
     # kube-apiserver writes a body in one go; these only stop clients that trickle theirs.
     body_idle_timeout: float = 2.0
     admission_body_timeout: float = 3.0
     conversion_body_timeout: float = 15.0
-    # From a request's first byte to the end of its head (kube.reviewserver: slowloris on headers).
+    # From a request's first byte to the end of its head (serving.reviewserver: slowloris on headers).
     head_timeout: float = HEAD_TIMEOUT
 
 
@@ -65,7 +65,7 @@ def admission_deadline(timeout_seconds: int) -> float:
     return max(timeout_seconds - 1.0, timeout_seconds * 0.8)
 
 
-# A handler of a body already read, paid for and parsed (kube.reviewserver): the JSON of its answer.
+# A handler of a body already read, paid for and parsed (serving.reviewserver): the JSON of its answer.
 BodyHandler = Callable[[Request, Any], bytes]
 
 
@@ -102,7 +102,7 @@ def admission_handler(rule: Rule, settings: Settings) -> BodyHandler:
 
 def convert(request: Request, body: Any) -> bytes:
     try:
-        answer = conversion.review(body)  # large reviews: the collector is paused by kube.reviewserver
+        answer = conversion.review(body)  # large reviews: the collector is paused by serving.reviewserver
     except ValueError as err:
         raise StatusError(failure(400, str(err))) from None
     if log.isEnabledFor(logging.DEBUG):

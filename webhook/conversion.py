@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from apimachinery.errors import MAX_MESSAGE_CHARS, cut
+from apimachinery.review import review_request
 from fooapi import API_VERSIONS, KIND, ConversionError, convert
-from fooapi.errors import MAX_MESSAGE_CHARS, cut
-from kube.review import review_request
 
 CONVERSION_API_VERSION = "apiextensions.k8s.io/v1"
 

@@ -5,7 +5,7 @@ the collector would run all through that module's imports, whose ``if __name__ =
 pause only ``python -m webhook`` reaches. Start-up makes tens of thousands of objects that live
 as long as the process, and collections while they are made walk them again and again, CPU spent
 before /readyz. So this module imports nothing at its top: ``main`` pauses the
-collector, then imports the webhook; ``kube.serving.run_server`` freezes what start-up made and
+collector, then imports the webhook; ``serving.lifecycle.run_server`` freezes what start-up made and
 turns the collector back on.
 """
 

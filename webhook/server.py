@@ -1,6 +1,6 @@
-"""Run the webhook app over TLS (kube.reviewserver, with kube.serving's lifecycle), with the optional certificate rotator.
+"""Run the webhook app over TLS (serving.reviewserver, with serving.lifecycle's lifecycle), with the optional certificate rotator.
 
-As one of several workers (kube.workers) the process also shares its ports, reports its
+As one of several workers (serving.workers) the process also shares its ports, reports its
 metrics through prometheus-client's multiprocess files and is ready only when every worker
 serves. With ``--cert-rotation`` only worker 0 runs the rotator: the Lease already lets one
 process in the Deployment write the Secret, and N workers each holding a Kubernetes client,
@@ -23,11 +23,11 @@ from prometheus_client import CollectorRegistry
 
 from certs.policy import RotationPolicy
 from kube.metrics import count_gc_in_files, multiprocess_registry
-from kube.readiness import Readiness
-from kube.reviewserver import ReviewServer
-from kube.serving import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
-from kube.tls import CertWatcher
-from kube.workers import Worker
+from serving.lifecycle import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
+from serving.readiness import Readiness
+from serving.reviewserver import ReviewServer
+from serving.tls import CertWatcher
+from serving.workers import Worker
 
 from .app import Settings, build_app
 from .metrics import WebhookMetrics

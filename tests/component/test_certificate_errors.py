@@ -16,7 +16,7 @@ import pytest
 from certs.__main__ import main as certs_main
 from hack.cluster import free_port
 from hack.product import webhook_args
-from kube.tls import CertificateFilesError, CertWatcher
+from serving.tls import CertificateFilesError, CertWatcher
 
 
 def _pair(directory: Path, service: str = "foo-webhook") -> Path:

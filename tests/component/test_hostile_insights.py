@@ -1,4 +1,4 @@
-"""Hostile callers of the insights API, through its real listener (kube.appserving over TLS).
+"""Hostile callers of the insights API, through its real listener (serving.appserving over TLS).
 
 Each test is an attack that once worked (issue #25, findings 10-15): heads that never end or
 arrive slowly, many connections without a certificate, reviews larger than memory or nested
@@ -29,10 +29,10 @@ from insights.authn import RequestHeaderConfig, UserInfo
 from insights.authz import Decision, RequestInfo
 from insights.server import build_app
 from insights.view import HealthView
-from kube.appserving import AppListener
-from kube.connections import ConnectionLimits
-from kube.readiness import Readiness
-from kube.serving import ServingOptions, serve_until_stopped
+from serving.appserving import AppListener
+from serving.connections import ConnectionLimits
+from serving.lifecycle import ServingOptions, serve_until_stopped
+from serving.readiness import Readiness
 from tests.objects import foo_v1
 
 from .handshakes import handshakes_held

@@ -17,9 +17,9 @@ from prometheus_client import CollectorRegistry, Counter
 from certs.files import write_self_signed
 from hack.cluster import free_port
 from kube.client import ApiError
-from kube.metricsauth import MetricsGuard, User, access_review, user_of
-from kube.metricsserver import MetricsOptions, MetricsServer
-from kube.tls import CertWatcher
+from serving.metricsauth import MetricsGuard, User, access_review, user_of
+from serving.metricsserver import MetricsOptions, MetricsServer
+from serving.tls import CertWatcher
 
 TOKENS = {
     "reader-token": User("system:serviceaccount:monitoring:prometheus", groups=("system:serviceaccounts",)),

@@ -22,9 +22,9 @@ from prometheus_client import CollectorRegistry, Counter
 from certs.authority import issue_client, issue_serving, new_ca
 from certs.files import write_atomic, write_self_signed, write_serving_files
 from hack.cluster import free_port
-from kube.metricsauth import MetricsGuard, User
-from kube.metricsserver import MetricsOptions, MetricsServer, MetricsSetupError
-from kube.tls import CertWatcher
+from serving.metricsauth import MetricsGuard, User
+from serving.metricsserver import MetricsOptions, MetricsServer, MetricsSetupError
+from serving.tls import CertWatcher
 
 
 def _registry() -> CollectorRegistry:
@@ -197,7 +197,7 @@ async def test_secure_metrics_beside_a_listener_serve_its_pair_through_its_watch
 _BIND_THEN_START = """
 import asyncio, sys, time
 from prometheus_client import CollectorRegistry
-from kube.metricsserver import MetricsOptions, MetricsServer
+from serving.metricsserver import MetricsOptions, MetricsServer
 
 server = MetricsServer(MetricsOptions(host="127.0.0.1", port=int(sys.argv[1])), CollectorRegistry())
 server.bind()

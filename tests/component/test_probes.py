@@ -1,4 +1,4 @@
-"""The probe port (kube.probes): answered however busy the main loop is, and bounded for anyone else."""
+"""The probe port (serving.probes): answered however busy the main loop is, and bounded for anyone else."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pytest
 from certs.__main__ import main as certs_main
 from hack.cluster import free_port
 from hack.product import webhook_args
-from kube import probes
-from kube.probes import MAX_CONNECTIONS, ProbeServer, answer
+from serving import probes
+from serving.probes import MAX_CONNECTIONS, ProbeServer, answer
 from tests.e2e.waiting import wait_for
 
 

@@ -1,4 +1,4 @@
-"""kube.serving's start-up order: what a listener's own start-up writes, its TLS context serves.
+"""serving.lifecycle's start-up order: what a listener's own start-up writes, its TLS context serves.
 
 The insights API learns the front-proxy CA from the cluster during its start-up and writes it to
 the file its listener verifies client certificates with. A context built before that start-up
@@ -18,9 +18,9 @@ from aiohttp import web
 
 from certs.authority import issue_client, issue_serving, new_ca
 from hack.cluster import free_port
-from kube.appserving import AppListener, serving_app
-from kube.readiness import Readiness
-from kube.serving import ServingOptions, serve_until_stopped
+from serving.appserving import AppListener, serving_app
+from serving.lifecycle import ServingOptions, serve_until_stopped
+from serving.readiness import Readiness
 
 
 async def test_a_client_ca_written_during_start_up_verifies_the_first_client(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hack.cluster import free_port
-from kube.tlspolicy import TLSPolicy, parse_tls_policy
+from serving.tlspolicy import TLSPolicy, parse_tls_policy
 from tests.component.certificates import serving_certificates
 from webhook.app import Settings
 from webhook.server import ServerOptions, serve

@@ -1,4 +1,4 @@
-"""The webhook service over real HTTP (kube.reviewserver, an aiohttp client): given this review, the service answers this."""
+"""The webhook service over real HTTP (serving.reviewserver, an aiohttp client): given this review, the service answers this."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kube.metricsserver import metrics_app
+from serving.metricsserver import metrics_app
 from tests.component.reviews import admission_review, conversion_review, decoded_patch
 from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from webhook.app import Settings

@@ -17,23 +17,23 @@ import pytest
 from certs.__main__ import main as certs_main
 from hack.cluster import free_port
 from hack.product import webhook_args
-from kube.tls import CertWatcher
+from serving.tls import CertWatcher
 from tests.e2e.waiting import wait_for
 
 # Each costs tens of milliseconds of CPU to import, and none is needed to answer a review from
 # certificate files: cryptography describes or makes certificates, kubernetes_asyncio talks to
 # the API (--cert-rotation, --metrics-secure), pydantic models the insights API, and
-# importlib.metadata reads the version for --version. kube.client and kube.metricsauth (with
+# importlib.metadata reads the version for --version. kube.client and serving.metricsauth (with
 # prometheus-client's aiohttp handler) serve only --metrics-secure, and the metrics listener
 # loads them when it starts, after the webhook is ready; ctypes is for forked workers.
 NOT_BEFORE_THE_FIRST_REVIEW = (
-    "aiohttp",  # ~200 ms: the admission port is kube.reviewserver; metrics import it in a thread once ready
+    "aiohttp",  # ~200 ms: the admission port is serving.reviewserver; metrics import it in a thread once ready
     "cryptography",
     "kubernetes_asyncio",
     "pydantic",
     "importlib.metadata",
     "kube.client",
-    "kube.metricsauth",
+    "serving.metricsauth",
     "prometheus_client.aiohttp",
     "ctypes",
 )
@@ -41,12 +41,12 @@ NOT_BEFORE_THE_FIRST_REVIEW = (
 _UP_TO_LISTENING = """
 import sys
 from pathlib import Path
-from kube.tls import CertWatcher
+from serving.tls import CertWatcher
 from webhook.__main__ import parse_args, settings_from
 from webhook.app import build_app
 from webhook.metrics import WebhookMetrics
 from webhook.server import serve
-from kube.metricsserver import MetricsOptions, MetricsServer
+from serving.metricsserver import MetricsOptions, MetricsServer
 
 cert_dir = Path(sys.argv[1])
 args = parse_args(["--cert-dir", str(cert_dir), "--metrics-bind-address", "0"])

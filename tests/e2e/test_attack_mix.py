@@ -9,7 +9,7 @@ webhook pod) and FooHealth reads (through the aggregator, in the insights pod), 
 kubelet's readiness probe is asked as the kubelet asks it (/readyz on each pod's health port). Then:
 none of those requests failed, no container restarted, each pod's container stayed under 200 MiB
 (its cgroup's working set, sampled), and every probe was answered 200 within 1 s (the kubelet's
-timeout): the probes have a port and a thread of their own (kube.probes), nothing an attacker
+timeout): the probes have a port and a thread of their own (serving.probes), nothing an attacker
 does to the serving port is theirs to wait for.
 """
 
@@ -35,7 +35,7 @@ from bench.webhook_attacks import WEBHOOK_ATTACKS
 from hack.cluster import LocalControlPlane
 from hack.machine import cgroup_dirs
 from hack.node import chart_values, plane_with_real_node
-from kube.cgroups import MemoryCgroup
+from serving.cgroups import MemoryCgroup
 from tests.e2e.load import Call, dry_run_foo_create, steady_requests
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from apimachinery.resources import Resource
 from fooapi.crd import CRD_NAME
 from hack.product import LocalProduct
-from kube.client import ApiError, Resource
+from kube.client import ApiError
 from kube.config import connect
 
 FOOS_V1 = Resource("samplecontroller.k8s.io", "v1", "foos", "Foo")

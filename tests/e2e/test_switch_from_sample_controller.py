@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from apimachinery.objects import Object
 from fooapi.crd import CRD_NAME
-from fooapi.views import Object
 from hack.binaries import BUILD_SCRIPT, find_binaries
 from hack.cluster import LocalControlPlane
 from hack.procs import Component, wait_until

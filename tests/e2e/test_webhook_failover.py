@@ -16,7 +16,7 @@ resolve the Service only when they dial, so marking A not ready changes nothing 
 connections already open — they keep carrying requests to A for the whole drain, and when A
 closes them a POST written onto one fails with EOF or a broken pipe (Go does not retry a
 non-idempotent request on a reused connection). The webhook therefore answers with
-`Connection: close` while draining (kube.reviewserver.Connection.write); the test prints A's open
+`Connection: close` while draining (serving.reviewserver.Connection.write); the test prints A's open
 connections during the drain, which should fall to zero well before its listener closes.
 
 A plane of its own (minimal: etcd + kube-apiserver, ~3 s): the session's plane has the same
@@ -42,13 +42,14 @@ from typing import Any
 import aiohttp
 import pytest
 
+from apimachinery.resources import Resource
 from certs.authority import issue_serving, new_ca, service_dns_names
 from certs.files import write_serving_files
 from fooapi.crd import CRD_NAME, crd_manifest
 from hack.binaries import BUILD_SCRIPT, MissingBinaryError
 from hack.cluster import LocalControlPlane
 from hack.netns import NetNamespace
-from kube.client import ApiError, Resource
+from kube.client import ApiError
 from kube.config import connect
 from webhook.manifests import mutating_configuration, service_client_config, validating_configuration
 

@@ -16,9 +16,9 @@ import time:      1500 |       1500 |       aiohttp.helpers
 import time:      2000 |       3500 |     aiohttp
 import time:       800 |        800 |   fooapi.names
 import time:       700 |       1500 | fooapi
-import time:       300 |        300 | kube.cli
+import time:       300 |        300 | serving.cli
 import time:       250 |        250 | webhook
-2026-11-25T02:43:59Z INFO kube.serving: serving server=webhook
+2026-11-25T02:43:59Z INFO serving.lifecycle: serving server=webhook
 """
 
 
@@ -28,7 +28,7 @@ def test_every_import_line_is_read_with_its_self_and_cumulative_milliseconds() -
         ("aiohttp", 2.0, 3.5),
         ("fooapi.names", 0.8, 0.8),
         ("fooapi", 0.7, 1.5),
-        ("kube.cli", 0.3, 0.3),
+        ("serving.cli", 0.3, 0.3),
         ("webhook", 0.25, 0.25),
     ]
 

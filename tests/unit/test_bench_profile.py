@@ -8,7 +8,7 @@ from bench.profile import read_py_spy
 
 # py-spy's raw format: one stack per line, outermost frame first, then the sample count.
 RAW = """\
-run (runners.py:118);serve (webhook/app.py:140);loads (kube/http.py:20) 3
+run (runners.py:118);serve (webhook/app.py:140);loads (serving/http.py:20) 3
 run (runners.py:118);serve (webhook/app.py:140);_bounded_slowly (webhook/app.py:200) 1
 run (runners.py:118) 4
 """
@@ -24,4 +24,4 @@ def test_own_time_goes_to_the_innermost_frame_and_inclusive_time_to_every_frame_
     assert own == {"runners.py:run": 0.5, "http.py:loads": 0.375, "app.py:_bounded_slowly": 0.125}
     assert inclusive["runners.py:run"] == 1.0
     assert inclusive["app.py:serve"] == pytest.approx(0.5)
-    assert result["packages"]["kube"] == pytest.approx(0.375)
+    assert result["packages"]["serving"] == pytest.approx(0.375)

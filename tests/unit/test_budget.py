@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from bench.foos import conversion_of
-from kube.budget import (
+from serving.budget import (
     CLIENT_MIB,
     ByteBudget,
     MiB,

@@ -14,7 +14,7 @@ from controller.settings import parse as parse_controller_flags
 from hack.release import chart_versions
 from insights.__main__ import parse_args as parse_insights_flags
 from insights.manifests import aggregated_api_manifests
-from kube.tlspolicy import parse_tls_policy
+from serving.tlspolicy import parse_tls_policy
 from webhook.__main__ import parse_args as parse_webhook_flags
 from webhook.manifests import (
     CONFIGURATION_NAME,

@@ -1,4 +1,4 @@
-"""Every command follows one pattern (kube.cli): --version, defaults shown in --help, one-line
+"""Every command follows one pattern (serving.cli): --version, defaults shown in --help, one-line
 mistakes, the same argument types; and the webhook's hint for missing certificates works as printed."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import controller.settings
 import insights.__main__ as insights_main
 import kubectl_foo.__main__ as kubectl_foo_main
 import webhook.__main__ as webhook_main
-from kube.cli import env_default, pod_namespace, version
-from kube.serving import check_serving_flags
+from serving.cli import env_default, pod_namespace, version
+from serving.lifecycle import check_serving_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -11,10 +11,10 @@ from prometheus_client import CollectorRegistry
 
 from controller.settings import parse
 from hack.cluster import free_port
-from kube.logs import JSONFormatter
 from kube.metrics import metrics_for
-from kube.metricsserver import MetricsOptions, MetricsServer
-from kube.probes import ProbeServer
+from serving.logs import JSONFormatter
+from serving.metricsserver import MetricsOptions, MetricsServer
+from serving.probes import ProbeServer
 
 
 def test_defaults_are_generous_and_match_controller_runtimes_ports() -> None:

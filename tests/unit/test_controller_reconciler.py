@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from apimachinery.resources import Resource
 from controller.controller import FooController
 from controller.outcomes import Done, PermanentFailure, Retry, RetryAfter
 from controller.reconciler import FooReconciler
-from kube.client import ApiError, Resource
+from kube.client import ApiError
 from kube.informer import Store
 from kube.metrics import metrics_for
 from kube.workqueue import WorkQueue

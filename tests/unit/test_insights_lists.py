@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from insights.listing import page
 from insights.listoptions import LATEST, Continue, OptionsError, Read, list_options, parse_resource_version, watch_read
 from insights.view import HealthView
-from kube.budget import ByteBudget
+from serving.budget import ByteBudget
 from tests.objects import foo_v1
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from apimachinery.admission import json_patch
 from insights.review import ReviewError, apply_patch, review
-from kube.admission import json_patch
 from tests.objects import foo_v1, foo_v1alpha1
 
 GV = "insights.samplecontroller.k8s.io/v1alpha1"

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kube.client import DEPLOYMENTS, EVENTS, LEASES, ApiError, KubeClient, Resource
+from apimachinery.resources import Resource
+from kube.client import DEPLOYMENTS, EVENTS, LEASES, ApiError, KubeClient
 from kube.config import ClientSettings, connect, load_configuration
 from kube.kubeconfig import KubeconfigError
 

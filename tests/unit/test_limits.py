@@ -1,4 +1,4 @@
-"""kube.limits: what a serving process sets for itself at start."""
+"""serving.limits: what a serving process sets for itself at start."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kube.limits import give_back_freed_memory, keep_large_blocks_out_of_the_heap, raise_open_file_limit
+from serving.limits import give_back_freed_memory, keep_large_blocks_out_of_the_heap, raise_open_file_limit
 
 
 @pytest.fixture
@@ -40,9 +40,9 @@ def test_glibc_is_found_where_no_ldconfig_is(monkeypatch: pytest.MonkeyPatch) ->
     # so in every pod neither the heap trim nor the mmap threshold ever ran.
     import ctypes.util
 
-    import kube.limits
+    import serving.limits
 
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
-    monkeypatch.setattr(kube.limits, "_libc", None)
+    monkeypatch.setattr(serving.limits, "_libc", None)
     assert keep_large_blocks_out_of_the_heap()
     assert give_back_freed_memory()

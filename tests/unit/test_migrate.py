@@ -15,6 +15,8 @@ from typing import Any, cast
 
 import pytest
 
+from apimachinery.objects import Object
+from apimachinery.resources import Resource
 from controller import cli
 from controller import migrate as migrate_module
 from controller.migrate import (
@@ -30,8 +32,7 @@ from controller.migrate import (
 from controller.progress import Progress
 from fooapi import GROUP, convert
 from fooapi.crd import CRD_NAME, crd_manifest
-from fooapi.views import Object
-from kube.client import ApiError, KubeClient, Resource
+from kube.client import ApiError, KubeClient
 
 V1, V1ALPHA1 = f"{GROUP}/v1", f"{GROUP}/v1alpha1"
 

@@ -1,4 +1,4 @@
-"""fooapi.nesting: the depth of a JSON text, found on its bytes, is the depth of what it parses to."""
+"""apimachinery.nesting: the depth of a JSON text, found on its bytes, is the depth of what it parses to."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fooapi.nesting import too_deep
+from apimachinery.nesting import too_deep
 
 # Strings full of what the scan must not mistake for structure: brackets, quotes, escapes.
 _TRICKY = st.text(alphabet='{}[]"\\ax\n', max_size=6)

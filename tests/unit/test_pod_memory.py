@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kube.budget import ByteBudget, MiB, PodMemory
-from kube.cgroups import memory_cgroup
+from serving.budget import ByteBudget, MiB, PodMemory
+from serving.cgroups import memory_cgroup
 
 SELF_IN_A_CONTAINER = "0::/\n"  # a cgroup namespace: the mount is the container's cgroup
 

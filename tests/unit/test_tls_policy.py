@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from insights.__main__ import main as insights_main
-from kube.tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
+from serving.tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 from webhook.__main__ import main as webhook_main
 
 

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from fooapi import validate
-from fooapi.errors import CauseType, invalid_message
+from apimachinery.errors import CauseType, invalid_message
+from fooapi import GROUP, KIND, validate
 from tests.objects import foo_v1, foo_v1alpha1
 
 
@@ -95,11 +95,11 @@ def test_unknown_api_version_is_reported() -> None:
 
 def test_message_reads_like_kubernetes() -> None:
     errors = validate(foo_v1alpha1(deployment=None, replicas=11))
-    assert invalid_message("x", errors) == (
+    assert invalid_message("x", errors, kind=KIND, group=GROUP) == (
         'Foo.samplecontroller.k8s.io "x" is invalid: [spec.deploymentName: Required value, '
         "spec.replicas: Invalid value: 11: must be less than or equal to 10]"
     )
     assert (
-        invalid_message("x", errors[:1])
+        invalid_message("x", errors[:1], kind=KIND, group=GROUP)
         == 'Foo.samplecontroller.k8s.io "x" is invalid: spec.deploymentName: Required value'
     )

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from kube.budget import CLIENT_MIB, RESERVED_MIB, MiB, budget_for_memory_limit, processes_memory_feeds
-from kube.cpus import cgroup_cpu_limit, workers_for
 from kube.metrics import PodProcessCollector
-from kube.workers import Worker, describe_exit, runtime_layout
+from serving.budget import CLIENT_MIB, RESERVED_MIB, MiB, budget_for_memory_limit, processes_memory_feeds
+from serving.cpus import cgroup_cpu_limit, workers_for
+from serving.workers import Worker, describe_exit, runtime_layout
 from webhook.__main__ import parse_args, settings_from, workers
 
 IN_A_CONTAINER = "0::/\n"  # the cgroup namespace makes the container's own cgroup "/"
@@ -120,7 +120,7 @@ def test_workers_that_are_neither_auto_nor_a_count_are_one_line(word: str, capsy
 
 
 def test_auto_never_starts_more_workers_than_the_memory_limit_feeds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("kube.cpus.auto_workers", lambda: 64)
+    monkeypatch.setattr("serving.cpus.auto_workers", lambda: 64)
     assert workers(parse_args(["--cert-dir", "/x", "--memory-limit-mib", "256"])) == 1
     assert workers(parse_args(["--cert-dir", "/x", "--memory-limit-mib", "384"])) == 2
     assert workers(parse_args(["--cert-dir", "/x", "--memory-limit-mib", "384", "--metrics-secure"])) == 1

@@ -317,7 +317,7 @@ metrics.port, or insights.metricsPort for the insights pods when set. */}}
 {{- end }}
 {{- end }}
 
-{{/* The metrics flags every process takes (kube/serving.py, controller/settings.py):
+{{/* The metrics flags every process takes (serving/lifecycle.py, controller/settings.py):
 (dict "root" $ "component" "insights"). */}}
 {{- define "foo-operator.metricsArgs" -}}
 {{- if .root.Values.metrics.enabled }}

@@ -15,7 +15,7 @@ the main loop is, the interpreter hands this thread its turn within the switch i
 Answered from elsewhere, a probe must still see a process that stopped working: the main loop
 stamps a heartbeat every second, and ``/healthz`` fails once it is older than ``stall_seconds``
 (the kubelet restarts a container whose loop is stuck). ``/readyz`` is the process's own
-readiness (kube.readiness), read as it is.
+readiness (serving.readiness), read as it is.
 
 What a caller can make this port hold is bounded by constants: at most MAX_CONNECTIONS
 connections (a new one closes the oldest), each with a head of at most HEAD_LIMIT bytes that

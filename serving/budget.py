@@ -22,7 +22,7 @@ MiB = 1024 * 1024
 
 # What one serving process needs besides what the budget charges: an idle worker's own memory
 # (interpreter, pydantic, prometheus, TLS) and what its connections may hold uncharged, times the
-# connection cap (kube.reviewserver.MAX_CONNECTIONS): the head llhttp keeps, TLS state and the
+# connection cap (serving.reviewserver.MAX_CONNECTIONS): the head llhttp keeps, TLS state and the
 # ciphertext it has read ahead, the write buffers a client that does not read leaves full, and
 # what the allocator keeps between two trims. 48 was the sum of those at their worst on paper;
 # the attack mix on the real node measured the process at its idle size plus its budget plus
@@ -76,11 +76,11 @@ def parse_cost(body: bytes) -> int:
 
 
 def parse_charge(body: bytes) -> tuple[int, int]:
-    """What a body costs from its nesting scan (kube.bodies.parse_json) until its tree is freed,
+    """What a body costs from its nesting scan (apimachinery.bodies.parse_json) until its tree is freed,
     and how many arrays and objects it opens (parse_json's scan needs no more when that is few).
 
     The cost: the body itself, and the larger of its tree (``parse_cost``) and the scan's two
-    working copies (fooapi.nesting: at most twice its size; a body of strings has a small tree).
+    working copies (apimachinery.nesting: at most twice its size; a body of strings has a small tree).
     """
     cost, opens = body_shape(body)
     return len(body) + max(cost, 2 * len(body)), opens
@@ -179,7 +179,7 @@ class PodMemory:
         now = time.monotonic()
         if now - self._trimmed_at >= POD_TRIM_SECONDS:  # what was freed may still count
             self._trimmed_at = now
-            # In a thread (kube.limits): a trim can take hundreds of ms, every probe's wait too
+            # In a thread (serving.limits): a trim can take hundreds of ms, every probe's wait too
             # on the loop. The charge looks again after POD_POLL_SECONDS.
             asyncio.get_running_loop().run_in_executor(None, give_back_freed_memory)
             self._read_at = -1.0

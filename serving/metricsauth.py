@@ -20,10 +20,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from .accessreview import subject_access_review
-from .client import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, ApiError, KubeClient
+from apimachinery.status import failure
+from kube.accessreview import subject_access_review
+from kube.client import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, ApiError, KubeClient
+
 from .http import status_response
-from .status import failure
 
 log = logging.getLogger(__name__)
 

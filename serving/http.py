@@ -1,7 +1,7 @@
-"""The aiohttp side of the JSON body edge (kube.bodies): bounded JSON bodies in, JSON and Status out.
+"""The aiohttp side of the JSON body edge (apimachinery.bodies): bounded JSON bodies in, JSON and Status out.
 
-Used by the insights server (its API and kube.appserving) and the metrics guard. The webhook's
-own HTTP/1.1 server (kube.reviewserver) reads bodies and answers Statuses with kube.bodies alone,
+Used by the insights server (its API and serving.appserving) and the metrics guard. The webhook's
+own HTTP/1.1 server (serving.reviewserver) reads bodies and answers Statuses with apimachinery.bodies alone,
 without aiohttp.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from kube.bodies import (
+from apimachinery.bodies import (
     JSON,
     BodyDeadlines,
     StatusError,
@@ -23,8 +23,8 @@ from kube.bodies import (
     request_timeout,
     unsupported_content_type,
 )
-from kube.budget import Reservation
-from kube.status import Status, failure
+from apimachinery.status import Status, failure
+from serving.budget import Reservation
 
 
 def json_response(

@@ -1,4 +1,4 @@
-"""The aiohttp side of kube.serving: the insights API's edge (drain, Status errors), probes and Listener."""
+"""The aiohttp side of serving.lifecycle: the insights API's edge (drain, Status errors), probes and Listener."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from ssl import SSLContext
 
 from aiohttp import hdrs, web
 
-from .bodies import StatusError
+from apimachinery.bodies import StatusError
+from apimachinery.status import failure
+
 from .connections import ConnectionGuard, ConnectionLimits, GuardedSite
 from .http import status_response
 from .readiness import Readiness
 from .reviewserver import KEEPALIVE_SECONDS
-from .status import failure
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def serving_app(readiness: Readiness, *, client_max_size: int = 1024 * 1024) -> 
 
 
 class AppListener:
-    """An aiohttp app as a Listener (the insights API); its connections are bounded (kube.connections)."""
+    """An aiohttp app as a Listener (the insights API); its connections are bounded (serving.connections)."""
 
     def __init__(self, app: web.Application, limits: ConnectionLimits | None = None) -> None:
         self.app = app

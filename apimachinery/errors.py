@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .names import GROUP, KIND
-
 
 class CauseType(str, Enum):
     """The `reason` of a Status cause, exactly as Kubernetes spells it."""
@@ -122,7 +120,7 @@ def aggregate_message(errors: list[FieldError]) -> str:
     return "[" + ", ".join(str(e) for e in errors) + "]"
 
 
-def invalid_message(name: str, errors: list[FieldError], kind: str = KIND, group: str = GROUP) -> str:
+def invalid_message(name: str, errors: list[FieldError], *, kind: str, group: str) -> str:
     """`Foo.samplecontroller.k8s.io "x" is invalid: ...` — what apierrors.NewInvalid says."""
     qualified = f"{kind}.{group}" if group else kind
     return f"{qualified} {shown(name)} is invalid: {aggregate_message(errors)}"

@@ -1,7 +1,7 @@
 """What /readyz answers: one Readiness per serving process, whichever HTTP server serves it.
 
-No HTTP library here: the admission port (kube.reviewserver) and the aiohttp servers
-(kube.serving) share it.
+No HTTP library here: the admission port (serving.reviewserver) and the aiohttp servers
+(serving.lifecycle) share it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class Readiness:
     serving: bool = False
     draining: bool = False
     checks: list[Callable[[], bool]] = field(default_factory=list)
-    # One worker among several (kube.workers): told when this process starts and stops serving,
+    # One worker among several (serving.workers): told when this process starts and stops serving,
     # and asked last, so that every worker's answer says whether all of them serve.
     announce: Callable[[bool], None] | None = None
     shared: Callable[[], tuple[bool, str]] | None = None

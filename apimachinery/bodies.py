@@ -1,6 +1,6 @@
-"""JSON request bodies and Status errors, whichever HTTP server reads them (aiohttp or kube.reviewserver).
+"""JSON request bodies and Status errors, whichever HTTP server reads them (aiohttp or serving.reviewserver).
 
-Nothing here imports an HTTP library: the admission port's own server (kube.reviewserver) must
+Nothing here imports an HTTP library: the admission port's own server (serving.reviewserver) must
 not pay for aiohttp's import to serve.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from fooapi.nesting import MAX_DEPTH, too_deep
-from kube.status import Status, failure
+from apimachinery.nesting import MAX_DEPTH, too_deep
+from apimachinery.status import Status, failure
 
 JSON = "application/json"
 
@@ -83,9 +83,9 @@ _PAUSE_GC_FROM = 64 * 1024
 def parse_json(body: bytes, *, opens: int | None = None) -> Any:
     """``body`` parsed as JSON, or a 400 Status that says what is wrong.
 
-    Nesting past fooapi.nesting's limit is refused before the parse: what is parsed is then
+    Nesting past apimachinery.nesting's limit is refused before the parse: what is parsed is then
     copied, rendered and written again, and each of those recurses (orjson writes only 255 levels).
-    ``opens``: how many arrays and objects the body opens, if counted already (kube.budget).
+    ``opens``: how many arrays and objects the body opens, if counted already (serving.budget).
     """
     if not body:
         raise StatusError(failure(400, "request body is empty: expected a JSON object"))

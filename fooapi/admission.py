@@ -1,14 +1,16 @@
-"""The Foo admission rules: glue between AdmissionReview and fooapi's pure default/validate."""
+"""The Foo admission rules: glue between apimachinery's AdmissionReview codec and fooapi's pure default/validate."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fooapi import API_VERSIONS, CRD_NAME, GROUP, KIND, ConversionError, convert, default, validate
-from fooapi.validation import deprecation_warnings, replicas_errors
-from kube.status import failure, invalid
+from apimachinery.admission import AdmissionRequest, Outcome, allowed, denied, json_patch, misrouted, patched
+from apimachinery.status import failure, invalid
 
-from .admission import AdmissionRequest, Outcome, allowed, denied, json_patch, misrouted, patched
+from .conversion import ConversionError, convert
+from .defaults import default
+from .names import API_VERSIONS, CRD_NAME, GROUP, KIND
+from .validation import deprecation_warnings, replicas_errors, validate
 
 _WRITES = ("CREATE", "UPDATE")
 

@@ -26,7 +26,7 @@ and every bound aiohttp gave us is kept here, plus the ones a hand-written serve
 
 An endpoint (``Endpoint``) is a path and a handler of a parsed JSON body with its Bounds:
 body limit (413, Content-Length checked before reading), body deadlines (408), the byte budget
-(kube.budget: 413 when a body never fits, 429 when it waits too long), concurrency slots, the
+(serving.budget: 413 when a body never fits, 429 when it waits too long), concurrency slots, the
 answer deadline (504) and the write deadline (a large answer is charged until its last piece is
 handed over; a client that does not read it is cut off).
 """
@@ -48,7 +48,7 @@ from typing import Any, Protocol, cast
 import httptools
 import orjson
 
-from kube.bodies import (
+from apimachinery.bodies import (
     JSON,
     BodyDeadlines,
     StatusError,
@@ -58,10 +58,10 @@ from kube.bodies import (
     request_timeout,
     unsupported_content_type,
 )
-from kube.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
-from kube.readiness import Readiness
-from kube.status import Status, failure
-from kube.tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
+from apimachinery.status import Status, failure
+from serving.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
+from serving.readiness import Readiness
+from serving.tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ KEEPALIVE_SECONDS = 95.0
 # or waiting for the budget): neither probes nor the apiserver, whose requests arrive whole at
 # once, are refused by connections a client merely holds open or trickles into; only when
 # every one is being answered is the newcomer closed. Each costs at most a constant, ~320 KiB
-# with every buffer below full, so 64 fit in what a process reserves for itself (kube.budget;
+# with every buffer below full, so 64 fit in what a process reserves for itself (serving.budget;
 # docs/architecture.md, "Resource model (admission port)"); a pod of N workers holds 64 N.
 MAX_CONNECTIONS = 64
 # A connection just admitted, that has not yet had the time to send its first request, is closed
@@ -367,7 +367,7 @@ class Endpoint:
 
         In that order, so a client that sends its body slowly holds neither a slot (408 when its
         deadline passes) nor more budget than the bytes it declared; the parse waits until the
-        estimated size of its tree fits (kube.budget), and a body that never could is refused
+        estimated size of its tree fits (serving.budget), and a body that never could is refused
         unparsed. The answer is written before the bytes are given back, under the same deadline.
         """
         bounds = self.bounds
@@ -595,7 +595,7 @@ class Connection(asyncio.Protocol):
         self.timer_at = 0.0
         self.write_limit = 64 * 1024
         self.served = False  # an answer was written: idle from now on is keep-alive
-        # Body bytes read for requests not paid for yet (kube.budget): charged, and reading
+        # Body bytes read for requests not paid for yet (serving.budget): charged, and reading
         # stops until their request pays, so at most one read's worth each time.
         self.unpaid = Reservation(app.budget) if app.budget is not None else None
 
@@ -619,7 +619,7 @@ class Connection(asyncio.Protocol):
     def accepted(self, sock: socket.socket, context: SSLContext, handshakes: dict[Connection, None]) -> None:
         """A TLS connection just accepted: counted among the ``handshakes`` under way (at most the
         connection cap; past it one is dropped, one nothing was heard from first) before its
-        handshake begins (kube.tlsupgrade)."""
+        handshake begins (serving.tlsupgrade)."""
         while len(handshakes) >= self.app.max_connections:
             to_drop(handshakes, lambda conn: conn.handshake).abort()
         _small_socket_buffers(sock)
@@ -1067,7 +1067,7 @@ def _head_too_large() -> Status:
 
 
 class ReviewServer:
-    """``app`` on a port (TLS when given a context): the listener kube.serving's lifecycle drives."""
+    """``app`` on a port (TLS when given a context): the listener serving.lifecycle's lifecycle drives."""
 
     def __init__(self, app: ReviewApp) -> None:
         self.app = app
@@ -1095,7 +1095,7 @@ class ReviewServer:
     ) -> None:
         if ssl is not None:
             # Accepted here, not by create_server(ssl=): a connection is counted before its
-            # handshake, which runs only if it is admitted (kube.tlsupgrade).
+            # handshake, which runs only if it is admitted (serving.tlsupgrade).
             sock = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
             self.acceptor = Acceptor(
                 sock, lambda conn: Connection(self.app, self.connections).accepted(conn, ssl, self.handshakes)

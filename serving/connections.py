@@ -13,7 +13,7 @@ the time it takes to arrive, and it accepts every connection. Here, on the insig
   within a millisecond of its handshake). Verified ones past their cap are closed at once.
 
 So what heads hold is bounded by constants times capped counts (docs/architecture.md, "Resource
-model (insights)"). The numbers are the admission port's (kube.reviewserver) where they mean
+model (insights)"). The numbers are the admission port's (serving.reviewserver) where they mean
 the same thing.
 """
 
@@ -31,9 +31,10 @@ import orjson
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from .bodies import JSON
+from apimachinery.bodies import JSON
+from apimachinery.status import Status, failure
+
 from .reviewserver import KEEPALIVE_SECONDS
-from .status import Status, failure
 from .tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class ConnectionLimits:
     # 100 of them): 256 x (a 64 KiB head, 128 KiB of body read ahead) is at most 48 MiB.
     max_verified: int = 256
     max_anonymous: int = 64
-    # Handshakes under way, counted from the accept (kube.tlsupgrade): past it the oldest is
+    # Handshakes under way, counted from the accept (serving.tlsupgrade): past it the oldest is
     # dropped. A probe's or the aggregator's takes a millisecond; only bare or slow ones grow old.
     max_handshakes: int = 64
     # asyncio's default is 60 s: a handshake holds its TLS buffers until it completes or times out.
@@ -106,7 +107,7 @@ class ConnectionGuard:
 
     def accepted(self, sock: socket.socket, server: web.Server, context: SSLContext) -> None:
         """A connection just accepted: counted, its handshake begun; past the cap one under way
-        makes room, one nothing was heard from first (kube.tlsupgrade.to_drop)."""
+        makes room, one nothing was heard from first (serving.tlsupgrade.to_drop)."""
         while len(self.handshakes) >= self.limits.max_handshakes:
             dropped = to_drop(self.handshakes, lambda handshake: handshake)
             del self.handshakes[dropped]
@@ -255,7 +256,7 @@ def _remote(transport: asyncio.BaseTransport | None) -> str:
 
 
 class GuardedSite(web.TCPSite):
-    """aiohttp's TCPSite, whose connections are counted from their accept (kube.tlsupgrade),
+    """aiohttp's TCPSite, whose connections are counted from their accept (serving.tlsupgrade),
     handed to GuardedRequestHandlers, and whose handshakes time out sooner."""
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: ConnectionGuard, **kwargs: Any) -> None:

@@ -2,7 +2,7 @@
 
 `/metrics` never shares a port with admission, conversion or the aggregated API: its own
 address (`--metrics-bind-address`, `0` turns it off), plain HTTP, or with `--metrics-secure`
-HTTPS plus TokenReview + SubjectAccessReview (kube.metricsauth) — controller-runtime's
+HTTPS plus TokenReview + SubjectAccessReview (serving.metricsauth) — controller-runtime's
 `WithAuthenticationAndAuthorization`. One handler (kube.metrics.metrics_handler) serves it.
 
 aiohttp is imported only when the listener starts serving, and then off the event loop:
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from aiohttp import web
     from prometheus_client import CollectorRegistry
 
-    from .client import KubeClient
+    from kube.client import KubeClient
+
     from .metricsauth import MetricsGuard
     from .tls import CertWatcher
 
@@ -75,7 +76,7 @@ def metrics_app(registry: CollectorRegistry, guard: MetricsGuard | None = None) 
     """The `/metrics` app, behind ``guard`` when one is given."""
     from aiohttp import web
 
-    from .metrics import metrics_handler
+    from kube.metrics import metrics_handler
 
     app = web.Application(middlewares=[guard.middleware] if guard is not None else [])
     app.router.add_get("/metrics", metrics_handler(registry))
@@ -227,7 +228,7 @@ async def metrics_server(
         return None
     if not options.secure:
         return MetricsServer(options, registry)
-    from .config import ClientSettings, connect
+    from kube.config import ClientSettings, connect
 
     try:
         client = await connect(kubeconfig, settings=ClientSettings(user_agent=user_agent))

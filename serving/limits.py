@@ -21,7 +21,7 @@ def raise_open_file_limit() -> int:
     Container runtimes start processes with a soft limit of 1024 (the hard one is usually
     1048576): one client holding 1,000 connections would otherwise take every descriptor,
     and the kubelet's probes and kube-apiserver would be refused. The per-process connection
-    caps (kube.reviewserver's for the webhook, kube.connections' for insights) are what bound connections; this only stops the kernel's limit
+    caps (serving.reviewserver's for the webhook, serving.connections' for insights) are what bound connections; this only stops the kernel's limit
     from being the smaller one.
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -37,7 +37,7 @@ def raise_open_file_limit() -> int:
 
 _libc: Any = None  # ctypes.CDLL once loaded: ctypes is imported on first use, off the webhook's start-up
 
-# How often a serving process gives freed heap pages back (kube.serving runs it beside every
+# How often a serving process gives freed heap pages back (serving.lifecycle runs it beside every
 # listener): often enough that its memory follows a burst down within seconds.
 TRIM_SECONDS = 10.0
 

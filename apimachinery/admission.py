@@ -13,15 +13,14 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from kube.status import Status, failure
+from apimachinery.status import Status, failure
 
-from .budget import MiB
 from .review import review_request
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 # The largest review body taken: it carries object and oldObject, each up to the apiserver's 3 MiB
 # request limit (an AdmissionReview; a FooReview is made the same way).
-REVIEW_BODY_LIMIT = 8 * MiB
+REVIEW_BODY_LIMIT = 8 << 20  # 8 MiB
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 

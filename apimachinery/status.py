@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from fooapi.errors import MAX_MESSAGE_CHARS, MAX_SHOWN_CHARS, FieldError, cut, invalid_message
+from apimachinery.errors import MAX_MESSAGE_CHARS, MAX_SHOWN_CHARS, FieldError, cut, invalid_message
 
 
 class StatusCause(TypedDict, total=False):

@@ -1,8 +1,8 @@
 """One TLS server lifecycle for every HTTPS process of the product (webhook, insights).
 
 Both serve over TLS with hot certificate reload, `/healthz` and `/readyz`, the Status error
-edge and a graceful drain on SIGTERM: the webhook on its own protocol (kube.reviewserver),
-insights on aiohttp (kube.appserving). Written once here so the two processes can never drift
+edge and a graceful drain on SIGTERM: the webhook on its own protocol (serving.reviewserver),
+insights on aiohttp (serving.appserving). Written once here so the two processes can never drift
 apart on how they start, report readiness or stop. Nothing here imports aiohttp: the webhook
 must listen without paying for it (the heaviest import of a start).
 """
@@ -55,7 +55,7 @@ class ServingOptions:
     reuse_port: bool = False
     # Off unless asked for: two servers in one test process must not both want :8080.
     metrics: MetricsOptions = MetricsOptions(port=0)
-    # The kubelet's probes on a port of their own (kube.probes); 0: only on the serving port.
+    # The kubelet's probes on a port of their own (serving.probes); 0: only on the serving port.
     probe_host: str | None = None
     probe_port: int = 0
 
@@ -98,7 +98,7 @@ async def serving_metrics(
 
 
 class Listener(Protocol):
-    """A server on one port: aiohttp's (``AppListener``) or the admission port's (kube.reviewserver)."""
+    """A server on one port: aiohttp's (``AppListener``) or the admission port's (serving.reviewserver)."""
 
     readiness: Readiness
 
@@ -186,7 +186,7 @@ async def serve_until_stopped(
             },
         )
         tasks.append(asyncio.create_task(watcher.watch(options.cert_reload_interval), name=f"{name}-cert-watcher"))
-        # What a burst of connections or reviews freed goes back to the system (kube.limits).
+        # What a burst of connections or reviews freed goes back to the system (serving.limits).
         tasks.append(asyncio.create_task(give_back_freed_memory_every(TRIM_SECONDS), name=f"{name}-malloc-trim"))
         if metrics is not None and not await _started_unless_stopped(metrics, options, stop):
             return
