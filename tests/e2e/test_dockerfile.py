@@ -5,31 +5,22 @@ inside the image, and it runs as the non-root user (hack/dockerfile-check.sh).""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.imagebuild import cannot_build_images
 from tests.unit.test_cli_pattern import console_scripts  # the completion endpoint takes no --version
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
 
 
-def _cannot_build() -> str | None:
-    if os.geteuid() != 0:
-        return "building the Dockerfile with buildah here needs root"
-    for tool in ("buildah", "mmdebstrap"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (hack/install-node-deps.sh installs it)"
-    return None
-
-
 @pytest.mark.timeout(1800)
 def test_the_dockerfile_builds_an_image_in_which_every_console_script_prints_the_version() -> None:
-    reason = _cannot_build()
+    reason = cannot_build_images("the Dockerfile with buildah")
     if reason:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true and the Dockerfile cannot be built: {reason}", pytrace=False)

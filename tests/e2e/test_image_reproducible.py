@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.imagebuild import cannot_build_images
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _cannot_build() -> str | None:
-    if os.geteuid() != 0:
-        return "building the image needs root (mmdebstrap into a directory)"
-    for tool in ("buildah", "mmdebstrap"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed (hack/install-node-deps.sh installs it)"
-    return None
 
 
 def _build(out_dir: Path, epoch: str) -> dict[str, str]:
@@ -37,7 +29,7 @@ def _build(out_dir: Path, epoch: str) -> dict[str, str]:
 
 @pytest.mark.timeout(2400)
 def test_the_image_built_twice_from_one_commit_has_one_digest(tmp_path: Path) -> None:
-    reason = _cannot_build()
+    reason = cannot_build_images("the image")
     if reason:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true and the image cannot be built: {reason}", pytrace=False)
