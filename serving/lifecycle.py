@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from .cli import add_log_flags, non_negative_float, port
+from .cli import add_log_flags, bind_address, non_negative_float, port
 from .limits import TRIM_SECONDS, give_back_freed_memory_every
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .probes import ProbeServer, ProbeSetupError
@@ -244,7 +244,8 @@ def add_serving_flags(parser: argparse.ArgumentParser, *, default_port: int) -> 
     )
     parser.add_argument(
         "--health-probe-bind-address",
-        default="0",
+        type=bind_address("--health-probe-bind-address"),
+        default=(None, 0),
         metavar="ADDRESS",
         help="host:port or :port for /healthz, /livez and /readyz over plain HTTP, answered by a thread "
         "of their own however busy the serving port is (the chart: :8081); 0 (default): on the serving port only",
@@ -269,11 +270,11 @@ def check_serving_flags(
     try:
         parse_tls_policy(args.tls_min_version, args.tls_cipher_suites)
         _, metrics_port = parse_bind_address(args.metrics_bind_address)
-        _, probe_port = parse_bind_address(args.health_probe_bind_address, "--health-probe-bind-address")
     except ValueError as err:
         return str(err)
     if metrics_port and metrics_port == args.port:
         return f"--metrics-bind-address must not use the serving port {args.port}"
+    probe_port = args.health_probe_bind_address[1]
     if probe_port and probe_port in (args.port, metrics_port):
         taken = "the serving port" if probe_port == args.port else "the metrics port"
         return f"--health-probe-bind-address must not use {taken} {probe_port}"
@@ -310,7 +311,7 @@ def serving_options(
     ``reuse_port``: this process is one of several workers on the same ports (both of them).
     """
     host, metrics_port = parse_bind_address(args.metrics_bind_address)
-    probe_host, probe_port = parse_bind_address(args.health_probe_bind_address, "--health-probe-bind-address")
+    probe_host, probe_port = args.health_probe_bind_address
     return kind(
         cert_dir=args.cert_dir,
         cert_name=args.cert_name,
