@@ -25,6 +25,7 @@ from apimachinery.bodies import JSON, BodyDeadlines, StatusError, body_too_large
 from apimachinery.objects import Object
 from apimachinery.status import failure
 from serving.budget import ByteBudget, MiB, NeverFits, parse_cost
+from serving.connections import long_running
 from serving.http import GROWTH_STEP, check_json_content_type, read_body
 
 from . import discovery, listing, openapi
@@ -475,6 +476,7 @@ async def _watch(
         )
     insights.watches += 1
     try:
-        return await serve_watch(request, insights.view, matches, _watch_render(request, form), options)
+        with long_running(request):
+            return await serve_watch(request, insights.view, matches, _watch_render(request, form), options)
     finally:
         insights.watches -= 1

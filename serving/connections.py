@@ -10,7 +10,13 @@ the time it takes to arrive, and it accepts every connection. Here, on the insig
   (the kubelet's probes; anyone else) is *anonymous*. Anonymous ones get a small head limit, a
   short idle timeout, and a count of their own: past it the oldest anonymous connection is
   closed, so a client that opens many can never lock out a probe (which asks and is answered
-  within a millisecond of its handshake). Verified ones past their cap are closed at once.
+  within a millisecond of its handshake). A verified one past their cap makes room by closing
+  the oldest verified connection that is idle, else the oldest serving a long-running request (a
+  watch, which its client resumes from its last resourceVersion), and only when every one is in
+  the middle of a short request is the new one closed at once. kube-apiserver reaches the server
+  on verified connections for its users and for its own availability check alike: a cap that
+  refused every newcomer let users' watches lock out that check, and one failed check makes
+  the aggregator answer 503 for every read until the next one passes.
 
 So what heads hold is bounded by constants times capped counts (docs/architecture.md, "Resource
 model (insights)"). The numbers are the admission port's (serving.reviewserver) where they mean
@@ -20,8 +26,10 @@ the same thing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from ssl import SSLContext
@@ -69,14 +77,16 @@ class ConnectionLimits:
 
 
 class ConnectionGuard:
-    """The connections of one listener, counted: verified ones up to a cap, anonymous ones evicted oldest first."""
+    """The connections of one listener, counted: verified ones up to a cap (idle ones, then watches,
+    make room for a new one), anonymous ones evicted oldest first."""
 
     def __init__(self, limits: ConnectionLimits | None = None) -> None:
         self.limits = limits or ConnectionLimits()
-        self.verified: set[GuardedRequestHandler] = set()
+        self.verified: dict[GuardedRequestHandler, None] = {}  # in order of arrival
         self.anonymous: dict[GuardedRequestHandler, None] = {}  # in order of arrival
         self.handshakes: dict[Handshake, None] = {}  # in order of accept
-        self.refused = 0  # verified connections closed at the cap
+        self.refused = 0  # verified connections closed at the cap: every one was busy
+        self.shed = 0  # verified connections closed for a newer one: idle, or holding a watch
         self.evicted = 0  # anonymous connections closed for a newer one
         self.dropped = 0  # handshakes dropped for a newer one
         self._full = False
@@ -85,13 +95,23 @@ class ConnectionGuard:
         """Count ``handler``'s connection; False if it must be closed at once."""
         if handler.verified:
             if len(self.verified) >= self.limits.max_verified:
-                self.refused += 1
                 if not self._full:
-                    log.warning("connection cap reached: closing new connections", extra={"cap": len(self.verified)})
+                    log.warning(
+                        "connection cap reached: new connections close idle ones and watches, "
+                        "or are closed when none is",
+                        extra={"cap": len(self.verified)},
+                    )
                     self._full = True
-                return False
-            self._full = False
-            self.verified.add(handler)
+                shed = self._to_shed()
+                if shed is None:
+                    self.refused += 1
+                    return False
+                del self.verified[shed]
+                self.shed += 1
+                shed.cut()
+            else:
+                self._full = False
+            self.verified[handler] = None
             return True
         while len(self.anonymous) >= self.limits.max_anonymous:
             oldest = next(iter(self.anonymous))
@@ -101,8 +121,23 @@ class ConnectionGuard:
         self.anonymous[handler] = None
         return True
 
+    def _to_shed(self) -> GuardedRequestHandler | None:
+        """The verified connection a new one replaces, the oldest of the first kind there is: idle
+        and never asked anything, idle after answers (a client's pool: it retries a GET, but not a
+        POST it wrote as the close crossed it), serving a watch (its client resumes it)."""
+        pooled: GuardedRequestHandler | None = None
+        watching: GuardedRequestHandler | None = None
+        for handler in self.verified:  # oldest first
+            if handler.idle():
+                if handler.requests == 0:
+                    return handler
+                pooled = pooled if pooled is not None else handler
+            elif handler.long_running:
+                watching = watching if watching is not None else handler
+        return pooled if pooled is not None else watching
+
     def release(self, handler: GuardedRequestHandler) -> None:
-        self.verified.discard(handler)
+        self.verified.pop(handler, None)
         self.anonymous.pop(handler, None)
 
     def accepted(self, sock: socket.socket, server: web.Server, context: SSLContext) -> None:
@@ -145,6 +180,7 @@ class GuardedRequestHandler(RequestHandler):
         self._head_tail = b""  # the last bytes fed, to find a head's end split across two reads
         self._head_timer: asyncio.TimerHandle | None = None
         self._body: Any = None  # the payload (StreamReader) of the last request; None before the first
+        self.long_running = False  # serving a watch (``long_running``): it may be shed at the cap
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # With TLS, called once the handshake is over: the peer's certificate is known.
@@ -166,6 +202,15 @@ class GuardedRequestHandler(RequestHandler):
 
     def _in_head(self) -> bool:
         return self._body is None or self._body.is_eof()
+
+    @property
+    def requests(self) -> int:
+        """Requests whose head was received on this connection."""
+        return self._request_count
+
+    def idle(self) -> bool:
+        """Between requests: none in progress or queued, and no byte of the next one received."""
+        return not self._request_in_progress and not self._messages and self._head_bytes == 0
 
     def data_received(self, data: bytes) -> None:
         if not data or self._force_close or self._close or not self._in_head():
@@ -248,6 +293,23 @@ class GuardedRequestHandler(RequestHandler):
             self._loop.call_later(linger, transport.abort)
         else:
             transport.abort()
+
+
+@contextlib.contextmanager
+def long_running(request: web.BaseRequest) -> Iterator[None]:
+    """Mark the connection of ``request`` as serving a long-running request (a watch) while it is:
+    at the verified connection cap, it is closed for a newer connection rather than the newcomer
+    being refused (a watch's client resumes it; a refused check of kube-apiserver's is a 503 for
+    everyone)."""
+    protocol = request.protocol
+    if not isinstance(protocol, GuardedRequestHandler):
+        yield
+        return
+    protocol.long_running = True
+    try:
+        yield
+    finally:
+        protocol.long_running = False
 
 
 def _remote(transport: asyncio.BaseTransport | None) -> str:

@@ -19,6 +19,7 @@ import base64
 import json
 import ssl
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +143,13 @@ def why_unavailable(plane: LocalControlPlane) -> str:
         "get", "endpointslices", "-n", RELEASE_NAMESPACE, "-o",
         "jsonpath={range .items[*]}{.metadata.name}: {.endpoints[*].conditions}{'\\n'}{end}", check=False,
     ).stdout  # fmt: skip
-    return f"APIService conditions {conditions}; endpoints: {slices.strip()}"
+    # Why the aggregator answered 503: its availability checks and proxy errors, in its own words.
+    said = [
+        line[:400]
+        for line in (plane.logs_dir / "kube-apiserver.log").read_text(errors="replace").splitlines()
+        if "insights" in line and ("remote_available_controller" in line or "handler_proxy" in line)
+    ]
+    return f"APIService conditions {conditions}; endpoints: {slices.strip()}; kube-apiserver said: {said[-5:]}"
 
 
 def foohealth_reads() -> list[Call]:
@@ -241,6 +248,10 @@ def test_under_the_attack_mix_the_cluster_keeps_working_and_no_pod_restarts_or_o
             broken.append(f"{component}: 5xx answers {server_errors}")
         name = pod["metadata"]["name"]
         logs = release.plane.kubectl("logs", "-n", RELEASE_NAMESPACE, name, check=False).stdout
+        warned = Counter(
+            json.loads(line).get("msg") for line in logs.splitlines() if line.startswith("{") and '"warning"' in line
+        )
+        print(f"{component} warned: {dict(warned)}")
         if "Traceback" in logs:
             broken.append(f"{component} logged a traceback: {logs[logs.find('Traceback') :][:800]}")
     assert broken == [], "\n".join(broken)
