@@ -620,6 +620,28 @@ def _store_foos_at(plane: LocalControlPlane, version: str) -> None:
     plane.kubectl("patch", "crd", CRD_NAME, "--type=json", "-p", json.dumps(patch))
 
 
+def _settled(plane: LocalControlPlane, names: list[str], quiet: float = 3.0) -> bool:
+    """Whether the controller has written each Foo's status for its generation and its pods, and
+    nothing has changed any of the Foos for ``quiet`` seconds."""
+
+    def versions() -> dict[str, str] | None:
+        foos = json.loads(plane.kubectl("get", "foos", "-n", MIGRATED, "-o", "json").stdout)["items"]
+        found = {foo["metadata"]["name"]: foo for foo in foos if foo["metadata"]["name"] in names}
+        for foo in found.values():
+            status = foo.get("status", {})
+            if status.get("observedGeneration") != foo["metadata"]["generation"]:
+                return None
+            if status.get("replicas") != foo["spec"].get("replicas", 1):
+                return None
+        return {name: foo["metadata"]["resourceVersion"] for name, foo in found.items()}
+
+    before = versions()
+    if before is None or len(before) != len(names):
+        return False
+    time.sleep(quiet)
+    return versions() == before
+
+
 def _stored_versions(plane: LocalControlPlane) -> list[str]:
     crd = json.loads(plane.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
     return list(crd["status"]["storedVersions"])
@@ -678,6 +700,13 @@ def test_the_migrate_storage_hook_job_rewrites_every_foo_at_v1_and_prunes_stored
     plane = release.plane
     plane.kubectl("create", "namespace", MIGRATED, check=False)  # left by an earlier run of this test
     names = [f"stored-at-v1alpha1-{i}" for i in range(3)]
+    for name in names:
+        plane.kubectl("apply", "-n", MIGRATED, "-f", "-", input=foo_yaml(name))
+    # The release's controller writes each new Foo's status as its Deployment makes pods. A write
+    # after the storage version is back at v1 would store the Foo at v1 before the hook runs (it
+    # did once: the hook found nothing to rewrite), so the Foos are stored at v1alpha1 only once
+    # their status has stopped changing.
+    wait_for("the controller to settle the Foos' status", lambda: _settled(plane, names), timeout=60, interval=1)
     _store_foos_at(plane, "v1alpha1")
     try:
         assert _stored_versions(plane) == ["v1", "v1alpha1"]
@@ -686,7 +715,6 @@ def test_the_migrate_storage_hook_job_rewrites_every_foo_at_v1_and_prunes_stored
             # The apiserver reloads a CRD's storage a moment after the CRD changes: write until
             # etcd shows every Foo at v1alpha1.
             for name in names:
-                plane.kubectl("apply", "-n", MIGRATED, "-f", "-", input=foo_yaml(name))
                 plane.kubectl("annotate", "foo", name, "-n", MIGRATED, f"e2e/written={time.time_ns()}", "--overwrite")
             stored = etcd_foos(plane, MIGRATED)
             return {stored[name][0] for name in names} == {STORED_AT["v1alpha1"]}
@@ -694,6 +722,8 @@ def test_the_migrate_storage_hook_job_rewrites_every_foo_at_v1_and_prunes_stored
         wait_for("the Foos to be stored at v1alpha1", written_at_v1alpha1, timeout=30, interval=0.5)
     finally:
         _store_foos_at(plane, "v1")
+    stored = etcd_foos(plane, MIGRATED)
+    assert {stored[name][0] for name in names} == {STORED_AT["v1alpha1"]}, f"re-stored before the hook ran: {stored}"
     try:
         began = time.monotonic()
         with _followed_logs(plane, "app.kubernetes.io/component=migrate-storage") as logs:
