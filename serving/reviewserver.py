@@ -711,6 +711,10 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         if not self.busy and not self.queue:
             return None  # closes
+        if self.transport is not None and self.transport.get_extra_info("sslcontext") is not None:
+            # TLS cannot stay half-open: asyncio closes the connection anyway, and logs a warning
+            # for each True returned (91 lines from one attack mix).
+            return None
         self.close_after = True
         return True  # answer what was asked, then close
 
