@@ -30,16 +30,10 @@ SHUFFLE = -p randomly --randomly-seed=$(TEST_SEED)
 E2E_ORDER = $(SHUFFLE)
 
 # The one test command: build what the tests stand on, lint the layers, then unit, component
-# and e2e tests; once they pass, the e2e smoke set on each other version of the matrix. Each
-# stage prints its time (hack/timed.sh).
+# and e2e tests; once they pass, the e2e smoke set on each other version of the matrix, whose
+# builds run in the background meanwhile. Each stage prints its time. hack/test.sh is the stages.
 test:
-	@hack/timed.sh "install (virtualenv)" $(MAKE) --no-print-directory venv
-	@hack/timed.sh "build (control plane from Go modules)" $(MAKE) --no-print-directory build-plane
-	@hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image, cert-manager, cosign)" $(MAKE) --no-print-directory build-node
-	@hack/timed.sh "lint (style, layers, types)" $(MAKE) --no-print-directory lint
-	@hack/timed.sh "tests (unit, component; shuffled, TEST_SEED=$(TEST_SEED))" $(PY) -m pytest -q $(SHUFFLE) tests/unit tests/component
-	@hack/timed.sh "tests (e2e; shuffled, TEST_SEED=$(TEST_SEED))" $(PY) -m pytest -q $(E2E_ORDER) tests/e2e
-	@$(MAKE) --no-print-directory smoke-matrix
+	@PY=$(PY) MAKE=$(MAKE) K8S_SMOKE_VERSIONS="$(K8S_SMOKE_VERSIONS)" hack/test.sh
 
 # Every K8S_SMOKE_VERSIONS version: build it, run the e2e smoke set on it; each a timed stage.
 smoke-matrix: venv
