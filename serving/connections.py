@@ -42,7 +42,7 @@ from aiohttp.web_protocol import RequestHandler
 from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 
-from .reviewserver import KEEPALIVE_SECONDS
+from .reviewserver import FIRST_REQUEST_GRACE, KEEPALIVE_SECONDS
 from .tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
 
 log = logging.getLogger(__name__)
@@ -122,19 +122,27 @@ class ConnectionGuard:
         return True
 
     def _to_shed(self) -> GuardedRequestHandler | None:
-        """The verified connection a new one replaces, the oldest of the first kind there is: idle
-        and never asked anything, idle after answers (a client's pool: it retries a GET, but not a
-        POST it wrote as the close crossed it), serving a watch (its client resumes it)."""
-        pooled: GuardedRequestHandler | None = None
-        watching: GuardedRequestHandler | None = None
+        """The verified connection a new one replaces, the oldest of the first kind there is:
+        never asked anything though it has had its chance; idle after answers (a client's pool: it
+        retries a GET, though not a POST it wrote as the close crossed it); serving a watch (its
+        client resumes it); never asked anything yet, within its first-request grace (as new as
+        the newcomer: kube-apiserver's own check writes its request as soon as it is connected)."""
+        now = asyncio.get_running_loop().time()
+        kinds: list[GuardedRequestHandler | None] = [None, None, None, None]
         for handler in self.verified:  # oldest first
-            if handler.idle():
-                if handler.requests == 0:
-                    return handler
-                pooled = pooled if pooled is not None else handler
+            if handler.idle() and handler.requests == 0:
+                kind = 0 if now - handler.admitted_at >= FIRST_REQUEST_GRACE else 3
+            elif handler.idle():
+                kind = 1
             elif handler.long_running:
-                watching = watching if watching is not None else handler
-        return pooled if pooled is not None else watching
+                kind = 2
+            else:
+                continue  # in the middle of a request
+            if kind == 0:
+                return handler
+            if kinds[kind] is None:
+                kinds[kind] = handler
+        return next((handler for handler in kinds if handler is not None), None)
 
     def release(self, handler: GuardedRequestHandler) -> None:
         self.verified.pop(handler, None)
@@ -181,10 +189,12 @@ class GuardedRequestHandler(RequestHandler):
         self._head_timer: asyncio.TimerHandle | None = None
         self._body: Any = None  # the payload (StreamReader) of the last request; None before the first
         self.long_running = False  # serving a watch (``long_running``): it may be shed at the cap
+        self.admitted_at = 0.0  # loop time its handshake ended
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # With TLS, called once the handshake is over: the peer's certificate is known.
         self.verified = bool(transport.get_extra_info("peercert"))
+        self.admitted_at = self._loop.time()
         limits = self.guard.limits
         if self.verified:
             self.head_limit, self.head_timeout = limits.head_limit, limits.head_timeout

@@ -266,6 +266,21 @@ async def test_at_the_verified_cap_a_new_connection_closes_the_oldest_idle_one(s
         writer.close()
 
 
+async def test_at_the_verified_cap_one_that_never_asked_anything_goes_before_a_pool(start: Start) -> None:
+    listener = await start(ConnectionLimits(max_verified=3))
+    pooled = await listener.connect()
+    pooled[1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert _status_of(await asyncio.wait_for(pooled[0].readline(), 5)) == 200
+    silent = [await listener.connect() for _ in range(2)]
+    await asyncio.sleep(1.2)  # past their first-request grace
+    status, _ = await listener.request("GET", "/healthz")
+    assert status == 200
+    assert await _closed(silent[0][0])
+    assert not await _closed(pooled[0], timeout=0.2)
+    for _, writer in [pooled, *silent]:
+        writer.close()
+
+
 async def test_at_the_verified_cap_with_none_idle_a_new_connection_closes_the_oldest_watch(start: Start) -> None:
     listener = await start(ConnectionLimits(max_verified=3))
     watches = [await _watching(listener) for _ in range(3)]
