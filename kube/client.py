@@ -8,7 +8,9 @@ resources more than one process reads or writes are named here, once.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     # Only a type here: importing kubernetes_asyncio is a large share of a start that a webhook
     # without --metrics-secure or --cert-rotation never needs (kube.config imports it when used).
     from kubernetes_asyncio.client import ApiClient
+
+log = logging.getLogger(__name__)
 
 PatchType = Literal["merge", "strategic", "json", "apply"]
 PATCH_CONTENT_TYPES: dict[str, str] = {
@@ -53,9 +57,17 @@ class ApiError(Exception):
     """A failed call: the apiserver's Status, or status 0 when it could not be reached."""
 
     def __init__(
-        self, status: int, body: Mapping[str, Any] | None = None, *, method: str = "", path: str = "", server: str = ""
+        self,
+        status: int,
+        body: Mapping[str, Any] | None = None,
+        *,
+        method: str = "",
+        path: str = "",
+        server: str = "",
+        retry_after_header: float | None = None,
     ) -> None:
         self.status = status
+        self.retry_after_header = retry_after_header  # the answer's Retry-After, in seconds
         self.server = server  # the apiserver's URL: what a user checks first when there was no answer
         self.body: dict[str, Any] = dict(body or {})
         self.method = method
@@ -101,8 +113,19 @@ class ApiError(Exception):
 
     @property
     def retry_after(self) -> float | None:
+        """How long the server asked us to wait: its Status's retryAfterSeconds, else its Retry-After header."""
         seconds = self.details.get("retryAfterSeconds")
-        return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+        if isinstance(seconds, int | float) and seconds > 0:
+            return float(seconds)
+        return self.retry_after_header
+
+
+def retry_after_header(response: aiohttp.ClientResponse) -> float | None:
+    """The Retry-After header of a 429 or 5xx answer, in whole seconds (as client-go reads it)."""
+    if response.status != 429 and response.status < 500:
+        return None
+    value = response.headers.get("Retry-After", "").strip()
+    return float(value) if value.isdigit() else None
 
 
 def _query(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -117,6 +140,10 @@ def _query(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
 def no_answer(err: ApiError) -> str:
     """Every command's words for a call that got no answer (``status == 0``): the URL, then why."""
     return f"cannot reach the apiserver at {err.server or 'the configured address'}: {' '.join(err.message.split())}"
+
+
+# client-go's rest client: how many times an answer with Retry-After is retried.
+MAX_RETRIES = 10
 
 
 class KubeClient:
@@ -185,24 +212,46 @@ class KubeClient:
         content_type: str = JSON,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """One call; the decoded JSON answer, or ``ApiError`` with the apiserver's Status."""
-        client_timeout = aiohttp.ClientTimeout(total=self.timeout if timeout is None else timeout)
-        response = await self._send(
-            method, path, query=query, body=body, content_type=content_type, timeout=client_timeout
-        )
-        try:
-            raw = await response.read()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise self._no_answer(exc, method, path) from exc
-        finally:
-            response.release()
-        try:
-            data = json.loads(raw) if raw else {}
-        except ValueError:
-            data = {"message": raw[:500].decode("utf-8", "replace")}
-        if not 200 <= response.status < 300:
-            raise ApiError(response.status, data if isinstance(data, dict) else None, method=method, path=path)
-        return data if isinstance(data, dict) else {"items": data}
+        """One call; the decoded JSON answer, or ``ApiError`` with the apiserver's Status.
+
+        As client-go's rest client does, an answer of 429 or 5xx with a Retry-After header (the
+        apiserver did not act on the request: API Priority and Fairness throttling it, a CRD's
+        storage being replaced as it came in) is retried after the seconds it says, up to
+        ``MAX_RETRIES`` times, and never waiting past the call's timeout in all."""
+        seconds = self.timeout if timeout is None else timeout
+        client_timeout = aiohttp.ClientTimeout(total=seconds)
+        waited, attempt = 0.0, 0
+        while True:
+            response = await self._send(
+                method, path, query=query, body=body, content_type=content_type, timeout=client_timeout
+            )
+            try:
+                raw = await response.read()
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise self._no_answer(exc, method, path) from exc
+            finally:
+                response.release()
+            try:
+                data = json.loads(raw) if raw else {}
+            except ValueError:
+                data = {"message": raw[:500].decode("utf-8", "replace")}
+            if 200 <= response.status < 300:
+                return data if isinstance(data, dict) else {"items": data}
+            wait = retry_after_header(response)
+            error = ApiError(
+                response.status,
+                data if isinstance(data, dict) else None,
+                method=method,
+                path=path,
+                retry_after_header=wait,
+            )
+            if wait is None or attempt == MAX_RETRIES or waited + wait > seconds:
+                raise error
+            log.debug(
+                "retrying as the apiserver asked", extra={"attempt": attempt + 1, "after": wait, "error": str(error)}
+            )
+            await asyncio.sleep(wait)
+            waited, attempt = waited + wait, attempt + 1
 
     def _write_query(self, dry_run: bool = False) -> dict[str, Any]:
         return {"fieldManager": self.field_manager, "dryRun": "All" if dry_run else None}

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from apimachinery.resources import Resource
-from kube.client import DEPLOYMENTS, EVENTS, LEASES, ApiError, KubeClient
+from kube.client import DEPLOYMENTS, EVENTS, LEASES, MAX_RETRIES, ApiError, KubeClient
 from kube.config import ClientSettings, connect, load_configuration
 from kube.kubeconfig import KubeconfigError
 
@@ -93,6 +93,15 @@ class StandIn:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json() if request.can_read_body else None
         self.requests.append((request.method, request.path, dict(request.query), request.headers.copy(), body))
+        if "/busy-" in request.path:  # "busy-N[-h]": N answers of 503 first, with Retry-After unless -h
+            [segment] = [part for part in request.path.split("/") if part.startswith("busy-")]
+            busy, _, flag = segment.removeprefix("busy-").partition("-")
+            if sum(1 for r in self.requests if r[1] == request.path) <= int(busy):
+                status = {"kind": "Status", "status": "Failure", "reason": "ServiceUnavailable", "code": 503}
+                headers = {} if flag == "h" else {"Retry-After": "0"}
+                return web.json_response(
+                    {**status, "message": "apiserver is shutting down"}, status=503, headers=headers
+                )
         if request.path.endswith("/missing"):
             status = {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}
             return web.json_response(status, status=404)
@@ -141,6 +150,32 @@ async def test_a_status_answer_becomes_an_api_error(standin: tuple[StandIn, Kube
     with pytest.raises(ApiError) as caught:
         await client.get(DEPLOYMENTS, "missing", namespace="ns")
     assert caught.value.not_found and caught.value.message == "not found"
+
+
+async def test_an_answer_with_retry_after_is_retried_as_client_go_does(standin: tuple[StandIn, KubeClient]) -> None:
+    # Before: kube-apiserver's 503 "apiserver is shutting down" (a CRD's storage replaced as the
+    # request came in: the rotator patches the CRD's caBundle) failed the call; client-go retries it.
+    server, client = standin
+    answer = await client.create(DEPLOYMENTS, {"metadata": {"name": "web"}}, namespace="busy-2")
+    assert answer["echo"] == {"metadata": {"name": "web"}}
+    assert [r[0] for r in server.requests] == ["POST"] * 3
+    assert all(r[4] == {"metadata": {"name": "web"}} for r in server.requests)
+
+
+async def test_without_retry_after_the_first_failure_is_the_answer(standin: tuple[StandIn, KubeClient]) -> None:
+    server, client = standin
+    with pytest.raises(ApiError) as caught:
+        await client.get(DEPLOYMENTS, "busy-2-h", namespace="ns")
+    assert caught.value.status == 503 and caught.value.retry_after is None
+    assert len(server.requests) == 1
+
+
+async def test_retries_stop_after_ten_as_client_go_stops(standin: tuple[StandIn, KubeClient]) -> None:
+    server, client = standin
+    with pytest.raises(ApiError) as caught:
+        await client.get(DEPLOYMENTS, "busy-99", namespace="ns")
+    assert caught.value.status == 503 and caught.value.retry_after == 0.0
+    assert len(server.requests) == 1 + MAX_RETRIES
 
 
 async def test_list_passes_paging_and_selectors(standin: tuple[StandIn, KubeClient]) -> None:
