@@ -11,12 +11,13 @@ the time it takes to arrive, and it accepts every connection. Here, on the insig
   short idle timeout, and a count of their own: past it the oldest anonymous connection is
   closed, so a client that opens many can never lock out a probe (which asks and is answered
   within a millisecond of its handshake). A verified one past their cap makes room by closing
-  the oldest verified connection that is idle, else the oldest serving a long-running request (a
-  watch, which its client resumes from its last resourceVersion), and only when every one is in
-  the middle of a short request is the new one closed at once. kube-apiserver reaches the server
-  on verified connections for its users and for its own availability check alike: a cap that
-  refused every newcomer let users' watches lock out that check, and one failed check makes
-  the aggregator answer 503 for every read until the next one passes.
+  an idle verified connection, else one serving a long-running request (a watch, which its
+  client resumes from its last resourceVersion; ``ConnectionGuard._to_shed`` says which first),
+  and only when every one is in the middle of a short request is the new one closed at once.
+  kube-apiserver reaches the server on verified connections for its users and for its own
+  availability check alike: a cap that refused every newcomer let users' watches lock out that
+  check, and one failed check makes the aggregator answer 503 for every read until the next one
+  passes.
 
 So what heads hold is bounded by constants times capped counts (docs/architecture.md, "Resource
 model (insights)"). The numbers are the admission port's (serving.reviewserver) where they mean
