@@ -7,7 +7,7 @@ Handlers only decide: they get an ``AdmissionRequest`` and return an ``Outcome``
 from __future__ import annotations
 
 import base64
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -141,7 +141,8 @@ def misrouted(request: AdmissionRequest, expected: str) -> Outcome:
     return denied(failure(400, f"this webhook admits {expected}, not {got}: check the webhook configuration's rules"))
 
 
-Rule = Callable[[AdmissionRequest], Outcome | Awaitable[Outcome]]
+# An admission rule: what to answer a review. Synchronous: its CPU work never waits.
+Rule = Callable[[AdmissionRequest], Outcome]
 
 
 def _pointer(token: str) -> str:

@@ -1,6 +1,6 @@
-"""JSON request bodies and Status errors, whichever HTTP server reads them (aiohttp or serving.reviewserver).
+"""JSON request bodies and Status errors, whichever HTTP server reads them (aiohttp or serving.reviews).
 
-Nothing here imports an HTTP library: the admission port's own server (serving.reviewserver) must
+Nothing here imports an HTTP library: the admission port's own server (serving.reviews) must
 not pay for aiohttp's import to serve.
 """
 

@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.fastpath [--reviews 20000] [--rounds 5]
 
 Feeds a whole `/validate-foo` request (head and body in one read, as kube-apiserver writes it) to
-a ``serving.reviewserver.Connection`` over a transport that drops what it is given, and times the
+a ``serving.reviews.protocol.Connection`` over a transport that drops what it is given, and times the
 ``data_received`` calls with the process's CPU clock: what the server's own code costs a
 review, without the machine's network and TLS noise that bench.admission measures too. Run it
 from two checkouts (e.g. `cd /tmp/main && python -m bench.fastpath`) to compare a change.
@@ -53,7 +53,8 @@ class _Sink(asyncio.Transport):
 
 async def _round(reviews: int) -> float:
     """µs of process CPU per review over ``reviews`` reviews on one keep-alive connection."""
-    from serving.reviewserver import Connection, ReviewServer
+    from serving.reviews.protocol import Connection
+    from serving.reviews.server import ReviewServer
 
     webhook = build_app(Settings())
     server = ReviewServer(webhook.reviews)

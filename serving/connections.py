@@ -20,7 +20,7 @@ the time it takes to arrive, and it accepts every connection. Here, on the insig
   passes.
 
 So what heads hold is bounded by constants times capped counts (docs/architecture.md, "Resource
-model (insights)"). The numbers are the admission port's (serving.reviewserver) where they mean
+model (insights)"). The numbers are the admission port's (serving.reviews) where they mean
 the same thing.
 """
 
@@ -43,7 +43,7 @@ from aiohttp.web_protocol import RequestHandler
 from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 
-from .reviewserver import FIRST_REQUEST_GRACE, KEEPALIVE_SECONDS
+from .reviews.protocol import FIRST_REQUEST_GRACE, KEEPALIVE_SECONDS
 from .tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
 
 log = logging.getLogger(__name__)

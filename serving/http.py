@@ -1,7 +1,7 @@
 """The aiohttp side of the JSON body edge (apimachinery.bodies): bounded JSON bodies in, JSON and Status out.
 
 Used by the insights server (its API and serving.appserving) and the metrics guard. The webhook's
-own HTTP/1.1 server (serving.reviewserver) reads bodies and answers Statuses with apimachinery.bodies alone,
+own HTTP/1.1 server (serving.reviews) reads bodies and answers Statuses with apimachinery.bodies alone,
 without aiohttp.
 """
 

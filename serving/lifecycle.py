@@ -1,7 +1,7 @@
 """One TLS server lifecycle for every HTTPS process of the product (webhook, insights).
 
 Both serve over TLS with hot certificate reload, `/healthz` and `/readyz`, the Status error
-edge and a graceful drain on SIGTERM: the webhook on its own protocol (serving.reviewserver),
+edge and a graceful drain on SIGTERM: the webhook on its own protocol (serving.reviews),
 insights on aiohttp (serving.appserving). Written once here so the two processes can never drift
 apart on how they start, report readiness or stop. Nothing here imports aiohttp: the webhook
 must listen without paying for it (the heaviest import of a start).
@@ -98,7 +98,7 @@ async def serving_metrics(
 
 
 class Listener(Protocol):
-    """A server on one port: aiohttp's (``AppListener``) or the admission port's (serving.reviewserver)."""
+    """A server on one port: aiohttp's (``AppListener``) or the admission port's (serving.reviews)."""
 
     readiness: Readiness
 

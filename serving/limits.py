@@ -21,7 +21,7 @@ def raise_open_file_limit() -> int:
     Container runtimes start processes with a soft limit of 1024 (the hard one is usually
     1048576): one client holding 1,000 connections would otherwise take every descriptor,
     and the kubelet's probes and kube-apiserver would be refused. The per-process connection
-    caps (serving.reviewserver's for the webhook, serving.connections' for insights) are what bound connections; this only stops the kernel's limit
+    caps (serving.reviews's for the webhook, serving.connections' for insights) are what bound connections; this only stops the kernel's limit
     from being the smaller one.
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

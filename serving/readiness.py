@@ -1,6 +1,6 @@
 """What /readyz answers: one Readiness per serving process, whichever HTTP server serves it.
 
-No HTTP library here: the admission port (serving.reviewserver) and the aiohttp servers
+No HTTP library here: the admission port (serving.reviews) and the aiohttp servers
 (serving.lifecycle) share it.
 """
 

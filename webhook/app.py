@@ -1,4 +1,4 @@
-"""The admission and conversion app: endpoints, their bounds and metrics, on serving.reviewserver.
+"""The admission and conversion app: endpoints, their bounds and metrics, on serving.reviews.
 
 `/metrics` is not served here: anything that reaches the admission port could read it. It has
 a listener of its own (serving.metricsserver).
@@ -7,21 +7,23 @@ a listener of its own (serving.metricsserver).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
 
 from apimachinery import admission
-from apimachinery.admission import AdmissionRequest, Outcome
+from apimachinery.admission import REVIEW_BODY_LIMIT, Rule
 from apimachinery.bodies import BodyDeadlines, StatusError
 from apimachinery.status import failure
 from fooapi import DEFAULT_IMAGE
 from fooapi.admission import mutate_foo, validate_foo
 from serving.budget import ByteBudget, MiB, PodMemory, budget_for_memory_limit
 from serving.readiness import Readiness
-from serving.reviewserver import HEAD_TIMEOUT, Bounds, Endpoint, EndpointMetrics, Request, ReviewApp
+from serving.reviews.endpoint import BodyHandler, Bounds, Endpoint, EndpointMetrics
+from serving.reviews.protocol import HEAD_TIMEOUT, Request
+from serving.reviews.server import ReviewApp
 
 from . import conversion
 from .metrics import WebhookMetrics
@@ -32,8 +34,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Settings:
     default_image: str = DEFAULT_IMAGE
-    # An AdmissionReview carries object + oldObject, each up to the apiserver's 3 MiB limit.
-    admission_body_limit: int = 8 * MiB
+    admission_body_limit: int = REVIEW_BODY_LIMIT
     # A list or watch-cache read at a non-storage version arrives as ONE review of every object;
     # in practice the in-flight budget is the tighter bound (10,000 Foos, 15 MB, fit in 256Mi).
     conversion_body_limit: int = 256 * MiB
@@ -52,7 +53,7 @@ class Settings:
     body_idle_timeout: float = 2.0
     admission_body_timeout: float = 3.0
     conversion_body_timeout: float = 15.0
-    # From a request's first byte to the end of its head (serving.reviewserver: slowloris on headers).
+    # From a request's first byte to the end of its head (serving.reviews.protocol: slowloris on headers).
     head_timeout: float = HEAD_TIMEOUT
 
 
@@ -65,14 +66,7 @@ def admission_deadline(timeout_seconds: int) -> float:
     return max(timeout_seconds - 1.0, timeout_seconds * 0.8)
 
 
-# A handler of a body already read, paid for and parsed (serving.reviewserver): the JSON of its answer.
-BodyHandler = Callable[[Request, Any], bytes]
-
-
-Rule = Callable[[AdmissionRequest, Settings], Outcome]
-
-
-def admission_handler(rule: Rule, settings: Settings) -> BodyHandler:
+def admission_handler(rule: Rule) -> BodyHandler:
     """Decode an AdmissionReview, ask the rule, encode its outcome. Malformed calls get 400."""
 
     def handle(request: Request, body: Any) -> bytes:
@@ -80,7 +74,7 @@ def admission_handler(rule: Rule, settings: Settings) -> BodyHandler:
             review_request = admission.decode(body)
         except ValueError as err:
             raise StatusError(failure(400, str(err))) from None
-        outcome = rule(review_request, settings)
+        outcome = rule(review_request)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "admission decision",
@@ -102,7 +96,7 @@ def admission_handler(rule: Rule, settings: Settings) -> BodyHandler:
 
 def convert(request: Request, body: Any) -> bytes:
     try:
-        answer = conversion.review(body)  # large reviews: the collector is paused by serving.reviewserver
+        answer = conversion.review(body)  # large reviews: the collector is paused by serving.reviews.endpoint
     except ValueError as err:
         raise StatusError(failure(400, str(err))) from None
     if log.isEnabledFor(logging.DEBUG):
@@ -150,8 +144,8 @@ def build_app(
     metrics = webhook_metrics or WebhookMetrics.create()
     pod = PodMemory.of_this_process(settings.memory_limit_mib) if settings.memory_limit_mib is not None else None
     budget = ByteBudget(settings.in_flight_budget, pod=pod)
-    mutate = admission_handler(lambda review, settings: mutate_foo(review, image=settings.default_image), settings)
-    validate = admission_handler(lambda review, settings: validate_foo(review), settings)
+    mutate = admission_handler(partial(mutate_foo, image=settings.default_image))
+    validate = admission_handler(validate_foo)
     admissions = Bounds(
         settings.admission_body_limit,
         BodyDeadlines(idle=settings.body_idle_timeout, total=settings.admission_body_timeout),

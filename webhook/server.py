@@ -1,4 +1,4 @@
-"""Run the webhook app over TLS (serving.reviewserver, with serving.lifecycle's lifecycle), with the optional certificate rotator.
+"""Run the webhook app over TLS (serving.reviews, with serving.lifecycle's lifecycle), with the optional certificate rotator.
 
 As one of several workers (serving.workers) the process also shares its ports, reports its
 metrics through prometheus-client's multiprocess files and is ready only when every worker
@@ -25,7 +25,7 @@ from certs.policy import RotationPolicy
 from kube.metrics import count_gc_in_files, multiprocess_registry
 from serving.lifecycle import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from serving.readiness import Readiness
-from serving.reviewserver import ReviewServer
+from serving.reviews.server import ReviewServer
 from serving.tls import CertWatcher
 from serving.workers import Worker
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import uvloop
 
-from serving.reviewserver import ReviewServer
+from serving.reviews.server import ReviewServer
 from webhook.app import Settings, build_app
 
 from .certificates import serving_certificates

@@ -1,4 +1,4 @@
-"""Hostile HTTP on the admission port (serving.reviewserver): what a hand-written server owes.
+"""Hostile HTTP on the admission port (serving.reviews): what a hand-written server owes.
 
 Raw sockets, since a client library refuses to send most of these. Each answer is a Status,
 and a request the server cannot read to its end closes the connection.
@@ -11,7 +11,7 @@ import gzip
 
 import orjson
 
-from serving.reviewserver import HEAD_LIMIT
+from serving.reviews.protocol import HEAD_LIMIT
 from tests.objects import foo_v1
 from webhook.app import Settings
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from serving.reviewserver import ReviewServer
+from serving.reviews.server import ReviewServer
 from tests.objects import V1ALPHA1, foo_v1
 from webhook.app import Settings, Webhook, build_app
 

@@ -1,4 +1,4 @@
-"""The webhook service over real HTTP (serving.reviewserver, an aiohttp client): given this review, the service answers this."""
+"""The webhook service over real HTTP (serving.reviews, an aiohttp client): given this review, the service answers this."""
 
 from __future__ import annotations
 

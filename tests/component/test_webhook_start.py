@@ -27,7 +27,7 @@ from tests.e2e.waiting import wait_for
 # prometheus-client's aiohttp handler) serve only --metrics-secure, and the metrics listener
 # loads them when it starts, after the webhook is ready; ctypes is for forked workers.
 NOT_BEFORE_THE_FIRST_REVIEW = (
-    "aiohttp",  # ~200 ms: the admission port is serving.reviewserver; metrics import it in a thread once ready
+    "aiohttp",  # ~200 ms: the admission port is serving.reviews; metrics import it in a thread once ready
     "cryptography",
     "kubernetes_asyncio",
     "pydantic",

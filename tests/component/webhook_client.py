@@ -1,4 +1,4 @@
-"""The webhook's admission port (serving.reviewserver) on 127.0.0.1, and an aiohttp client session to it."""
+"""The webhook's admission port (serving.reviews) on 127.0.0.1, and an aiohttp client session to it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import aiohttp
 import pytest
 
-from serving.reviewserver import ReviewServer
+from serving.reviews.server import ReviewServer
 from webhook.app import Settings, Webhook, build_app
 
 

@@ -16,7 +16,7 @@ resolve the Service only when they dial, so marking A not ready changes nothing 
 connections already open — they keep carrying requests to A for the whole drain, and when A
 closes them a POST written onto one fails with EOF or a broken pipe (Go does not retry a
 non-idempotent request on a reused connection). The webhook therefore answers with
-`Connection: close` while draining (serving.reviewserver.Connection.write); the test prints A's open
+`Connection: close` while draining (serving.reviews.protocol.Connection.write); the test prints A's open
 connections during the drain, which should fall to zero well before its listener closes.
 
 A plane of its own (minimal: etcd + kube-apiserver, ~3 s): the session's plane has the same

@@ -1,45 +1,31 @@
-"""The admission port's own HTTP/1.1 server: an asyncio Protocol over httptools (llhttp).
+"""The connection: HTTP/1.1 over httptools (llhttp) as one asyncio Protocol and one explicit state.
 
-Why hand-written (issue 17): a review through aiohttp cost ~200-220 µs of server CPU against
-Go controller-runtime's ~160-190 µs, and a bare aiohttp server alone 119 µs; what aiohttp adds
-per request (middleware hop, response-prepare signal, ``web.Response``, its request object) was
-most of the gap, and importing aiohttp is ~200 ms of a webhook's start. This server does for
-the three POST endpoints only what a review needs: the response heads are precomputed, a body
-that arrived with its head is answered inside ``data_received`` without an await or a timer,
-and every bound aiohttp gave us is kept here, plus the ones a hand-written server owes:
+It serves what kube-apiserver and the kubelet send, a POST with a Content-Length and a GET, and
+refuses the rest with one Status, then closes: Content-Encoding 415, Transfer-Encoding (or a POST
+without a length) 411, Upgrade and CONNECT 400; nothing is inflated, no chunk is read.
+Content-Length with Transfer-Encoding is a 400 (request smuggling), as is anything llhttp cannot
+parse. The request head is at most HEAD_LIMIT bytes (431) and must arrive within ``head_timeout``
+of its first byte (408; slowloris on headers), a new connection's first request within
+``first_request``. Pipelined requests are answered in order, one at a time, reading paused
+meanwhile, and not while the client leaves what was written unread. HTTP/1.0 and ``Connection:
+close`` close after the answer; ``Expect: 100-continue`` is answered when the body is about to be
+read; idle connections close after ``keepalive``. At most ``max_connections``: a newcomer past
+the cap closes the quietest connection not being answered (``make_room``).
 
-- it serves what kube-apiserver and the kubelet send, a POST with a Content-Length, a GET, and
-  refuses the rest with one Status, then closes: Content-Encoding 415, Transfer-Encoding (or a
-  POST without a length) 411, Upgrade and CONNECT 400; nothing is inflated, no chunk is read;
-- the request head (line + headers) is at most HEAD_LIMIT bytes (431) and must arrive within
-  ``head_timeout`` of its first byte (408; slowloris on headers), a new connection's first
-  request within ``first_request``;
-- Content-Length with Transfer-Encoding is a 400 (request smuggling), as is anything llhttp
-  cannot parse; the connection closes after either;
-- pipelined requests are answered in order, one at a time, reading paused meanwhile, and not
-  while the client leaves what was written unread;
-- HTTP/1.0 and ``Connection: close`` close after the answer; ``Expect: 100-continue`` is
-  answered when the body is about to be read; idle connections close after ``keepalive``;
-- at most ``max_connections``: a newcomer past the cap closes the quietest connection that is
-  not being answered; body bytes read before their request pays for them are charged to the
-  budget at once (docs/architecture.md, "Resource model (admission port)").
-
-An endpoint (``Endpoint``) is a path and a handler of a parsed JSON body with its Bounds:
-body limit (413, Content-Length checked before reading), body deadlines (408), the byte budget
-(serving.budget: 413 when a body never fits, 429 when it waits too long), concurrency slots, the
-answer deadline (504) and the write deadline (a large answer is charged until its last piece is
-handed over; a client that does not read it is cut off).
+A connection is in one ``State`` at a time (see its transitions there); its reading side is at
+one ``Reading`` place. The two flags left, ``reading_paused`` and ``writing_paused``, mirror the
+transport's flow control (asyncio calls ``pause_writing``/``resume_writing``), as in any
+asyncio Protocol. What is said about one request (its body's progress, whether it is the last the
+connection answers) is on its ``Request``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
-import logging
+import enum
 import socket
 import time
-from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from email.utils import formatdate
 from http import HTTPStatus
 from ssl import SSLContext
@@ -48,22 +34,11 @@ from typing import Any, Protocol, cast
 import httptools
 import orjson
 
-from apimachinery.bodies import (
-    JSON,
-    BodyDeadlines,
-    StatusError,
-    body_too_large,
-    is_json_content_type,
-    parse_json,
-    request_timeout,
-    unsupported_content_type,
-)
+from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
-from serving.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
+from serving.budget import ByteBudget, Reservation
 from serving.readiness import Readiness
-from serving.tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
-
-log = logging.getLogger(__name__)
+from serving.tlsupgrade import Handshake, to_drop
 
 # Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line, Node.js 16 KiB.
 # kube-apiserver sends ~300 bytes; 16 KiB bounds what a connection can make us hold before a
@@ -86,15 +61,14 @@ KEEPALIVE_SECONDS = 95.0
 # been quiet longest among those not being answered (idle, or still sending a head or a body,
 # or waiting for the budget): neither probes nor the apiserver, whose requests arrive whole at
 # once, are refused by connections a client merely holds open or trickles into; only when
-# every one is being answered is the newcomer closed. Each costs at most a constant, ~320 KiB
-# with every buffer below full, so 64 fit in what a process reserves for itself (serving.budget;
-# docs/architecture.md, "Resource model (admission port)"); a pod of N workers holds 64 N.
+# every one is being answered is the newcomer closed. Each costs at most a constant (every
+# buffer below full; docs/architecture.md, "Resource model (admission port)"), so 64 fit in
+# what a process reserves for itself (serving.budget); a pod of N workers holds 64 N.
 MAX_CONNECTIONS = 64
 # A connection just admitted, that has not yet had the time to send its first request, is closed
 # to make room only when no other can be: a kubelet probe sends its GET one round trip after its
-# handshake, and under a churn of attacking connections it was the one quiet longest by then
-# (one probe of 60 lost under the attack mix on the real node). An attacker who keeps every
-# place fresh must open 64 connections a second, each a full handshake.
+# handshake, and under a churn of attacking connections it was the one quiet longest by then.
+# An attacker who keeps every place fresh must open 64 connections a second, each a handshake.
 FIRST_REQUEST_GRACE = 1.0
 # What the transport (and over TLS each of its two layers) holds before writing pauses: also
 # the largest answer written at once; larger ones are charged and written a piece at a time.
@@ -111,24 +85,10 @@ _WRITE_PIECE = 16 * 1024
 _SOCKET_BUFFER = 32 * 1024
 # A body's bytes the connection holds before its handler takes them; past it, reading pauses.
 _BUFFER_HIGH = 256 * 1024
-# Bodies from this size on are parsed and answered with the cyclic collector paused.
-_PAUSE_GC_FROM = 64 * 1024
 # Answers from this size on are written without joining them to their head.
 _JOIN_BELOW = 64 * 1024
-
-_TEXT = "text/plain; charset=utf-8"
 # How long a connection closed before its request was read still reads (and drops) what arrives.
 _LINGER_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """What one endpoint may cost: body size and read deadlines, concurrency, time to answer."""
-
-    body_limit: int
-    deadlines: BodyDeadlines
-    slots: int
-    timeout: float
 
 
 class Request:
@@ -158,6 +118,8 @@ class Request:
         self.refused: Status | None = None  # a head outside what the port serves (the first reason)
         self.paid = False  # its body's bytes are in its own reservation (else in the connection's)
         self.expect = ""
+        # False: the connection closes once this request is answered (the client asked for it, the
+        # client is gone, an internal error, the server is stopping, or its body was not read).
         self.keep_alive = True
         self.chunks: list[bytes] = []
         self.buffered = 0  # bytes in ``chunks``
@@ -172,8 +134,13 @@ class Request:
         self.buffered = 0
         return body
 
+    @property
+    def being_answered(self) -> bool:
+        """Read whole and paid for: its answer is under way, not a connection to close for room."""
+        return self.paid and self.complete
 
-# ---- answers ---------------------------------------------------------------------------------
+
+# ---- answer heads ----------------------------------------------------------------------------
 
 
 def _head_prefix(code: int, content_type: str) -> bytes:
@@ -214,346 +181,52 @@ def status_body(status: Status) -> tuple[int, bytes]:
     return status.get("code", 500), orjson.dumps(status)
 
 
-# ---- endpoints -------------------------------------------------------------------------------
+# ---- what a connection serves ----------------------------------------------------------------
 
 
-class Counter(Protocol):
-    def inc(self, amount: float = 1) -> None: ...
+class Router(Protocol):
+    """What the connection asks of the app it serves (serving.reviews.server.ReviewApp)."""
 
-
-class Gauge(Counter, Protocol):
-    def dec(self, amount: float = 1) -> None: ...
-
-
-class Histogram(Protocol):
-    def observe(self, amount: float) -> None: ...
-
-
-@dataclass(frozen=True)
-class EndpointMetrics:
-    """An endpoint's instruments, looked up once (``labels()`` was 4% of a review, bench.profile)."""
-
-    in_flight: Gauge
-    latency: Histogram
-    requests: Callable[[int], Counter]  # by HTTP code
-
-
-# A handler of a body already read, paid for and parsed: the JSON of its 200 answer, or a
-# StatusError. Synchronous: the CPU work of one review never waits, so it runs on the fast path
-# without a deadline of its own.
-BodyHandler = Callable[[Request, Any], bytes]
-
-
-class Endpoint:
-    """One POST path with all its bounds and its metrics, in one hop."""
-
-    def __init__(
-        self, path: str, handler: BodyHandler, bounds: Bounds, budget: ByteBudget, metrics: EndpointMetrics
-    ) -> None:
-        self.path = path
-        self.handler = handler
-        self.bounds = bounds
-        self.budget = budget
-        self.slots = asyncio.Semaphore(bounds.slots)
-        self.in_flight = metrics.in_flight
-        self.latency = metrics.latency
-        self.requests = metrics.requests
-        self._by_code: dict[int, Counter] = {}
-
-    def _count(self, code: int, started: float) -> None:
-        self.in_flight.dec()
-        self.latency.observe(time.perf_counter() - started)
-        counter = self._by_code.get(code)
-        if counter is None:
-            counter = self._by_code[code] = self.requests(code)
-        counter.inc()
-
-    def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
-        """Answer at once if the body is whole, fits the budget at once, a slot is free and the
-        answer is small: read, charged, parsed, decided and written without one await or timer
-        (bench.profile: timers and context managers were ~10% of a review). Otherwise the
-        coroutine that finishes it with every deadline in force (``serve``), to run as a task."""
-        started = time.perf_counter()
-        if not is_json_content_type(request.content_type):
-            self.in_flight.inc()
-            code, answer = status_body(unsupported_content_type(request.content_type).status)
-            conn.write(code, JSON, answer)
-            self._count(code, started)
-            return None
-        if not request.complete or self.slots.locked():
-            return self.serve(conn, request, started)
-        self.in_flight.inc()
-        held: Reservation | None = Reservation(self.budget)
-        tree: list[Any] | None = None
-        try:
-            try:
-                body = _whole_body(request, self.bounds.body_limit)
-                assert held is not None
-                charge, opens = parse_charge(body)
-                if not held.try_resize(charge):
-                    held.force(len(body))  # held while it waits for room: charged
-                    waiting = self.serve(conn, request, started, body=body, counted=True, held=held)
-                    held = None
-                    return waiting
-                answer, tree = _answer(self.handler, request, body, opens)
-                if not conn.fits_send_buffer(len(answer)):
-                    # A large answer: written under the deadline, still paid for (released there).
-                    prepared = self.serve(
-                        conn, request, started, body=body, counted=True, held=held, answer=answer, tree=tree
-                    )
-                    held = tree = None
-                    return prepared
-                conn.write(200, JSON, answer)
-                code = 200
-            except StatusError as err:
-                code, answer = status_body(err.status)
-                conn.write(code, JSON, answer)
-            except Exception:
-                code = _internal_error(conn, request)
-        finally:
-            _resume(tree)
-            if held is not None:
-                held.release()
-        self._count(code, started)
-        return None
-
-    async def serve(
-        self,
-        conn: Connection,
-        request: Request,
-        started: float,
-        *,
-        body: bytes | None = None,
-        counted: bool = False,
-        held: Reservation | None = None,
-        answer: bytes | None = None,
-        tree: list[Any] | None = None,
-    ) -> None:
-        """``answer``'s way with every deadline: the body read (unless ``body`` was), paid for,
-        parsed and answered (unless ``answer`` was, with ``held`` and ``tree``) and written.
-        ``held`` is what is charged already (for ``body``, or for ``answer`` and ``tree``)."""
-        if not counted:
-            self.in_flight.inc()
-        code = 500
-        try:
-            code = await self._serve(conn, request, body, held, answer, tree)
-        except StatusError as err:
-            code, status = status_body(err.status)
-            conn.write(code, JSON, status)
-        except asyncio.CancelledError:
-            code = 0  # the client left: nothing was answered
-            raise
-        except ConnectionError:
-            code = 0  # the client left between two awaits: one line, not an internal error
-            log.info("client closed the connection before its answer", extra={"path": request.path})
-        except Exception:
-            code = _internal_error(conn, request)
-        finally:
-            if code:
-                self._count(code, started)
-            else:
-                self.in_flight.dec()
-
-    async def _serve(
-        self,
-        conn: Connection,
-        request: Request,
-        body: bytes | None,
-        held: Reservation | None,
-        answer: bytes | None,
-        tree: list[Any] | None,
-    ) -> int:
-        """Read the body under deadlines and the byte budget, then take a slot for the CPU work.
-
-        In that order, so a client that sends its body slowly holds neither a slot (408 when its
-        deadline passes) nor more budget than the bytes it declared; the parse waits until the
-        estimated size of its tree fits (serving.budget), and a body that never could is refused
-        unparsed. The answer is written before the bytes are given back, under the same deadline.
-        """
-        bounds = self.bounds
-        stage = "budget"
-        if held is not None:
-            request.paid = True  # its bytes are in ``held``: not a connection to close for room
-        reservation = held or Reservation(self.budget)
-        try:
-            async with asyncio.timeout(bounds.timeout):
-                if answer is None:
-                    if body is None:
-                        declared = request.content_length or 0  # the head has one (else 411)
-                        if declared > bounds.body_limit:
-                            raise body_too_large(bounds.body_limit)
-                        # Raw bytes twice while reading: the chunks and their join.
-                        await reservation.resize(2 * declared)
-                        conn.paid(request)
-                        stage = "read"
-                        body = await _read_body(conn, request, bounds)
-                        stage = "budget"
-                    else:
-                        # As if read here: a body too large to hold twice is refused in those words.
-                        await reservation.resize(2 * len(body))
-                    charge, opens = parse_charge(body)
-                    await reservation.resize(charge)
-                    stage = "work"
-                    async with self.slots:
-                        answer, tree = _answer(self.handler, request, body, opens)
-                # Written while still paid for and under the deadline: a client that does not
-                # read its answer must not keep megabytes in the send buffer for free. The
-                # answer is charged too (made already, so charged room or not).
-                stage = "write"
-                reservation.force(reservation.held + len(answer))
-                # The collector must not stay paused while a client takes its time to read (or
-                # never reads) the answer: every cycle made meanwhile, by any connection, would
-                # pile up uncounted. The tree is freed and the collector resumed as soon as the
-                # first piece is out, which is all the apiserver waits for.
-                asyncio.get_running_loop().call_soon(_resume, tree)
-                tree = None
-                await conn.write_in_pieces(200, JSON, answer)
-                return 200
-        except NeverFits as err:
-            raise StatusError(failure(413, _never_fits_message(err, request))) from None
-        except TimeoutError:
-            if stage == "write":
-                conn.abort()  # too late for a Status: drop the connection, and the unread answer with it
-                return 200
-            if stage == "read":
-                raise request_timeout(f"request body not received within {bounds.timeout:g}s") from None
-            if stage == "budget":
-                raise StatusError(
-                    failure(429, "too many large requests in flight; retry later", details={"retryAfterSeconds": 1})
-                ) from None
-            raise StatusError(
-                failure(504, f"request not answered within {bounds.timeout:g}s (server overloaded)")
-            ) from None
-        finally:
-            _resume(tree)
-            reservation.release()
-
-
-def _internal_error(conn: Connection, request: Request) -> int:
-    log.exception("internal error serving %s %s", request.method, request.path)
-    conn.close_after = True
-    _write_status(conn, failure(500, "internal error; see the server's log"))
-    return 500
-
-
-async def _read_body(conn: Connection, request: Request, bounds: Bounds) -> bytes:
-    """The request body (its Content-Length is paid for); 408 when it stops coming or takes too long."""
-    deadlines = bounds.deadlines
-    if request.expect:
-        conn.write_continue()
-    chunks: list[bytes] = []
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadlines.total
-    try:
-        async with asyncio.timeout(None) as deadline:
-            while True:
-                if request.buffered:
-                    chunks.append(request.take())
-                    conn.resume_reading()
-                if request.complete:
-                    break
-                deadline.reschedule(min(loop.time() + deadlines.idle, end))
-                await conn.body_arrived(request)
-    except TimeoutError:
-        if loop.time() >= end:
-            raise request_timeout(f"request body not received within {deadlines.total:g}s") from None
-        raise request_timeout(f"no request body bytes received for {deadlines.idle:g}s") from None
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _whole_body(request: Request, limit: int) -> bytes:
-    """A whole body that arrived with its head, checked against ``limit``."""
-    if request.received > limit:
-        raise body_too_large(limit)
-    return request.take()
-
-
-def _answer(handler: BodyHandler, request: Request, body: bytes, opens: int) -> tuple[bytes, list[Any] | None]:
-    """Parse ``body`` and let ``handler`` answer it; for a large body, with the collector paused.
-
-    Paused across parse, work and encoding, and until the caller has written the answer and
-    freed the parsed tree (``_resume``): a review of 10,000 Foos makes ~1,000,000 containers,
-    and a collector resumed while they live walks them all (bench.profile: ~16% of a 10k
-    review); freed first, they leave it nothing to count. Freeing them takes ~50 ms, which the
-    apiserver no longer waits for: the tree is returned, held, and freed after the write.
-    """
-    if len(body) < _PAUSE_GC_FROM or not gc.isenabled():
-        return handler(request, parse_json(body, opens=opens)), None
-    gc.disable()
-    try:
-        tree = parse_json(body, opens=opens)
-        return handler(request, tree), [tree]
-    except BaseException:
-        gc.enable()
-        raise
-
-
-def _resume(held: list[Any] | None) -> None:
-    """Free what ``_answer`` held, then let the collector run again."""
-    if held is not None:
-        held.clear()
-        gc.enable()
-
-
-def _never_fits_message(err: NeverFits, request: Request) -> str:
-    if request.content_length and err.wanted == 2 * request.content_length:
-        return (
-            f"request body of {request.content_length} bytes is larger than this server can hold at once "
-            f"({err.largest // 2} bytes; the in-flight budget follows --memory-limit-mib)"
-        )
-    return (
-        f"request body would take about {err.wanted // MiB} MiB to parse, more than this server can hold "
-        f"at once ({err.largest // MiB} MiB): too many objects, arrays or values for its size"
-    )
-
-
-# ---- the app: routes and probes --------------------------------------------------------------
-
-
-class ReviewApp:
-    """What the port serves: POST endpoints by path, `/healthz` and `/readyz`, a Status for the rest."""
-
-    def __init__(
-        self,
-        readiness: Readiness,
-        endpoints: Iterable[Endpoint],
-        *,
-        head_timeout: float = HEAD_TIMEOUT,
-        keepalive: float = KEEPALIVE_SECONDS,
-        first_request: float = FIRST_REQUEST_SECONDS,
-        max_connections: int = MAX_CONNECTIONS,
-        budget: ByteBudget | None = None,
-    ) -> None:
-        self.readiness = readiness
-        self.endpoints = {endpoint.path: endpoint for endpoint in endpoints}
-        self.head_timeout = head_timeout
-        self.keepalive = keepalive
-        self.first_request = first_request
-        self.max_connections = max_connections
-        # Where a connection charges body bytes it holds before their request is paid for.
-        self.budget = budget
+    readiness: Readiness
+    head_timeout: float
+    keepalive: float
+    first_request: float
+    max_connections: int
+    # Where a connection charges body bytes it holds before their request is paid for; None: nowhere.
+    budget: ByteBudget | None
 
     def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
         """Answer ``request`` at once (None), or the coroutine that will."""
-        endpoint = self.endpoints.get(request.path)
-        if endpoint is not None and request.method == "POST":
-            return endpoint.answer(conn, request)
-        if request.method in ("GET", "HEAD") and request.path in ("/healthz", "/readyz"):
-            ready, why = (True, "ok") if request.path == "/healthz" else self.readiness.ready()
-            conn.write(200 if ready else 503, _TEXT, why.encode(), head_only=request.method == "HEAD")
-        elif endpoint is not None or request.path in ("/healthz", "/readyz"):
-            _write_status(conn, failure(405, f"method {request.method} is not allowed on {request.path}"))
-        else:
-            _write_status(conn, failure(404, "the server could not find the requested resource"))
-        return None
 
 
-def _write_status(conn: Connection, status: Status) -> None:
-    code, body = status_body(status)
-    conn.write(code, JSON, body)
+class State(enum.Enum):
+    """Where a connection is in its life.
+
+    HANDSHAKE -> WAITING            its TLS handshake is over and it is admitted under the cap
+    HANDSHAKE -> CLOSED             the handshake failed, timed out, or was dropped for room
+    WAITING   -> ANSWERING          a request's head is read (the first of the queue is answered)
+    ANSWERING -> WAITING            it is answered and the connection is kept alive
+    WAITING, ANSWERING -> CLOSING   closed on purpose (last answer out, refusal, idle, stopping)
+    any       -> CLOSED             the transport is gone (``connection_lost``)
+    """
+
+    HANDSHAKE = "handshake"  # accepted over TLS, handshake under way; counted among handshakes only
+    WAITING = "waiting"  # counted under the cap; no answer under way (its first request, or the next)
+    ANSWERING = "answering"  # the first request of the queue is being answered
+    CLOSING = "closing"  # what was written goes out; what still arrives is read and dropped
+    CLOSED = "closed"  # nothing more happens
 
 
-# ---- the connection --------------------------------------------------------------------------
+_ENDED = (State.CLOSING, State.CLOSED)
+
+
+class Reading(enum.Enum):
+    """Where the reading side is in the byte stream."""
+
+    BETWEEN = "between"  # before a request's first byte
+    HEAD = "head"  # inside a request head: bounded in size and time
+    BODY = "body"  # the head is queued; its body is arriving
+    REFUSED = "refused"  # the stream cannot be parsed further: what arrives is dropped
 
 
 class _Refused(Exception):
@@ -563,12 +236,16 @@ class _Refused(Exception):
         self.status = status
 
 
+_NO_UPGRADES = failure(400, "protocol upgrades and CONNECT are not served here")
+
+
 class Connection(asyncio.Protocol):
     """One client connection: parses requests, answers them one at a time, in order."""
 
-    def __init__(self, app: ReviewApp, connections: set[Connection]) -> None:
+    def __init__(self, app: Router, connections: set[Connection]) -> None:
         self.app = app
-        self.handshaking = False  # over TLS: accepted, its handshake not over yet
+        self.state = State.WAITING
+        self.reading = Reading.BETWEEN
         self.handshake: Handshake | None = None
         self.handshakes: dict[Connection, None] | None = None  # the server's handshakes under way
         self.readiness = app.readiness
@@ -578,15 +255,11 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.queue: list[Request] = []  # parsed heads, answered in order; the first is being answered
         self.parsing: Request | None = None
-        self.in_head = False
         self.head_size = 0  # bytes of the head being parsed, as llhttp hands them over
         self.head_fed = 0  # bytes fed while a head was incomplete (llhttp buffers partial headers)
         self.head_started = 0.0
-        self.busy = False
         self.task: asyncio.Task[None] | None = None
-        self.close_after = False  # close once the answer being written is out
-        self.refusal: Status | None = None  # what to answer once the requests before it are answered
-        self.closing = False
+        self.refusal: Status | None = None  # Reading.REFUSED: answered once the requests before it are
         self.reading_paused = False
         self.writing_paused = False
         self.drained: asyncio.Future[None] | None = None
@@ -599,14 +272,19 @@ class Connection(asyncio.Protocol):
         # stops until their request pays, so at most one read's worth each time.
         self.unpaid = Reservation(app.budget) if app.budget is not None else None
 
+    @property
+    def answering(self) -> bool:
+        return self.state is State.ANSWERING
+
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
         stream = cast(asyncio.Transport, transport)
-        if self.handshaking:  # over TLS: its handshake is over, it is a connection from now on
+        if self.state is State.HANDSHAKE:  # over TLS: its handshake is over
             self._end_handshake()
-        if self.closing or not self._admitted():
+            self.state = State.WAITING
+        if self.state is not State.WAITING or not self._admitted():
             stream.abort()  # every connection is busy with a paid request: this one waits its turn
             return
         _small_socket_buffers(stream.get_extra_info("socket"))
@@ -625,21 +303,21 @@ class Connection(asyncio.Protocol):
         _small_socket_buffers(sock)
         self.handshakes = handshakes
         handshakes[self] = None
-        self.handshaking = True
+        self.state = State.HANDSHAKE
         self.handshake = Handshake(sock, lambda: self, context, self.app.first_request, self._handshake_over)
 
     def _handshake_over(self, ok: bool) -> None:
-        if self.handshaking:  # failed or timed out (the connection is closed)
+        if self.state is State.HANDSHAKE:  # else connection_made has taken it over
             self._end_handshake()
+            self.state = State.WAITING if ok else State.CLOSED  # failed or timed out: closed
 
     def _end_handshake(self) -> None:
-        self.handshaking = False
         if self.handshakes is not None:
             self.handshakes.pop(self, None)
 
     def _admitted(self) -> bool:
         """Count this connection; False if every one is busy with a paid request (it waits its turn)."""
-        if len(self.connections) >= self.app.max_connections and not _make_room(self.connections, self.loop.time()):
+        if len(self.connections) >= self.app.max_connections and not make_room(self.connections, self.loop.time()):
             return False
         self.connections.add(self)
         self.last_active = self.loop.time()
@@ -647,7 +325,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
-        self.closing = True
+        self.state = State.CLOSED
         self.transport = None
         if self.timer is not None:
             self.timer.cancel()
@@ -659,7 +337,7 @@ class Connection(asyncio.Protocol):
             self.unpaid.release()
 
     def data_received(self, data: bytes) -> None:
-        if self.closing or self.refusal is not None:
+        if self.state in _ENDED or self.reading is Reading.REFUSED:
             return  # lingering, or past what could be parsed: dropped
         self.last_active = self.loop.time()
         try:
@@ -677,14 +355,14 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as err:
             self._refuse(failure(400, f"malformed HTTP request: {err}"))
             return
-        if self.in_head:
+        if self.reading is Reading.HEAD:
             # A head still arriving: bounded in size (llhttp holds a header's partial bytes) and in time.
             self.head_fed += len(data)
             if self.head_fed > HEAD_LIMIT:
                 self._refuse(_head_too_large())
                 return
             self._arm(self.head_started + self.app.head_timeout)
-        if not self.busy:
+        if self.state is State.WAITING:
             self._answer_queue()
         elif len(self.queue) > 1 and not self.reading_paused:
             self._pause_reading()  # a pipelined request waits its turn; so does the next one
@@ -709,13 +387,13 @@ class Connection(asyncio.Protocol):
         self.resume_reading()
 
     def eof_received(self) -> bool | None:
-        if not self.busy and not self.queue:
-            return None  # closes
+        if not self.queue:
+            return None  # nothing asked: closes
         if self.transport is not None and self.transport.get_extra_info("sslcontext") is not None:
             # TLS cannot stay half-open: asyncio closes the connection anyway, and logs a warning
             # for each True returned (91 lines from one attack mix).
             return None
-        self.close_after = True
+        self._last_answer()
         return True  # answer what was asked, then close
 
     def pause_writing(self) -> None:
@@ -725,14 +403,14 @@ class Connection(asyncio.Protocol):
         self.writing_paused = False
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
-        if not self.busy and self.queue:
+        if self.state is State.WAITING and self.queue:
             self._answer_queue()  # answers wait while the client does not read (below)
 
     # -- httptools callbacks -------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         self.parsing = Request()
-        self.in_head = True
+        self.reading = Reading.HEAD
         self.head_size = self.head_fed = 0
         self.head_started = self.loop.time()
 
@@ -782,11 +460,12 @@ class Connection(asyncio.Protocol):
             raise _Refused(request.refused)
         if request.method == "POST" and request.content_length is None:
             raise _Refused(failure(411, "a POST must carry a Content-Length"))
-        request.keep_alive = parser.should_keep_alive() and parser.get_http_version() == "1.1"
+        # And-ed: the server may have made it the last already (``shut`` while its head arrived).
+        request.keep_alive = request.keep_alive and parser.should_keep_alive() and parser.get_http_version() == "1.1"
         query = request.path.find("?")
         if query >= 0:
             request.path = request.path[:query]
-        self.in_head = False
+        self.reading = Reading.BODY
         self.queue.append(request)
 
     def on_body(self, body: bytes) -> None:
@@ -804,6 +483,7 @@ class Connection(asyncio.Protocol):
         assert request is not None
         request.complete = True
         self.parsing = None
+        self.reading = Reading.BETWEEN
         self._wake(request)
 
     # -- answering -----------------------------------------------------------------------------
@@ -811,16 +491,17 @@ class Connection(asyncio.Protocol):
     def _answer_queue(self) -> None:
         """Answer queued requests in order, each at once where it can be; else start its task."""
         # Not while the client leaves what was written unread: pipelined answers would pile up.
-        while self.queue and not self.busy and not self.closing and not self.writing_paused:
+        while self.queue and self.state is State.WAITING and not self.writing_paused:
             request = self.queue[0]
-            self.busy = True
+            self.state = State.ANSWERING
             later = self.app.answer(self, request)
             if later is not None:
                 self.task = self.loop.create_task(self._finish(later))
                 return
             self._answered()
-        if self.refusal is not None and not self.busy and not self.queue and not self.closing:
-            _write_status(self, self.refusal)  # no request left: written with `Connection: close`
+        if self.reading is Reading.REFUSED and self.state is State.WAITING and not self.queue:
+            assert self.refusal is not None
+            self.write_status(self.refusal)  # no request left: written with `Connection: close`
             self._close(linger=True)
 
     async def _finish(self, answering: Coroutine[Any, Any, None]) -> None:
@@ -834,7 +515,8 @@ class Connection(asyncio.Protocol):
 
     def _answered(self) -> None:
         request = self.queue.pop(0)
-        self.busy = False
+        if self.state is State.ANSWERING:
+            self.state = State.WAITING
         self.last_active = self.loop.time()
         if not self.served:  # from now on idle is keep-alive, which may be the shorter wait
             self.served = True
@@ -845,11 +527,18 @@ class Connection(asyncio.Protocol):
             # A body left unread cannot be skipped safely: the connection ends with this answer.
             self._close(linger=True)
             return
-        if self.close_after:
+        if not request.keep_alive:
             self._close()
             return
         if self.reading_paused and len(self.queue) <= 1:
             self.resume_reading()
+
+    def _last_answer(self) -> None:
+        """Close once the next answer is out: every request read so far ends the connection."""
+        for request in self.queue:
+            request.keep_alive = False
+        if self.parsing is not None:
+            self.parsing.keep_alive = False
 
     def write(
         self, code: int, content_type: str, body: bytes, *, head_only: bool = False, length: int | None = None
@@ -859,13 +548,11 @@ class Connection(asyncio.Protocol):
         if transport is None:
             return
         request = self.queue[0] if self.queue else None
-        if self.readiness.draining or self.closing or request is None or not request.keep_alive:
-            self.close_after = True
-        elif not request.complete:
-            self.close_after = True  # its body is not read: this answer is the connection's last
+        if request is not None and (self.readiness.draining or not request.complete):
+            request.keep_alive = False  # stopping, or its body is not read: this answer is the last
         prefix = _JSON_200 if code == 200 and content_type == JSON else _prefix(code, content_type)
         length_text = str(len(body) if length is None else length).encode()
-        if self.close_after:
+        if request is None or not request.keep_alive or self.state in _ENDED:
             head = b"".join((prefix, length_text, b"\r\nConnection: close", _Clock.header()))
         else:
             head = b"".join((prefix, length_text, _Clock.header()))
@@ -876,6 +563,10 @@ class Connection(asyncio.Protocol):
         else:
             transport.write(head)
             transport.write(body)
+
+    def write_status(self, status: Status) -> None:
+        code, body = status_body(status)
+        self.write(code, JSON, body)
 
     async def write_in_pieces(self, code: int, content_type: str, body: bytes) -> None:
         """Write a large answer a piece at a time, each once the transport has room again, so
@@ -924,9 +615,9 @@ class Connection(asyncio.Protocol):
             request.waiter.set_result(None)
 
     def abort(self) -> None:
-        if self.handshaking and self.handshake is not None:
+        if self.state is State.HANDSHAKE and self.handshake is not None:
             self._end_handshake()
-            self.closing = True
+            self.state = State.CLOSED
             self.handshake.cancel()
         if self.transport is not None:
             self.transport.abort()
@@ -935,11 +626,11 @@ class Connection(asyncio.Protocol):
         """The stream cannot be read further: answer the requests read whole before it, then
         ``status``, then close."""
         self.parsing = None
-        self.in_head = False
+        self.reading = Reading.REFUSED
         self.refusal = status
         if self.queue and not self.queue[-1].complete and len(self.queue) > 1:
             self.queue.pop()  # begun after the one in service; never to be read to its end
-        if not self.busy:
+        if self.state is State.WAITING:
             self._answer_queue()
 
     def _close(self, *, linger: bool = False) -> None:
@@ -949,10 +640,11 @@ class Connection(asyncio.Protocol):
         the client reads it; so, as Go's net/http does, the sending half is closed first and
         what still arrives is read and dropped for a moment (``data_received`` ignores it).
         """
-        self.closing = True
         transport = self.transport
         if transport is None:
+            self.state = State.CLOSED
             return
+        self.state = State.CLOSING
         if not linger:
             transport.close()
             return
@@ -989,7 +681,7 @@ class Connection(asyncio.Protocol):
         if self.transport is None:
             return
         now = self.loop.time()
-        if self.in_head and not self.busy:
+        if self.reading is Reading.HEAD and self.state is not State.ANSWERING:
             due = self.head_started + self.app.head_timeout
             if now >= due:
                 self._refuse(
@@ -998,7 +690,7 @@ class Connection(asyncio.Protocol):
                 return
             self._arm(due)
             return
-        if self.busy or self.queue:
+        if self.state is State.ANSWERING or self.queue:
             self._arm(now + self.app.keepalive)  # a request in service has deadlines of its own
             return
         due = self.last_active + (self.app.keepalive if self.served else self.app.first_request)
@@ -1012,12 +704,10 @@ class Connection(asyncio.Protocol):
 
     def shut(self) -> None:
         """The server is closing: an idle connection closes now, a busy one after its answer."""
-        self.close_after = True
-        if not self.busy and not self.queue:
+        if self.queue:
+            self._last_answer()
+        else:
             self._close()
-
-
-_NO_UPGRADES = failure(400, "protocol upgrades and CONNECT are not served here")
 
 
 def _refuse_once(request: Request, status: Status) -> None:
@@ -1037,7 +727,7 @@ def _small_socket_buffers(sock: socket.socket | None) -> None:
         pass
 
 
-def _make_room(connections: set[Connection], now: float) -> bool:
+def make_room(connections: set[Connection], now: float) -> bool:
     """Close one connection not being answered, the quietest of the first kind there is: one
     that has had its chance and was never answered (idle, trickling, waiting for the budget),
     then one still within its first-request grace, then one kept alive after answers (a client's
@@ -1045,11 +735,11 @@ def _make_room(connections: set[Connection], now: float) -> bool:
     False if every one is being answered."""
     quietest: list[Connection | None] = [None, None, None]
     for conn in connections:
-        if conn.busy and conn.queue and conn.queue[0].paid and conn.queue[0].complete:
-            continue  # its request is read and paid for: being answered
+        if conn.state is State.ANSWERING and conn.queue and conn.queue[0].being_answered:
+            continue
         if conn.served:
             kind = 2
-        elif not conn.queue and not conn.in_head and now - conn.last_active < FIRST_REQUEST_GRACE:
+        elif not conn.queue and conn.reading is not Reading.HEAD and now - conn.last_active < FIRST_REQUEST_GRACE:
             kind = 1
         else:
             kind = 0
@@ -1065,70 +755,3 @@ def _make_room(connections: set[Connection], now: float) -> bool:
 
 def _head_too_large() -> Status:
     return failure(431, f"request head is larger than {HEAD_LIMIT} bytes", reason="RequestHeaderFieldsTooLarge")
-
-
-# ---- the listener ----------------------------------------------------------------------------
-
-
-class ReviewServer:
-    """``app`` on a port (TLS when given a context): the listener serving.lifecycle's lifecycle drives."""
-
-    def __init__(self, app: ReviewApp) -> None:
-        self.app = app
-        self.readiness = app.readiness
-        self.connections: set[Connection] = set()
-        self.server: asyncio.Server | None = None  # plain HTTP
-        self.acceptor: Acceptor | None = None  # TLS
-        # TLS connections accepted whose handshake is under way, oldest first: as many as the
-        # cap, in a pool of their own, so that a flood of bare connects makes room only among its
-        # own (a real client's handshake takes a millisecond) and never closes a pooled connection.
-        self.handshakes: dict[Connection, None] = {}
-
-    @property
-    def port(self) -> int:
-        if self.acceptor is not None:
-            return self.acceptor.port
-        assert self.server is not None
-        return int(self.server.sockets[0].getsockname()[1])
-
-    async def prepare(self) -> None:
-        """Nothing to do before listening: the review app needs no start-up."""
-
-    async def start(
-        self, host: str, port: int, *, ssl: SSLContext | None = None, reuse_port: bool = False, backlog: int = 1024
-    ) -> None:
-        if ssl is not None:
-            # Accepted here, not by create_server(ssl=): a connection is counted before its
-            # handshake, which runs only if it is admitted (serving.tlsupgrade).
-            sock = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
-            self.acceptor = Acceptor(
-                sock, lambda conn: Connection(self.app, self.connections).accepted(conn, ssl, self.handshakes)
-            )
-            return
-        self.server = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self.app, self.connections),
-            host,
-            port,
-            backlog=backlog,
-            reuse_address=True,
-            reuse_port=reuse_port or None,
-        )
-
-    async def stop(self, timeout: float) -> None:
-        """Stop listening; let answers in progress finish within ``timeout``; then cut what is left."""
-        if self.server is not None:
-            self.server.close()
-        if self.acceptor is not None:
-            await self.acceptor.close()
-        for conn in list(self.handshakes):
-            conn.abort()
-        for conn in list(self.connections):
-            conn.shut()
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while self.connections and loop.time() < end:
-            await asyncio.sleep(0.05)
-        for conn in list(self.connections):
-            conn.abort()
-        if self.server is not None:
-            await self.server.wait_closed()
