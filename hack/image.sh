@@ -183,7 +183,7 @@ chmod 1777 "$rootfs/tmp"
 log "bytecode: compileall in the rootfs (the image's own python)"
 chroot "$rootfs" /usr/bin/python3 -m compileall -q --invalidation-mode unchecked-hash \
   /usr/lib/python3.11 /usr/lib/python3/dist-packages >/dev/null
-imports="webhook.__main__, insights.__main__, controller.__main__, certs.__main__, uvloop"
+imports="webhook.command, insights.__main__, controller.__main__, certs.__main__, uvloop"
 [[ -d "$SRC_DIR/kubectl_foo" ]] && imports+=", kubectl_foo.__main__"
 chroot "$rootfs" /usr/bin/python3 -c "import $imports"
 

@@ -56,8 +56,8 @@ def body_shape(body: bytes) -> tuple[int, int]:
     """(``parse_cost(body)``, how many arrays and objects ``body`` opens: a bound of its depth).
 
     One pass over the body keeps only its ``{``, ``[``, ``,`` and ``:`` (a few percent of a
-    real review), and the counts are taken on that: a 15 MB review ~15 ms, a 1.5 KB admission
-    review ~3 µs (two counts over the whole body were ~5 µs more, bench.fastpath).
+    real review), and the counts are taken on that, not on the whole body twice (bench/README,
+    "Figures moved from docstrings").
     """
     structural = body.translate(None, _NOT_STRUCTURAL)
     commas = structural.count(b",")
@@ -92,7 +92,7 @@ WORKER_BUDGET_MIB = 64
 
 # What a pod holds once, shared by its workers, when its processes talk to kube-apiserver
 # (`--metrics-secure`'s TokenReviews, `--cert-rotation`): kubernetes_asyncio's client and its
-# models, imported by the supervisor before it forks (webhook.__main__.import_what_workers_share).
+# models, imported by the supervisor before it forks (webhook.command.import_what_workers_share).
 # Imported after the fork instead, each worker held it again, more than RESERVED_MIB.
 CLIENT_MIB = 48
 

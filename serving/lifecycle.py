@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from ssl import SSLContext
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -31,6 +31,9 @@ from .probes import ProbeServer, ProbeSetupError
 from .readiness import Readiness
 from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
+
+if TYPE_CHECKING:
+    from cryptography import x509  # imported by serving.tls only when a certificate is described
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +62,16 @@ class ServingOptions:
     probe_host: str | None = None
     probe_port: int = 0
 
-    def certificate(self, client_ca_file: Path | None = None) -> CertWatcher:
-        """A watcher over this server's pair, with its TLS policy."""
+    def certificate(
+        self, client_ca_file: Path | None = None, *, on_load: Callable[[x509.Certificate], None] | None = None
+    ) -> CertWatcher:
+        """The one watcher over this server's pair, with its TLS policy; ``on_load`` sees each
+        certificate loaded (the webhook's expiry metric)."""
         return CertWatcher(
             self.cert_dir / self.cert_name,
             self.cert_dir / self.key_name,
             client_ca_file=client_ca_file,
+            on_load=on_load,
             policy=self.tls_policy,
         )
 

@@ -101,7 +101,7 @@ def describe_exit(code: int) -> str:
 def _stop_with_parent(supervisor: int) -> None:
     """PR_SET_PDEATHSIG: a supervisor killed outright (SIGKILL, the OOM killer) leaves no worker
     serving on: the kernel sends each one SIGTERM, and it drains as usual. ctypes is imported
-    here, in a forked worker only: a single-process webhook never needs it (bench.cold_start)."""
+    here, in a forked worker only: a single-process webhook never pays for its import at start."""
     import ctypes
 
     try:

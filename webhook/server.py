@@ -61,29 +61,70 @@ class ServerOptions(ServingOptions):
 
 
 async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event | None = None) -> None:
-    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then drain and return."""
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then drain and return. In three steps:
+    the metrics and the certificate watcher; the serving pair on disk; the app on its listener."""
     worker = options.worker
-    # A worker's values go to the shared files; the registry it serves reads every worker's.
-    metrics = WebhookMetrics.create(CollectorRegistry() if worker is not None else None)
-    watcher = _certificate_watcher(options, metrics)
     stop = stop or asyncio.Event()
     stop_on_signals(stop)
-    rotates = options.rotation is not None and (worker is None or worker.first)
-    rotation = await _start_rotation(options, watcher) if rotates else None
+    # A worker's values go to the shared files; the registry it serves reads every worker's.
+    metrics = WebhookMetrics.create(CollectorRegistry() if worker is not None else None)
+    watcher = options.certificate(
+        options.client_ca_file,
+        on_load=lambda cert: metrics.certificate_expiry.set(cert.not_valid_after_utc.timestamp()),
+    )
+    rotation = await _start_rotation(options, watcher) if _rotates_here(options) else None
     try:
-        if rotation is not None and not await rotation.wrote_files(stop):
-            return
-        if options.rotation is not None and rotation is None:
-            if not await _files_written(options, stop):
-                return
-            # Worker 0 writes new files every rotation round; the others must read them as often,
-            # as other replicas' rotators do, for the overlap to cover them.
-            interval = min(options.cert_reload_interval, options.rotation.interval)
-            options = dataclasses.replace(options, cert_reload_interval=interval)
-        await _serve_app(options, settings, watcher, metrics, stop, background=rotation.tasks if rotation else [])
+        paired = await _serving_pair(options, rotation, stop)
+        if paired is None:
+            return  # stopped, or the rotator died, before the pair was written
+        options = paired
+        readiness = Readiness(
+            checks=[lambda: watcher.loaded],
+            announce=worker.announce if worker is not None else None,
+            shared=worker.readiness if worker is not None else None,
+        )
+        app = build_app(settings, readiness=readiness, webhook_metrics=metrics)
+        served = metrics.registry
+        if worker is not None:
+            count_gc_in_files()
+            served = multiprocess_registry(worker.pids)
+        kubeconfig = options.rotation.kubeconfig if options.rotation else options.kubeconfig
+        metrics_server = await serving_metrics(options, served, name="webhook", kubeconfig=kubeconfig)
+        await serve_until_stopped(
+            ReviewServer(app.reviews),
+            options,
+            watcher,
+            stop,
+            name="webhook",
+            background=rotation.tasks if rotation else [],
+            metrics=metrics_server,
+        )
     finally:
         if rotation is not None:
             await rotation.close()
+
+
+def _rotates_here(options: ServerOptions) -> bool:
+    """With --cert-rotation, the only process or worker 0 runs the rotator."""
+    return options.rotation is not None and (options.worker is None or options.worker.first)
+
+
+async def _serving_pair(
+    options: ServerOptions, rotation: _Rotation | None, stop: asyncio.Event
+) -> ServerOptions | None:
+    """Wait for the serving pair: files given (at once), written by this process's rotator, or
+    by worker 0's. The options to serve with; None if ``stop`` (or the rotator's end) came first."""
+    if options.rotation is None:
+        return options
+    if rotation is not None:
+        return options if await rotation.wrote_files(stop) else None
+    if not await _files_written(options, stop):
+        return None
+    # Worker 0 writes new files every rotation round; the others must read them as often,
+    # as other replicas' rotators do, for the overlap to cover them.
+    return dataclasses.replace(
+        options, cert_reload_interval=min(options.cert_reload_interval, options.rotation.interval)
+    )
 
 
 async def _files_written(options: ServerOptions, stop: asyncio.Event, poll: float = 0.1) -> bool:
@@ -96,45 +137,6 @@ async def _files_written(options: ServerOptions, stop: asyncio.Event, poll: floa
         except TimeoutError:
             pass
     return True
-
-
-def _certificate_watcher(options: ServerOptions, metrics: WebhookMetrics) -> CertWatcher:
-    """The serving pair, reloaded when it changes; its expiry is a metric."""
-    return CertWatcher(
-        options.cert_dir / options.cert_name,
-        options.cert_dir / options.key_name,
-        client_ca_file=options.client_ca_file,
-        on_load=lambda cert: metrics.certificate_expiry.set(cert.not_valid_after_utc.timestamp()),
-        policy=options.tls_policy,
-    )
-
-
-async def _serve_app(
-    options: ServerOptions,
-    settings: Settings,
-    watcher: CertWatcher,
-    metrics: WebhookMetrics,
-    stop: asyncio.Event,
-    *,
-    background: list[asyncio.Task[None]],
-) -> None:
-    """The admission app on its TLS listener and the metrics listener, until ``stop``."""
-    worker = options.worker
-    readiness = Readiness(
-        checks=[lambda: watcher.loaded],
-        announce=worker.announce if worker is not None else None,
-        shared=worker.readiness if worker is not None else None,
-    )
-    app = build_app(settings, readiness=readiness, webhook_metrics=metrics)
-    kubeconfig = options.rotation.kubeconfig if options.rotation else options.kubeconfig
-    served = metrics.registry
-    if worker is not None:
-        count_gc_in_files()
-        served = multiprocess_registry(worker.pids)
-    metrics_server = await serving_metrics(options, served, name="webhook", kubeconfig=kubeconfig)
-    await serve_until_stopped(
-        ReviewServer(app.reviews), options, watcher, stop, name="webhook", background=background, metrics=metrics_server
-    )
 
 
 @dataclass

@@ -42,7 +42,7 @@ _UP_TO_LISTENING = """
 import sys
 from pathlib import Path
 from serving.tls import CertWatcher
-from webhook.__main__ import parse_args, settings_from
+from webhook.command import parse_args, settings_from
 from webhook.app import build_app
 from webhook.metrics import WebhookMetrics
 from webhook.server import serve
@@ -134,7 +134,7 @@ import gc, sys
 collections = []
 gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
 from webhook.launcher import main
-loaded_by_the_script = "webhook.__main__" in sys.modules
+loaded_by_the_script = "webhook.command" in sys.modules
 collections.clear()
 sys.argv = ["foo-operator-webhook", "--help"]
 try:

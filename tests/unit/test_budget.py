@@ -138,7 +138,7 @@ async def test_a_waiter_that_gives_up_leaves_nothing_behind() -> None:
 
 
 def test_the_webhook_sizes_its_budget_from_the_memory_limit_the_chart_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from webhook.__main__ import parse_args, settings_from
+    from webhook.command import parse_args, settings_from
 
     monkeypatch.delenv("MEMORY_LIMIT_MIB", raising=False)
     assert settings_from(parse_args(["--cert-dir", "/x"])).in_flight_budget == budget_for_memory_limit(256)

@@ -15,7 +15,7 @@ from hack.release import chart_versions
 from insights.__main__ import parse_args as parse_insights_flags
 from insights.manifests import aggregated_api_manifests
 from serving.tlspolicy import parse_tls_policy
-from webhook.__main__ import parse_args as parse_webhook_flags
+from webhook.command import parse_args as parse_webhook_flags
 from webhook.manifests import (
     CONFIGURATION_NAME,
     mutating_configuration,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from webhook.__main__ import parse_args as parse_webhook_flags
 from webhook.app import admission_deadline
+from webhook.command import parse_args as parse_webhook_flags
 
 from .test_chart import Objects, container, find, render, render_error
 

@@ -18,7 +18,7 @@ import controller.cli
 import controller.settings
 import insights.__main__ as insights_main
 import kubectl_foo.__main__ as kubectl_foo_main
-import webhook.__main__ as webhook_main
+import webhook.command as webhook_main
 from serving.cli import env_default, pod_namespace, version
 from serving.lifecycle import check_serving_flags
 

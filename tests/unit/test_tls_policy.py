@@ -9,7 +9,7 @@ import pytest
 
 from insights.__main__ import main as insights_main
 from serving.tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
-from webhook.__main__ import main as webhook_main
+from webhook.command import main as webhook_main
 
 
 def test_defaults_are_tls12_and_every_ecdhe_aead_suite() -> None:

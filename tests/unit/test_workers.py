@@ -14,7 +14,7 @@ from kube.metrics import PodProcessCollector
 from serving.budget import CLIENT_MIB, RESERVED_MIB, MiB, budget_for_memory_limit, processes_memory_feeds
 from serving.cpus import cgroup_cpu_limit, workers_for
 from serving.workers import Worker, describe_exit, runtime_layout
-from webhook.__main__ import parse_args, settings_from, workers
+from webhook.command import parse_args, settings_from, workers
 
 IN_A_CONTAINER = "0::/\n"  # the cgroup namespace makes the container's own cgroup "/"
 V1_IN_A_CONTAINER = "12:cpu,cpuacct:/\n11:memory:/\n0::/\n"
@@ -198,7 +198,7 @@ def test_the_supervisor_imports_the_kubernetes_client_once_for_every_worker() ->
     # Before: each worker imported kubernetes_asyncio after the fork for `--metrics-secure`'s
     # TokenReviews, ~45 MiB of its own each: the chart's pod idled at 137 MiB (issue 25).
     probe = (
-        "import sys; from webhook.__main__ import import_what_workers_share, parse_args; "
+        "import sys; from webhook.command import import_what_workers_share, parse_args; "
         "import_what_workers_share(parse_args(sys.argv[1:])); "
         "print(sorted(m for m in ('kubernetes_asyncio', 'aiohttp.web') if m in sys.modules))"
     )
