@@ -16,6 +16,7 @@ import argparse
 import importlib
 from datetime import timedelta
 
+from apimachinery.admission import REVIEW_BODY_LIMIT
 from certs.policy import RotationPolicy
 from fooapi import DEFAULT_IMAGE
 from serving.budget import (
@@ -66,7 +67,10 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
     parser.add_argument(
-        "--admission-body-limit-mib", type=positive_int, default=8, help="largest AdmissionReview body accepted, in MiB"
+        "--admission-body-limit-mib",
+        type=positive_int,
+        default=REVIEW_BODY_LIMIT // MiB,
+        help="largest AdmissionReview body accepted, in MiB",
     )
     parser.add_argument(
         "--conversion-body-limit-mib",
