@@ -217,7 +217,10 @@ class State(enum.Enum):
     CLOSED = "closed"  # nothing more happens
 
 
-_ENDED = (State.CLOSING, State.CLOSED)
+# The members as plain names: ``State.WAITING`` is looked up through the enum's metaclass, several
+# times a module name's cost, and the fast path asks a few times per review (bench/README).
+HANDSHAKE, WAITING, ANSWERING, CLOSING, CLOSED = State
+_ENDED = (CLOSING, CLOSED)
 
 
 class Reading(enum.Enum):
@@ -227,6 +230,9 @@ class Reading(enum.Enum):
     HEAD = "head"  # inside a request head: bounded in size and time
     BODY = "body"  # the head is queued; its body is arriving
     REFUSED = "refused"  # the stream cannot be parsed further: what arrives is dropped
+
+
+BETWEEN, HEAD, BODY, REFUSED = Reading
 
 
 class _Refused(Exception):
@@ -244,8 +250,8 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, app: Router, connections: set[Connection]) -> None:
         self.app = app
-        self.state = State.WAITING
-        self.reading = Reading.BETWEEN
+        self.state = WAITING
+        self.reading = BETWEEN
         self.handshake: Handshake | None = None
         self.handshakes: dict[Connection, None] | None = None  # the server's handshakes under way
         self.readiness = app.readiness
@@ -259,7 +265,7 @@ class Connection(asyncio.Protocol):
         self.head_fed = 0  # bytes fed while a head was incomplete (llhttp buffers partial headers)
         self.head_started = 0.0
         self.task: asyncio.Task[None] | None = None
-        self.refusal: Status | None = None  # Reading.REFUSED: answered once the requests before it are
+        self.refusal: Status | None = None  # REFUSED: answered once the requests before it are
         self.reading_paused = False
         self.writing_paused = False
         self.drained: asyncio.Future[None] | None = None
@@ -274,17 +280,17 @@ class Connection(asyncio.Protocol):
 
     @property
     def answering(self) -> bool:
-        return self.state is State.ANSWERING
+        return self.state is ANSWERING
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
         stream = cast(asyncio.Transport, transport)
-        if self.state is State.HANDSHAKE:  # over TLS: its handshake is over
+        if self.state is HANDSHAKE:  # over TLS: its handshake is over
             self._end_handshake()
-            self.state = State.WAITING
-        if self.state is not State.WAITING or not self._admitted():
+            self.state = WAITING
+        if self.state is not WAITING or not self._admitted():
             stream.abort()  # every connection is busy with a paid request: this one waits its turn
             return
         _small_socket_buffers(stream.get_extra_info("socket"))
@@ -303,13 +309,13 @@ class Connection(asyncio.Protocol):
         _small_socket_buffers(sock)
         self.handshakes = handshakes
         handshakes[self] = None
-        self.state = State.HANDSHAKE
+        self.state = HANDSHAKE
         self.handshake = Handshake(sock, lambda: self, context, self.app.first_request, self._handshake_over)
 
     def _handshake_over(self, ok: bool) -> None:
-        if self.state is State.HANDSHAKE:  # else connection_made has taken it over
+        if self.state is HANDSHAKE:  # else connection_made has taken it over
             self._end_handshake()
-            self.state = State.WAITING if ok else State.CLOSED  # failed or timed out: closed
+            self.state = WAITING if ok else CLOSED  # failed or timed out: closed
 
     def _end_handshake(self) -> None:
         if self.handshakes is not None:
@@ -325,7 +331,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
-        self.state = State.CLOSED
+        self.state = CLOSED
         self.transport = None
         if self.timer is not None:
             self.timer.cancel()
@@ -337,7 +343,7 @@ class Connection(asyncio.Protocol):
             self.unpaid.release()
 
     def data_received(self, data: bytes) -> None:
-        if self.state in _ENDED or self.reading is Reading.REFUSED:
+        if self.state in _ENDED or self.reading is REFUSED:
             return  # lingering, or past what could be parsed: dropped
         self.last_active = self.loop.time()
         try:
@@ -355,14 +361,14 @@ class Connection(asyncio.Protocol):
         except httptools.HttpParserError as err:
             self._refuse(failure(400, f"malformed HTTP request: {err}"))
             return
-        if self.reading is Reading.HEAD:
+        if self.reading is HEAD:
             # A head still arriving: bounded in size (llhttp holds a header's partial bytes) and in time.
             self.head_fed += len(data)
             if self.head_fed > HEAD_LIMIT:
                 self._refuse(_head_too_large())
                 return
             self._arm(self.head_started + self.app.head_timeout)
-        if self.state is State.WAITING:
+        if self.state is WAITING:
             self._answer_queue()
         elif len(self.queue) > 1 and not self.reading_paused:
             self._pause_reading()  # a pipelined request waits its turn; so does the next one
@@ -403,14 +409,14 @@ class Connection(asyncio.Protocol):
         self.writing_paused = False
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
-        if self.state is State.WAITING and self.queue:
+        if self.state is WAITING and self.queue:
             self._answer_queue()  # answers wait while the client does not read (below)
 
     # -- httptools callbacks -------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         self.parsing = Request()
-        self.reading = Reading.HEAD
+        self.reading = HEAD
         self.head_size = self.head_fed = 0
         self.head_started = self.loop.time()
 
@@ -465,7 +471,7 @@ class Connection(asyncio.Protocol):
         query = request.path.find("?")
         if query >= 0:
             request.path = request.path[:query]
-        self.reading = Reading.BODY
+        self.reading = BODY
         self.queue.append(request)
 
     def on_body(self, body: bytes) -> None:
@@ -483,7 +489,7 @@ class Connection(asyncio.Protocol):
         assert request is not None
         request.complete = True
         self.parsing = None
-        self.reading = Reading.BETWEEN
+        self.reading = BETWEEN
         self._wake(request)
 
     # -- answering -----------------------------------------------------------------------------
@@ -491,15 +497,15 @@ class Connection(asyncio.Protocol):
     def _answer_queue(self) -> None:
         """Answer queued requests in order, each at once where it can be; else start its task."""
         # Not while the client leaves what was written unread: pipelined answers would pile up.
-        while self.queue and self.state is State.WAITING and not self.writing_paused:
+        while self.queue and self.state is WAITING and not self.writing_paused:
             request = self.queue[0]
-            self.state = State.ANSWERING
+            self.state = ANSWERING
             later = self.app.answer(self, request)
             if later is not None:
                 self.task = self.loop.create_task(self._finish(later))
                 return
             self._answered()
-        if self.reading is Reading.REFUSED and self.state is State.WAITING and not self.queue:
+        if self.reading is REFUSED and self.state is WAITING and not self.queue:
             assert self.refusal is not None
             self.write_status(self.refusal)  # no request left: written with `Connection: close`
             self._close(linger=True)
@@ -515,8 +521,8 @@ class Connection(asyncio.Protocol):
 
     def _answered(self) -> None:
         request = self.queue.pop(0)
-        if self.state is State.ANSWERING:
-            self.state = State.WAITING
+        if self.state is ANSWERING:
+            self.state = WAITING
         self.last_active = self.loop.time()
         if not self.served:  # from now on idle is keep-alive, which may be the shorter wait
             self.served = True
@@ -615,9 +621,9 @@ class Connection(asyncio.Protocol):
             request.waiter.set_result(None)
 
     def abort(self) -> None:
-        if self.state is State.HANDSHAKE and self.handshake is not None:
+        if self.state is HANDSHAKE and self.handshake is not None:
             self._end_handshake()
-            self.state = State.CLOSED
+            self.state = CLOSED
             self.handshake.cancel()
         if self.transport is not None:
             self.transport.abort()
@@ -626,11 +632,11 @@ class Connection(asyncio.Protocol):
         """The stream cannot be read further: answer the requests read whole before it, then
         ``status``, then close."""
         self.parsing = None
-        self.reading = Reading.REFUSED
+        self.reading = REFUSED
         self.refusal = status
         if self.queue and not self.queue[-1].complete and len(self.queue) > 1:
             self.queue.pop()  # begun after the one in service; never to be read to its end
-        if self.state is State.WAITING:
+        if self.state is WAITING:
             self._answer_queue()
 
     def _close(self, *, linger: bool = False) -> None:
@@ -642,9 +648,9 @@ class Connection(asyncio.Protocol):
         """
         transport = self.transport
         if transport is None:
-            self.state = State.CLOSED
+            self.state = CLOSED
             return
-        self.state = State.CLOSING
+        self.state = CLOSING
         if not linger:
             transport.close()
             return
@@ -681,7 +687,7 @@ class Connection(asyncio.Protocol):
         if self.transport is None:
             return
         now = self.loop.time()
-        if self.reading is Reading.HEAD and self.state is not State.ANSWERING:
+        if self.reading is HEAD and self.state is not ANSWERING:
             due = self.head_started + self.app.head_timeout
             if now >= due:
                 self._refuse(
@@ -690,7 +696,7 @@ class Connection(asyncio.Protocol):
                 return
             self._arm(due)
             return
-        if self.state is State.ANSWERING or self.queue:
+        if self.state is ANSWERING or self.queue:
             self._arm(now + self.app.keepalive)  # a request in service has deadlines of its own
             return
         due = self.last_active + (self.app.keepalive if self.served else self.app.first_request)
@@ -735,11 +741,11 @@ def make_room(connections: set[Connection], now: float) -> bool:
     False if every one is being answered."""
     quietest: list[Connection | None] = [None, None, None]
     for conn in connections:
-        if conn.state is State.ANSWERING and conn.queue and conn.queue[0].being_answered:
+        if conn.state is ANSWERING and conn.queue and conn.queue[0].being_answered:
             continue
         if conn.served:
             kind = 2
-        elif not conn.queue and conn.reading is not Reading.HEAD and now - conn.last_active < FIRST_REQUEST_GRACE:
+        elif not conn.queue and conn.reading is not HEAD and now - conn.last_active < FIRST_REQUEST_GRACE:
             kind = 1
         else:
             kind = 0
