@@ -544,7 +544,10 @@ ca:
   {{- else }}
   secret:
     name: {{ include "foo-operator.tlsSecretName" .root }}
-    key: ca.crt
+    {{- /* rotator: ca.crt is the issuing CA alone, and switches in the same write as tls.crt, a
+    kubelet sync before the pods serve the new pair; ca-bundle.crt trusts old and new across the
+    overlap, as every caBundle does (certs/rotation.py). */}}
+    key: {{ eq .root.Values.tls.mode "rotator" | ternary "ca-bundle.crt" "ca.crt" }}
   {{- end }}
 {{- end }}
 {{- end }}
