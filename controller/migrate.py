@@ -29,7 +29,7 @@ from apimachinery.resources import Resource
 from fooapi import CRD_NAME
 from fooapi.names import foos_at
 from kube.client import CRDS, ApiError, KubeClient, no_answer
-from kube.config import ClientSettings, connect
+from kube.config import ClientSettings, MissingContextError, connect
 from kube.informer import object_key
 from kube.kubeconfig import KubeconfigError
 
@@ -485,6 +485,9 @@ async def migrate_storage(
     """
     try:
         client = await connect(settings.kubeconfig, context=settings.context, settings=_client_settings(settings))
+    except MissingContextError as exc:
+        warn(f"Error in configuration: {exc}")  # kubectl's line, as `kubectl foo health` says it
+        return 1
     except KubeconfigError as exc:
         warn(f"error: {exc}")
         return 1

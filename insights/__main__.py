@@ -14,6 +14,7 @@ from serving.logs import setup_logging
 
 from .config import AggregatedConfig
 from .server import serve
+from .wiring import ClusterConfigError
 
 PROG = "foo-operator-insights"
 
@@ -71,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     raise_open_file_limit()
     keep_large_blocks_out_of_the_heap()
-    return run_server(serve(options, config), args, PROG)
+    try:
+        return run_server(serve(options, config), args, PROG)
+    except ClusterConfigError as err:
+        return fail(PROG, str(err))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,11 @@ from .view import HealthView
 log = logging.getLogger(__name__)
 
 
+class ClusterConfigError(Exception):
+    """The cluster's configuration does not load (no kubeconfig, a wrong path): the process's one
+    line and exit 1, as the webhook says it, not a traceback out of aiohttp's startup."""
+
+
 async def _not_connected(user: UserInfo, info: RequestInfo) -> Decision:
     raise RuntimeError("not connected to the cluster yet")
 
@@ -63,7 +68,7 @@ def _cluster_lifecycle(config: AggregatedConfig) -> Callable[[web.Application], 
                 config.kubeconfig, settings=ClientSettings(user_agent="foo-operator-insights")
             )
         except Exception as err:
-            raise RuntimeError(f"aggregated API: cannot load the cluster configuration: {err}") from err
+            raise ClusterConfigError(f"cannot load the cluster configuration: {err}") from err
         informers: list[Informer] = []
         try:
             if config.requestheader is None:

@@ -178,13 +178,36 @@ def _context_user(kubeconfig: str | None, context: str | None) -> str:
     return ""
 
 
+# kubectl takes its global flags anywhere (cobra's persistent flags), so users write
+# `kubectl foo --context prod health`; argparse reads a subcommand's flags only after it.
+LEADING_FLAGS = frozenset({"--kubeconfig", "--context", "--as", "--as-group", "--request-timeout", "-n", "--namespace"})
+
+
+def subcommand_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with kubectl's connection flags written before the subcommand moved after it.
+
+    Only those flags, each with its value (``--context prod`` or ``--context=prod``). When no
+    subcommand follows them, they are dropped, so argparse answers about what does follow
+    (--help, --version, an unknown flag, no subcommand) rather than take a flag's value for the
+    subcommand ("invalid choice: 'prod'").
+    """
+    moved: list[str] = []
+    rest = list(argv)
+    while rest and rest[0].split("=", 1)[0] in LEADING_FLAGS:
+        taken = 1 if "=" in rest[0] else 2
+        moved, rest = moved + rest[:taken], rest[taken:]
+    if not moved or not rest or rest[0].startswith("-"):
+        return rest
+    return [rest[0], *moved, *rest[1:]]
+
+
 class UsageError(Exception):
     """A flag combination found wrong only once the command knows what it prints: exit 2."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
-    args = p.parse_args(argv)
+    args = p.parse_args(subcommand_first(sys.argv[1:] if argv is None else argv))
     if args.command == "migrate-storage":
         return run_migrate(args)
     if args.command == "health" and args.name and args.selector:

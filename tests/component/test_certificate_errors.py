@@ -1,11 +1,13 @@
 """A serving pair that does not load is named, file by file, in the one line a process exits with.
 
 OpenSSL's own answer (`[SSL] PEM lib`, `KEY_VALUES_MISMATCH`) names no file, and the webhook used to
-print it as `cannot serve on 0.0.0.0:9443: ...`, blaming the port.
+print it as `cannot serve on 0.0.0.0:9443: ...`, blaming the port. Insights says the same, before
+it looks for a cluster; with no cluster to find it says that in one line too, not a traceback.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -55,17 +57,41 @@ def test_the_watcher_names_the_file_at_fault(breakage: str, tmp_path: Path) -> N
     assert str(raised.value).startswith(expected)
 
 
+def _run(process: str, cert_dir: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m webhook`` or ``python -m insights`` on loopback, with no cluster to find: no
+    KUBECONFIG, an empty home, not in a pod."""
+    args = (
+        webhook_args(cert_dir, free_port())
+        if process == "webhook"
+        else ["--cert-dir", str(cert_dir), "--bind-address", "127.0.0.1", "--port", str(free_port())]
+        + ["--metrics-bind-address", "0"]
+    )
+    drop = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+    env = {k: v for k, v in os.environ.items() if k not in drop} | {"HOME": str(home)}
+    home.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-m", process, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize("process", ["webhook", "insights"])
 @pytest.mark.parametrize("breakage", list(BREAKAGES))
-def test_a_webhook_with_a_broken_pair_names_the_file_in_one_line_and_exits_1(breakage: str, tmp_path: Path) -> None:
+def test_a_server_with_a_broken_pair_names_the_file_in_one_line_and_exits_1(
+    process: str, breakage: str, tmp_path: Path
+) -> None:
     cert_dir = _pair(tmp_path / "pair")
     expected = BREAKAGES[breakage](cert_dir, tmp_path / "other")
-    result = subprocess.run(
-        [sys.executable, "-m", "webhook", *webhook_args(cert_dir, free_port())],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _run(process, cert_dir, tmp_path / "home")
     assert result.returncode == 1, result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"foo-operator-webhook: {expected}"), result.stderr
+    # insights checks the pair before it looks for a cluster: the file is named, not the kubeconfig.
+    assert last.startswith(f"foo-operator-{process}: {expected}"), result.stderr
     assert "cannot serve on" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_insights_without_a_cluster_to_find_says_so_in_one_line_and_exits_1(tmp_path: Path) -> None:
+    result = _run("insights", _pair(tmp_path / "pair"), tmp_path / "home")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "foo-operator-insights: cannot load the cluster configuration: "
+        "no cluster configured (no kubeconfig file found) and not running in a cluster"
+    ), result.stderr
+    assert "Traceback" not in result.stderr

@@ -35,11 +35,35 @@ EVERY_KNOB: dict[str, Any] = {
         "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
         "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca", "readOnly": True}],
     },
-    "insights": {"hostNetwork": True, "containerPort": 10444, "metricsPort": 10445, "revisionHistoryLimit": 1},
+    "insights": {
+        "hostNetwork": True,
+        "containerPort": 10444,
+        "metricsPort": 10445,
+        "revisionHistoryLimit": 1,
+        "strategy": {"type": "Recreate"},
+        "service": {"annotations": {"a.example/x": "1"}, "labels": {"team": "platform"}},
+    },
     "controller": {
         "livenessProbe": {"httpGet": None, "exec": {"command": ["true"]}},
         "extraEnv": [{"name": "GOMAXPROCS", "value": "2"}],
+        # Issue #28's per-component knobs, which the apiserver validates more closely than the schema.
+        "replicas": 2,
+        "leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20, "retryPeriodSeconds": 4},
+        "deploymentAnnotations": {"policy.example/owner": "platform"},
+        "podAnnotations": {"pod.example/scrape": "no"},
+        "podLabels": {"tier": "system"},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
+        "podSecurityContext": {"supplementalGroups": [4000]},
+        "securityContext": {"seLinuxOptions": {"level": "s0:c123,c456"}},
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+        ],
+        "podDisruptionBudget": {"minAvailable": 1},
+        "priorityClassName": "system-cluster-critical",
     },
+    "serviceAccount": {"controller": {"labels": {"team": "platform"}}},
+    "migrateStorage": {"job": {"enabled": True, "priorityClassName": "system-cluster-critical"}},
+    "tests": {"priorityClassName": "system-cluster-critical"},
 }
 
 
@@ -120,6 +144,11 @@ def test_the_knobs_survive_the_apiservers_defaulting(control_plane: LocalControl
 
     controller = stored[("Deployment", "foo-operator-controller")]["spec"]["template"]["spec"]["containers"][0]
     assert "httpGet" not in controller["livenessProbe"] and controller["livenessProbe"]["exec"] == {"command": ["true"]}
+
+    assert stored[("Deployment", "foo-operator-insights")]["spec"]["strategy"] == {"type": "Recreate"}
+    spread = stored[("Deployment", "foo-operator-controller")]["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread[0]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+    assert stored[("PodDisruptionBudget", "foo-operator-controller")]["spec"]["minAvailable"] == 1
 
 
 def test_the_plain_manifests_pass_a_server_side_dry_run(control_plane: LocalControlPlane) -> None:

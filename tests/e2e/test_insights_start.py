@@ -1,7 +1,9 @@
 """The insights server, like the webhook, names the file of a serving pair that does not load.
 
 It builds its TLS context only after its start-up against the real apiserver (the front-proxy CA
-it writes then must verify the aggregator's first handshake), so this runs against the plane.
+it writes then must verify the aggregator's first handshake), but checks the pair before that
+start-up: against the plane, a cluster that answers changes nothing in the line
+(tests/component/test_certificate_errors.py has the case without one).
 """
 
 from __future__ import annotations

@@ -200,10 +200,20 @@ def test_kubectl_completes_kubectl_foo_through_kubectl_complete_foo(foo_operator
     assert complete("certs", "--context", "") == [*sorted(contexts), ":4"]
 
 
-def test_a_wrong_context_is_said_as_kubectl_says_it(foo_operator: LocalProduct) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["certs", "--context", "nope"],
+        # kubectl's global flags go anywhere, before a plugin's own command too.
+        ["--context", "nope", "health"],
+        ["migrate-storage", "--context=nope"],
+    ],
+    ids=["after-the-command", "before-the-command", "migrate-storage"],
+)
+def test_a_wrong_context_is_said_as_kubectl_says_it(foo_operator: LocalProduct, args: list[str]) -> None:
     plane = foo_operator.plane
     own = plane.kubectl("get", "pods", "--context", "nope", check=False)
-    ours = kubectl_foo(plane, "certs", "--context", "nope", check=False)
+    ours = kubectl_foo(plane, *args, check=False)
     assert ours.returncode == own.returncode == 1
     assert ours.stderr == own.stderr == "Error in configuration: context was not found for specified context: nope\n"
 

@@ -82,6 +82,14 @@ def test_update_strategies_default_to_surge_first_and_take_any_strategy() -> Non
 
 
 @pytest.mark.parametrize("component", COMPONENTS)
+def test_recreate_alone_drops_the_default_rolling_update_the_apiserver_would_refuse(component: str) -> None:
+    # Helm merges {type: Recreate} into the surge-first default map; a Deployment with both is
+    # refused ("may not be specified when strategy `type` is 'Recreate'").
+    strategy = deployment(render({component: {"strategy": {"type": "Recreate"}}}), component)["spec"]["strategy"]
+    assert strategy == {"type": "Recreate"}
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
 def test_a_components_security_contexts_add_to_the_shared_restricted_ones(component: str) -> None:
     objects = render(
         {

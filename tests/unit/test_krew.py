@@ -8,8 +8,10 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import pytest
 import yaml
 
+from hack import release
 from hack.krew import krew_manifest, plugin_archive, release_plugin
 
 VERSION = "1.2.3"
@@ -78,3 +80,22 @@ def test_the_launcher_krew_links_onto_path_runs_the_plugin_from_its_virtualenv(t
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "kubectl-foo health -A\n"
+
+
+def test_the_release_command_makes_the_manifest_from_its_own_wheel_and_ships_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def pip_wheel(argv: list[str], **_: object) -> str:  # `pip wheel` without building one
+        wheel_dir = Path(argv[argv.index("--wheel-dir") + 1])
+        (wheel_dir / f"foo_operator-{VERSION}-py3-none-any.whl").write_bytes(b"PK\x05\x06" + bytes(18))
+        return ""
+
+    monkeypatch.setattr(release, "run", pip_wheel)
+    made = release.Release(version=VERSION, source=tmp_path, dist=tmp_path / "dist", revision="r", epoch=0)
+    made.dist.mkdir()
+    assert release.build_plugin in release.ARTIFACTS
+    release.build_plugin(made)
+    archive, manifest = made.files  # both listed: release.json and SHA256SUMS name them
+    platform = yaml.safe_load(manifest.read_text())["spec"]["platforms"][0]
+    assert platform["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert platform["uri"].endswith(f"/releases/download/v{VERSION}/kubectl-foo-{VERSION}.tar.gz")

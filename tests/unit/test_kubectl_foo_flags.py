@@ -15,7 +15,7 @@ from kube.client import ApiError, no_answer
 from kube.config import ClientSettings, load_api_client
 from kube.kubeconfig import KubeconfigError
 from kubectl_foo import completion, health, jsonpath, output
-from kubectl_foo.__main__ import main, request_timeout
+from kubectl_foo.__main__ import main, request_timeout, subcommand_first
 
 HEALTHS: dict[str, Any] = {
     "apiVersion": "v1",
@@ -123,6 +123,34 @@ def _kubeconfig(tmp_path: Path, server: str = "http://127.0.0.1:9") -> Path:
 def test_a_missing_context_is_said_in_kubectls_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["certs", "--kubeconfig", str(_kubeconfig(tmp_path)), "--context", "nope"]) == 1
     assert capsys.readouterr().err == "Error in configuration: context was not found for specified context: nope\n"
+
+
+@pytest.mark.parametrize("command", ["health", "certs", "migrate-storage"])
+@pytest.mark.parametrize("before", [True, False], ids=["flags-before-the-command", "flags-after-it"])
+def test_every_command_says_a_missing_context_in_kubectls_words(
+    command: str, before: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = ["--kubeconfig", str(_kubeconfig(tmp_path)), "--context=nope"]
+    assert main([*flags, command] if before else [command, *flags]) == 1
+    assert capsys.readouterr().err == "Error in configuration: context was not found for specified context: nope\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        (["--context", "prod", "health", "web"], ["health", "--context", "prod", "web"]),
+        (["-n", "team", "--as=jane", "health", "-o", "name"], ["health", "-n", "team", "--as=jane", "-o", "name"]),
+        (["health", "--context", "prod"], ["health", "--context", "prod"]),
+        # No command after them: argparse answers about what follows, not "invalid choice: 'prod'".
+        (["--context", "prod"], []),
+        (["--context", "prod", "--version"], ["--version"]),
+        (["--context", "prod", "--bogus", "health"], ["--bogus", "health"]),
+    ],
+)
+def test_kubectls_global_flags_may_come_before_the_command_as_kubectl_takes_them(
+    argv: list[str], parsed: list[str]
+) -> None:
+    assert subcommand_first(argv) == parsed
 
 
 def test_as_group_without_as_names_the_kubeconfig_user_as_kubectl_does(

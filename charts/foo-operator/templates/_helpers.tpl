@@ -460,6 +460,17 @@ annotations:
 {{- end }}
 {{- end }}
 
+{{/* A Deployment's spec.strategy from a component's strategy value. values.yaml's surge-first
+default is a map Helm merges yours into, so `{type: Recreate}` arrives with the default's
+rollingUpdate too, which the apiserver refuses for Recreate: drop it there. */}}
+{{- define "foo-operator.strategy" -}}
+{{- if eq (.type | default "RollingUpdate") "Recreate" }}
+{{- toYaml (omit . "rollingUpdate") }}
+{{- else }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
 {{/* A Service's labels and annotations: (dict "root" $ "component" "webhook" "service" .Values.webhook.service). */}}
 {{- define "foo-operator.serviceMetadata" -}}
 labels:
@@ -533,7 +544,10 @@ ca:
   {{- else }}
   secret:
     name: {{ include "foo-operator.tlsSecretName" .root }}
-    key: ca.crt
+    {{- /* rotator: ca.crt is the issuing CA alone, and switches in the same write as tls.crt, a
+    kubelet sync before the pods serve the new pair; ca-bundle.crt trusts old and new across the
+    overlap, as every caBundle does (certs/rotation.py). */}}
+    key: {{ eq .root.Values.tls.mode "rotator" | ternary "ca-bundle.crt" "ca.crt" }}
   {{- end }}
 {{- end }}
 {{- end }}
