@@ -54,7 +54,7 @@ def _form_of(media: MediaRange, allowed: tuple[Form, ...]) -> Form | None:
     as_ = media.params.get("as")
     if media.type in ("*/*", "application/*") and not as_:
         return "json" if "json" in allowed else None
-    if media.type in (YAML, "application/yaml", "text/yaml") and not as_:
+    if media.type in (YAML, "text/yaml") and not as_:
         return "yaml" if "yaml" in allowed else None
     if media.type != JSON:
         return None

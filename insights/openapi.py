@@ -14,10 +14,12 @@ from typing import Any
 
 import orjson
 
+from apimachinery.bodies import JSON
 from apimachinery.objects import Object
 from fooapi.crd import openapi_schema
 from fooapi.models import FooV1
 
+from .media import YAML
 from .resources import FOO_HEALTHS, FOO_REVIEWS, GROUP, VERSION
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -333,16 +335,16 @@ def _operation(
         "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": kind},
     }
     if v3:
-        operation["responses"] = {code: {"description": "OK", "content": {"application/json": {"schema": ref}}}}
+        operation["responses"] = {code: {"description": "OK", "content": {JSON: {"schema": ref}}}}
         if action == "post":
-            operation["requestBody"] = {"content": {"application/json": {"schema": ref}}, "required": True}
+            operation["requestBody"] = {"content": {JSON: {"schema": ref}}, "required": True}
     else:
         operation["responses"] = {code: {"description": "OK", "schema": ref}}
-        operation["produces"] = ["application/json", "application/yaml", "application/json;stream=watch"]
+        operation["produces"] = [JSON, YAML, f"{JSON};stream=watch"]
         operation["schemes"] = ["https"]
         if action == "post":
             operation["parameters"].insert(0, {"name": "body", "in": "body", "required": True, "schema": ref})
-            operation["consumes"] = ["application/json"]
+            operation["consumes"] = [JSON]
     return operation
 
 
