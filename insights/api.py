@@ -62,11 +62,12 @@ T = TypeVar("T")
 RAW_COPIES = 2
 REVIEW_TREES = 3
 ANSWER_COPIES = 4
-# What the insights process needs besides reviews: measured 98 MiB RSS idle (interpreter,
-# aiohttp, uvloop, the Kubernetes client, TLS) plus room for the informer caches and lists.
+# What the insights process needs besides reviews: its idle size (interpreter, aiohttp, uvloop,
+# the Kubernetes client, TLS) plus room for the informer caches and lists (bench/README,
+# "Figures moved from docstrings").
 INSIGHTS_RESERVED_MIB = 128
-# What a watch holds (~57 KiB: its task, subscription queue, TLS and write buffers) times this
-# is bounded; past it a new watch is a 429 and the client (a reflector) retries.
+# What a watch holds (its task, subscription queue, TLS and write buffers; bench/README) times
+# this is bounded; past it a new watch is a 429 and the client (a reflector) retries.
 MAX_WATCHES = 100
 # Two threads: reviews queue (each holding its charge) rather than all take turns at the GIL
 # with the loop, which keeps answering probes and watches between their slices.

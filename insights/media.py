@@ -10,7 +10,7 @@ from apimachinery.bodies import JSON
 Form = Literal["json", "yaml", "table", "partial", "discovery-v2", "discovery-v2beta1"]
 
 YAML = "application/yaml"
-TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+TABLE = f"{JSON};as=Table;v=v1;g=meta.k8s.io"
 ACCEPTED = f"{JSON}, {YAML}, {TABLE}"
 # Aggregated discovery, by apidiscovery.k8s.io version: the aggregator asks /apis for it and falls
 # back to legacy discovery when the answer lacks these parameters. v2beta1 is the same document

@@ -26,7 +26,7 @@ MiB = 1024 * 1024
 # ciphertext it has read ahead, the write buffers a client that does not read leaves full, and
 # what the allocator keeps between two trims. 48 was the sum of those at their worst on paper;
 # the attack mix on the real node measured the process at its idle size plus its budget plus
-# ~45 MiB (docs/architecture.md, "Resource model (admission port)").
+# a margin under this (bench/README, "Figures moved from docstrings").
 RESERVED_MIB = 80
 
 # Upper bounds of what orjson.loads allocates, per body byte and per token, from CPython's object
@@ -39,7 +39,7 @@ RESERVED_MIB = 80
 # nested 1,000 deep 31x, `"a",` 14.5x, unique keys ...): the estimate is never below the
 # measurement (closest: 1.08x, the deep one-key dicts). A real ConversionReview of Foos, whose
 # keys orjson shares, parses to 4.0x its size and is estimated at 10.6x: the price of a bound that
-# no body can beat. At the chart's 256Mi, one review of ~11,000 stored Foos fits.
+# no body can beat. The chart README says how many stored Foos one review may carry at 256Mi.
 COST_PER_BYTE = 1
 COST_PER_CONTAINER = 96  # per '{' or '['
 COST_PER_VALUE = 64  # per ','
@@ -98,12 +98,12 @@ CLIENT_MIB = 48
 
 
 def pod_headroom_mib(limit_mib: int) -> int:
-    """What of the container's limit no serving process plans for: the supervisor of `--workers N`
-    (~5 MiB of its own), the allocator's fragmentation after large bodies, the kernel's socket
-    buffers, and the margin that keeps a pod whose every budget is full at three quarters of its
-    limit. With an eighth, two workers at their budgets took the chart's pod to 246 of 256 MiB on
-    the real node (issue 25); with none, one worker at its budget plus anything unplanned put it
-    over, and the OOM killer took every worker."""
+    """What of the container's limit no serving process plans for: the supervisor of `--workers N`,
+    the allocator's fragmentation after large bodies, the kernel's socket buffers, and the margin
+    that keeps a pod whose every budget is full at three quarters of its limit. With an eighth,
+    two workers at their budgets took the chart's pod to within a few MiB of its limit on the real
+    node (issue 25); with none, one worker at its budget plus anything unplanned put it over, and
+    the OOM killer took every worker (bench/README, "Figures moved from docstrings")."""
     return max(limit_mib // 4, 16)
 
 

@@ -173,8 +173,8 @@ class Handshake:
 def to_drop(handshakes: Iterable[T], handshake_of: Callable[[T], Handshake | None]) -> T:
     """Which of ``handshakes`` (oldest first) makes room for a new one: the oldest from which
     nothing was heard, else the oldest. A flood of bare connects then makes room among its own:
-    a kubelet probe that has sent its ClientHello is not dropped for them (one probe in ~60 was,
-    under the attack mix, with one process serving the chart's pod)."""
+    a kubelet probe that has sent its ClientHello is not dropped for them (probes were, under the
+    attack mix, with one process serving the chart's pod)."""
     oldest: T | None = None
     for candidate in handshakes:
         if oldest is None:

@@ -36,7 +36,8 @@ class Settings:
     default_image: str = DEFAULT_IMAGE
     admission_body_limit: int = REVIEW_BODY_LIMIT
     # A list or watch-cache read at a non-storage version arrives as ONE review of every object;
-    # in practice the in-flight budget is the tighter bound (10,000 Foos, 15 MB, fit in 256Mi).
+    # in practice the in-flight budget is the tighter bound (the chart README says how many Foos
+    # one review may carry at each memory limit).
     conversion_body_limit: int = 256 * MiB
     # Shorter than the configurations' timeoutSeconds (5), so we answer before the apiserver gives up.
     admission_timeout: float = 4.0

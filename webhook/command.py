@@ -228,8 +228,8 @@ def import_what_workers_share(args: argparse.Namespace) -> None:
     after the fork: the metrics listener's aiohttp and, for `--metrics-secure` (TokenReview) or
     `--cert-rotation`, the Kubernetes client. Imported once before the fork, their pages are
     shared copy-on-write and the pod's cgroup is charged for them once, not once per worker:
-    with `--metrics-secure` each worker held ~45 MiB of its own for kubernetes_asyncio alone,
-    more than the memory plan (serving.budget) gives a worker, and the chart's pod went past its
+    with `--metrics-secure` each worker held kubernetes_asyncio's pages of its own, more than the
+    memory plan (serving.budget) gives a worker, and the chart's pod went past its
     limit under attack (issue #25)."""
     _, metrics_port = parse_bind_address(args.metrics_bind_address)
     shared = ["aiohttp.web"] if metrics_port else []

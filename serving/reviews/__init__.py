@@ -1,4 +1,4 @@
-"""The admission port's own HTTP/1.1 server, in three layers, each importing only the one below.
+"""The admission port's own HTTP/1.1 server, in three layers, each importing only those below it.
 
 - ``protocol``: the connection, an asyncio Protocol over httptools (llhttp) in one explicit
   state; it parses requests, bounds their heads, and answers them one at a time, in order.

@@ -314,10 +314,11 @@ def _answer_paused(handler: BodyHandler, request: Request, body: bytes, opens: i
     """Parse ``body`` and let ``handler`` answer it; for a large body, with the collector paused.
 
     Paused across parse, work and encoding, and until the caller has written the answer and
-    freed the parsed tree (``_resume``): a review of 10,000 Foos makes ~1,000,000 containers,
-    and a collector resumed while they live walks them all again and again (bench/README,
-    "Figures moved from docstrings"); freed first, they leave it nothing to count. Freeing them takes a while, which
-    the apiserver no longer waits for: the tree is returned, held, and freed after the write.
+    freed the parsed tree (``_resume``): a large review makes a container per object and per
+    field, and a collector resumed while they live walks them all again and again (bench/README,
+    "Figures moved from docstrings"); freed first, they leave it nothing to count. Freeing them
+    takes a while, which the apiserver no longer waits for: the tree is returned, held, and freed
+    after the write.
     """
     if len(body) < _PAUSE_GC_FROM or not gc.isenabled():
         return handler(request, parse_json(body, opens=opens)), None

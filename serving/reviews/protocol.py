@@ -13,9 +13,10 @@ read; idle connections close after ``keepalive``. At most ``max_connections``: a
 the cap closes the quietest connection not being answered (``make_room``).
 
 A connection is in one ``State`` at a time (see its transitions there); its reading side is at
-one ``Reading`` place. The two flags left, ``reading_paused`` and ``writing_paused``, mirror the
-transport's flow control (asyncio calls ``pause_writing``/``resume_writing``), as in any
-asyncio Protocol. What is said about one request (its body's progress, whether it is the last the
+one ``Reading`` place. Two flags mirror the transport's flow control, ``reading_paused`` and
+``writing_paused`` (asyncio calls ``pause_writing``/``resume_writing``), as in any asyncio
+Protocol; ``served`` says whether idle time is keep-alive (after an answer) or the wait for a
+first request, which also decides which connection ``make_room`` closes first. What is said about one request (its body's progress, whether it is the last the
 connection answers) is on its ``Request``.
 """
 
@@ -81,7 +82,7 @@ _WRITE_PIECE = 16 * 1024
 # autotuning, a client that does not read lets the send buffer grow to tcp_wmem's 4 MiB — a
 # whole answer out of our hands and our budget, yet in the pod's memory (the cgroup counts
 # socket buffers) — and one whose body waits for the budget fills the receive buffer. 64 KiB
-# each way still moves ~125 MB/s at a 0.5 ms round trip.
+# each way still keeps a fast local link busy (bench/README, "Figures moved from docstrings").
 _SOCKET_BUFFER = 32 * 1024
 # A body's bytes the connection holds before its handler takes them; past it, reading pauses.
 _BUFFER_HIGH = 256 * 1024
@@ -202,12 +203,13 @@ class Router(Protocol):
 class State(enum.Enum):
     """Where a connection is in its life.
 
-    HANDSHAKE -> WAITING            its TLS handshake is over and it is admitted under the cap
-    HANDSHAKE -> CLOSED             the handshake failed, timed out, or was dropped for room
-    WAITING   -> ANSWERING          a request's head is read (the first of the queue is answered)
-    ANSWERING -> WAITING            it is answered and the connection is kept alive
-    WAITING, ANSWERING -> CLOSING   closed on purpose (last answer out, refusal, idle, stopping)
-    any       -> CLOSED             the transport is gone (``connection_lost``)
+    HANDSHAKE -> WAITING    its TLS handshake is over (``connection_made``; past the cap and
+                            with no room, it is aborted and goes to CLOSED)
+    HANDSHAKE -> CLOSED     the handshake failed, timed out, or was dropped for room
+    WAITING   -> ANSWERING  a request's head is read (the first of the queue is answered)
+    ANSWERING -> WAITING    it is answered (then, if it was the last, on to CLOSING)
+    WAITING   -> CLOSING    closed on purpose (last answer out, refusal written, idle, stopping)
+    any       -> CLOSED     the transport is gone (``connection_lost``)
     """
 
     HANDSHAKE = "handshake"  # accepted over TLS, handshake under way; counted among handshakes only
@@ -277,10 +279,6 @@ class Connection(asyncio.Protocol):
         # Body bytes read for requests not paid for yet (serving.budget): charged, and reading
         # stops until their request pays, so at most one read's worth each time.
         self.unpaid = Reservation(app.budget) if app.budget is not None else None
-
-    @property
-    def answering(self) -> bool:
-        return self.state is ANSWERING
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
 
