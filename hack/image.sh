@@ -183,7 +183,10 @@ chmod 1777 "$rootfs/tmp"
 log "bytecode: compileall in the rootfs (the image's own python)"
 chroot "$rootfs" /usr/bin/python3 -m compileall -q --invalidation-mode unchecked-hash \
   /usr/lib/python3.11 /usr/lib/python3/dist-packages >/dev/null
-imports="webhook.command, insights.__main__, controller.__main__, certs.__main__, uvloop"
+imports="insights.__main__, controller.__main__, certs.__main__, uvloop"
+# The webhook's command: webhook.command from 0.2.0 on, whose __main__ would start the webhook when
+# imported; a past release's (`make release` of an older tag) is still webhook.__main__.
+if [[ -f "$SRC_DIR/webhook/command.py" ]]; then imports+=", webhook.command"; else imports+=", webhook.__main__"; fi
 [[ -d "$SRC_DIR/kubectl_foo" ]] && imports+=", kubectl_foo.__main__"
 chroot "$rootfs" /usr/bin/python3 -c "import $imports"
 
