@@ -30,9 +30,9 @@ async def serve(options: ServingOptions, config: AggregatedConfig, stop: asyncio
     ``config.requestheader_ca_file`` from kube-system/extension-apiserver-authentication).
     """
     # A pair that does not load is said now, naming its file, not after the cluster answered (the
-    # startup below waits up to its sync timeout for an apiserver that may not answer). Loaded once,
-    # not watched: the one watcher below must first load once the listener wrote the client CA file.
-    options.certificate().server_context(client_ca=False)
+    # startup below waits up to its sync timeout for an apiserver that may not answer). Checked,
+    # not loaded into the watcher: it must first load once the listener wrote the client CA file.
+    options.check_pair()
     watcher = options.certificate(client_ca_file=config.requestheader_ca_file)
     stop = stop or asyncio.Event()
     stop_on_signals(stop)

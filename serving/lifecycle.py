@@ -29,7 +29,7 @@ from .limits import TRIM_SECONDS, give_back_freed_memory_every
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .probes import ProbeServer, ProbeSetupError
 from .readiness import Readiness
-from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher
+from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher, check_pair
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 if TYPE_CHECKING:
@@ -61,6 +61,10 @@ class ServingOptions:
     # The kubelet's probes on a port of their own (serving.probes); 0: only on the serving port.
     probe_host: str | None = None
     probe_port: int = 0
+
+    def check_pair(self) -> None:
+        """Raise CertificateFilesError, naming the file, if this server's pair does not load."""
+        check_pair(self.cert_dir / self.cert_name, self.cert_dir / self.key_name, self.tls_policy)
 
     def certificate(
         self, client_ca_file: Path | None = None, *, on_load: Callable[[x509.Certificate], None] | None = None

@@ -47,6 +47,12 @@ def _server_context(cert_file: Path, key_file: Path, policy: TLSPolicy) -> ssl.S
     return context
 
 
+def check_pair(cert_file: Path, key_file: Path, policy: TLSPolicy) -> None:
+    """Load the pair once and keep nothing: CertificateFilesError, naming the file at fault, if
+    it does not load."""
+    _server_context(cert_file, key_file, policy)
+
+
 def _why_the_pair_does_not_load(cert_file: Path, key_file: Path, err: ssl.SSLError) -> str:
     """OpenSSL's answer ("[SSL] PEM lib") names neither file: find the one at fault."""
     try:
