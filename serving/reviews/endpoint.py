@@ -153,10 +153,7 @@ class Endpoint:
                     waiting = self.serve(conn, request, started, Handoff(body, held))
                     held = None
                     return waiting
-                if len(body) < _PAUSE_GC_FROM:
-                    answer = self.handler(request, parse_json(body, opens=opens))
-                else:
-                    answer, tree = _answer_paused(self.handler, request, body, opens)
+                answer, tree = _answer(self.handler, request, body, opens)
                 if not conn.fits_send_buffer(len(answer)):
                     # A large answer: written under the deadline, still paid for (released there).
                     prepared = self.serve(conn, request, started, Handoff(body, held, answer, tree))
@@ -236,7 +233,7 @@ class Endpoint:
                     await reservation.resize(charge)
                     phase = _Phase.WORK
                     async with self.slots:
-                        answer, tree = _answer_paused(self.handler, request, body, opens)
+                        answer, tree = _answer(self.handler, request, body, opens)
                 # Written while still paid for and under the deadline: a client that does not
                 # read its answer must not keep megabytes in the send buffer for free. The
                 # answer is charged too (made already, so charged room or not).
@@ -310,7 +307,7 @@ def _whole_body(request: Request, limit: int) -> bytes:
     return request.take()
 
 
-def _answer_paused(handler: BodyHandler, request: Request, body: bytes, opens: int) -> tuple[bytes, list[Any] | None]:
+def _answer(handler: BodyHandler, request: Request, body: bytes, opens: int) -> tuple[bytes, list[Any] | None]:
     """Parse ``body`` and let ``handler`` answer it; for a large body, with the collector paused.
 
     Paused across parse, work and encoding, and until the caller has written the answer and
@@ -332,7 +329,7 @@ def _answer_paused(handler: BodyHandler, request: Request, body: bytes, opens: i
 
 
 def _resume(held: list[Any] | None) -> None:
-    """Free what ``_answer_paused`` held, then let the collector run again."""
+    """Free what ``_answer`` held, then let the collector run again."""
     if held is not None:
         held.clear()
         gc.enable()
