@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import multiprocessing
 import os
 import resource
@@ -47,7 +48,7 @@ from hack.procs import wait_until
 
 from . import memcg, proctree, servers, webhook_attacks
 from .attacks import Attack, Tally, Target
-from .honest import HONEST_LABEL, Honest, Probes, run_honest, run_probe
+from .honest import CHECK_ATTEMPTS, HONEST_LABEL, Honest, Probes, run_honest, run_probe
 from .insights_attacks import FOOHEALTHS, INSIGHTS_ATTACKS
 from .planes import AdminClient, apply_plain_crd, plain_foo, plane
 from .report import fmt, percentile, save, say, table
@@ -109,6 +110,12 @@ class Run:
                 "failed": len(self.honest.failures),
                 "failures": self.honest.failures[:10],
                 "p99_s": percentile(self.honest.latency, 99),
+                "availability_checks": self.honest.checks,
+                "availability_checks_failed": self.honest.checks_failed,
+                "check_attempts_failed": len(self.honest.attempts_failed),
+                "check_phases_p50_s": {k: percentile(v, 50) for k, v in self.honest.check_phases.items()},
+                "check_phases_max_s": {k: max(v) for k, v in self.honest.check_phases.items()},
+                "check_attempt_failures": self.honest.attempts_failed[:10],
             },
             "server_errors": self.server_errors(),
             "tracebacks": len(self.tracebacks),
@@ -139,15 +146,18 @@ async def _attack_all(target: Target, findings: tuple[int, ...], server: str, se
     return tallies
 
 
-def _client(role: str, target: Target, run: tuple[str, tuple[int, ...], float, int], results: Connection) -> None:
+def _client(
+    role: str, target: Target, run: tuple[str, tuple[int, ...], float, int, str | None], results: Connection
+) -> None:
     """One client process: attackers, honest callers and the probe never share a loop. It leaves
     with os._exit once it has sent its outcome: the attackers' connections die with it."""
     _raise_nofile()
-    server, findings, seconds, clients = run
+    server, findings, seconds, clients, attackers_from = run
     loop = asyncio.new_event_loop()
     outcome: object
     if role == "attack":
-        outcome = loop.run_until_complete(_attack_all(target, findings, server, seconds))
+        attacker = dataclasses.replace(target, source=attackers_from)
+        outcome = loop.run_until_complete(_attack_all(attacker, findings, server, seconds))
     elif role == "honest":
         outcome = loop.run_until_complete(run_honest(target, server, clients, seconds))
     else:
@@ -175,11 +185,19 @@ class Clients:
 
     ROLES = ("attack", "honest", "probe")
 
-    def __init__(self, server: str, target: Target, findings: tuple[int, ...], seconds: float, honest: int) -> None:
+    def __init__(
+        self,
+        server: str,
+        target: Target,
+        findings: tuple[int, ...],
+        seconds: float,
+        honest: int,
+        attackers_from: str | None = None,
+    ) -> None:
         if server == "webhook":
             webhook_attacks.prepare()  # inherited by the forked attack process
         context = multiprocessing.get_context("fork")
-        run = (server, findings, seconds, honest)
+        run = (server, findings, seconds, honest, attackers_from)
         self.seconds = seconds
         self.pipes = {role: context.Pipe(duplex=False) for role in self.ROLES}
         self.procs = [
@@ -223,7 +241,7 @@ def measure(
     idle = proctree.rss_mib(pids)
     first = set(pids)
     seen = set(pids)
-    clients = Clients(server_name, target, findings, args.seconds, args.honest)
+    clients = Clients(server_name, target, findings, args.seconds, args.honest, args.attackers_from or None)
     say(f"{server_name}: findings {','.join(map(str, findings))} for {args.seconds:g}s (idle {idle:.0f} MiB)")
     started = time.monotonic()
     clients.start()
@@ -418,6 +436,17 @@ def _print(runs: list[Run], limit_mib: int) -> None:
             answers = ", ".join(f"{k}: {v}" for k, v in sorted(tally.answers.items()))
             notes = ", ".join(f"{k}: {v}" for k, v in sorted(tally.notes.items()))
             print(f"  {r.server} #{n} ({','.join(map(str, r.findings))}): {answers}" + (f" | {notes}" if notes else ""))
+        if r.honest.checks:
+            print(
+                f"  {r.server} availability checks: {r.honest.checks_failed} of {r.honest.checks} failed, "
+                f"{len(r.honest.attempts_failed)} of {r.honest.checks * CHECK_ATTEMPTS} attempts failed; "
+                + ", ".join(
+                    f"{phase} p50 {fmt(percentile(seconds, 50))} s max {fmt(max(seconds))} s"
+                    for phase, seconds in r.honest.check_phases.items()
+                )
+            )
+            for failure in r.honest.attempts_failed[:5]:
+                print(f"  {r.server} check attempt failed: {failure}")
         for failure in r.honest.failures[:3] + r.probes.failures[:3]:
             print(f"  {r.server} failure: {failure}")
         if r.tracebacks:
@@ -437,6 +466,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--each", action="store_true", help="each finding alone first, then all together")
     parser.add_argument("--foos", type=int, default=1000, help="Foos with 8 KiB of labels for insights")
     parser.add_argument("--honest", type=int, default=4, help="honest clients")
+    parser.add_argument(
+        "--attackers-from",
+        default="127.0.0.2",
+        help="the address the attacks come from, as a pod's own (empty: the honest callers' own, 127.0.0.1)",
+    )
     parser.add_argument("--memory-limit-mib", type=int, default=256, help="as the chart passes limits.memory")
     parser.add_argument("--workers", default="auto", help="the webhook's --workers (auto: as the chart runs it)")
     parser.add_argument(

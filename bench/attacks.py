@@ -32,6 +32,9 @@ class Target:
     user_headers: tuple[tuple[str, str], ...] = ()
     # Where the kubelet's probes go (plain HTTP, --health-probe-bind-address); None: the serving port.
     probe_port: int | None = None
+    # The address connections come from, as an attacking pod's come from its own and not from
+    # kube-apiserver's; None: the kernel's choice.
+    source: str | None = None
 
     @property
     def url(self) -> str:
@@ -63,6 +66,8 @@ async def open_tcp(target: Target, timeout: float = 10.0, receive_buffer: int | 
     if receive_buffer is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
     try:
+        if target.source is not None:
+            sock.bind((target.source, 0))
         async with asyncio.timeout(timeout):
             await asyncio.get_running_loop().sock_connect(sock, (target.host, target.port))
     except BaseException:

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from .attacks import Target, close, open_tls
+from .attacks import Target, close, open_tcp, open_tls
 from .flood import Tally as ReviewTally
 from .flood import valid
 from .foos import new_foo
@@ -28,6 +28,14 @@ PROBE_TIMEOUT = 5.0
 # The chart's webhook timeoutSeconds: kube-apiserver gives up on a review after it.
 REVIEW_TIMEOUT = 5.0
 PROBE_INTERVAL = 0.25
+# kube-aggregator's availability check of an APIService (remote_available_controller.go): five GETs
+# of the group-version at once, each with a 5 s timeout; the APIService stays Available if one is
+# answered 2xx or 3xx. When all five fail, the aggregator answers 503 to every read until a check
+# passes again. Here one check a second (kube-aggregator checks on every change and resync).
+CHECK_ATTEMPTS = 5
+CHECK_TIMEOUT = 5.0
+CHECK_INTERVAL = 1.0
+CHECKED_PATH = "/apis/insights.samplecontroller.k8s.io/v1alpha1"
 # FooHealths carrying this label are the ones honest lists select: a list of the attack's 1,000
 # heavy FooHealths would be the attack itself.
 HONEST_LABEL = ("honest", "yes")
@@ -38,6 +46,12 @@ class Honest:
     latency: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     server_errors: int = 0
+    # The aggregator's availability checks (insights only): how many, and every failed attempt.
+    checks: int = 0
+    checks_failed: int = 0
+    attempts_failed: list[str] = field(default_factory=list)
+    # Seconds each answered attempt spent connecting (TCP), in the TLS handshake, and on its answer.
+    check_phases: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -136,6 +150,52 @@ async def honest_insights(
         await asyncio.sleep(0.02)
 
 
+async def availability_checks(target: Target, honest: Honest, stop: asyncio.Event) -> None:
+    """The aggregator's availability check, once every CHECK_INTERVAL: CHECK_ATTEMPTS GETs at once,
+    each on a new connection with the front-proxy certificate; failed when every attempt fails."""
+    head = f"GET {CHECKED_PATH} HTTP/1.1\r\nHost: {target.host}\r\n".encode()
+    user = b"X-Remote-User: system:kube-aggregator\r\nX-Remote-Group: system:masters\r\n"
+    request = head + user + b"Connection: close\r\n\r\n"
+
+    async def attempt() -> str:
+        began = time.perf_counter()
+        took: dict[str, float] = {}
+        phase = "connect"
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT):
+                sock = await open_tcp(target, CHECK_TIMEOUT)
+                took[phase], phase = time.perf_counter() - began, "handshake"
+                context = target.client_context or target.context
+                reader, writer = await asyncio.open_connection(sock=sock, ssl=context, server_hostname=target.host)
+                took[phase], phase = time.perf_counter() - began - sum(took.values()), "answer"
+                try:
+                    writer.write(request)
+                    line = await reader.readline()
+                finally:
+                    await close(writer)
+                took[phase] = time.perf_counter() - began - sum(took.values())
+        except TimeoutError:
+            return f"no answer within {CHECK_TIMEOUT:g}s (in the {phase})"
+        except (OSError, ssl.SSLError) as err:
+            return f"{type(err).__name__} in the {phase} after {time.perf_counter() - began:.2f}s: {err}"
+        if line[9:10] not in (b"2", b"3"):
+            return f"answered {line[:40]!r}"
+        for name, seconds in took.items():
+            honest.check_phases.setdefault(name, []).append(seconds)
+        return ""
+
+    while not stop.is_set():
+        problems = [p for p in await asyncio.gather(*(attempt() for _ in range(CHECK_ATTEMPTS))) if p]
+        honest.checks += 1
+        honest.attempts_failed += [f"{time.strftime('%H:%M:%S')} {p}" for p in problems]
+        if len(problems) == CHECK_ATTEMPTS:
+            honest.checks_failed += 1
+            honest.failures.append(f"availability check: all {CHECK_ATTEMPTS} attempts failed: {problems[0]}")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CHECK_INTERVAL):
+                await stop.wait()
+
+
 async def honest_reviews(
     session: aiohttp.ClientSession, target: Target, index: int, honest: Honest, stop: asyncio.Event
 ) -> None:
@@ -155,6 +215,8 @@ async def run_honest(target: Target, server: str, clients: int, seconds: float) 
     caller = honest_insights if server == "insights" else honest_reviews
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=0)) as session:
         tasks = [asyncio.create_task(caller(session, target, i, honest, stop)) for i in range(clients)]
+        if server == "insights":
+            tasks.append(asyncio.create_task(availability_checks(target, honest, stop)))
         await asyncio.sleep(seconds)
         stop.set()
         await asyncio.gather(*tasks)
