@@ -8,11 +8,12 @@ the time it takes to arrive, and it accepts every connection. Here, on the insig
 * Connections are told apart by their TLS client certificate. One that presented a certificate
   the listener verified (kube-apiserver's front-proxy client) is *verified*; one that did not
   (the kubelet's probes; anyone else) is *anonymous*. Anonymous ones get a small head limit, a
-  short idle timeout, and a count of their own: past it the oldest anonymous connection is
-  closed, so a client that opens many can never lock out a probe (which asks and is answered
-  within a millisecond of its handshake). A verified one past their cap makes room by closing
-  an idle verified connection, else one serving a long-running request (a watch, which its
-  client resumes from its last resourceVersion; ``ConnectionGuard._to_shed`` says which first),
+  short idle timeout, and a count of their own: past it the oldest anonymous connection of the
+  address that holds the most is closed, so a client that opens many can never lock out a probe
+  (which asks and is answered within a millisecond of its handshake). A verified one past
+  their cap makes room by closing an idle verified connection, else one serving a long-running
+  request (a watch, which its client resumes from its last resourceVersion;
+  ``ConnectionGuard._to_shed`` says which first),
   and only when every one is in the middle of a short request is the new one closed at once.
   kube-apiserver reaches the server on verified connections for its users and for its own
   availability check alike: a cap that refused every newcomer let users' watches lock out that
@@ -44,7 +45,15 @@ from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 
 from .reviews.protocol import FIRST_REQUEST_GRACE, KEEPALIVE_SECONDS
-from .tlsupgrade import Acceptor, Handshake, listening_socket, to_drop
+from .tlsupgrade import (
+    HANDSHAKES_COMPUTING,
+    Acceptor,
+    Handshake,
+    HandshakeGate,
+    listening_socket,
+    of_busiest_sources,
+    to_drop,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +79,14 @@ class ConnectionLimits:
     # 100 of them): 256 x (a 64 KiB head, 128 KiB of body read ahead) is at most 48 MiB.
     max_verified: int = 256
     max_anonymous: int = 64
-    # Handshakes under way, counted from the accept (serving.tlsupgrade): past it the oldest is
-    # dropped. A probe's or the aggregator's takes a millisecond; only bare or slow ones grow old.
-    max_handshakes: int = 64
+    # Handshakes under way, counted from the accept (serving.tlsupgrade), most of them waiting for
+    # their turn to compute (HANDSHAKES_COMPUTING): a socket each, no TLS state. Past it the
+    # address with the most makes room. Room for a flood from one address to queue (the kernel's
+    # queue of 1024 did so before) with kube-apiserver's connections among it, not dropped.
+    max_handshakes: int = 256
     # asyncio's default is 60 s: a handshake holds its TLS buffers until it completes or times out.
     handshake_timeout: float = 10.0
+    handshakes_computing: int = HANDSHAKES_COMPUTING
 
 
 class ConnectionGuard:
@@ -86,6 +98,7 @@ class ConnectionGuard:
         self.verified: dict[GuardedRequestHandler, None] = {}  # in order of arrival
         self.anonymous: dict[GuardedRequestHandler, None] = {}  # in order of arrival
         self.handshakes: dict[Handshake, None] = {}  # in order of accept
+        self.gate = HandshakeGate(self.limits.handshakes_computing)
         self.refused = 0  # verified connections closed at the cap: every one was busy
         self.shed = 0  # verified connections closed for a newer one: idle, or holding a watch
         self.evicted = 0  # anonymous connections closed for a newer one
@@ -115,7 +128,8 @@ class ConnectionGuard:
             self.verified[handler] = None
             return True
         while len(self.anonymous) >= self.limits.max_anonymous:
-            oldest = next(iter(self.anonymous))
+            # The oldest of whoever holds the most: a flood makes room among its own.
+            oldest = of_busiest_sources(self.anonymous, lambda held: held.source)[0]
             del self.anonymous[oldest]
             self.evicted += 1
             oldest.cut()
@@ -161,7 +175,9 @@ class ConnectionGuard:
         def over(ok: bool) -> None:
             self.handshakes.pop(handshake, None)
 
-        handshake = Handshake(sock, lambda: self.handler(server), context, self.limits.handshake_timeout, over)
+        handshake = Handshake(
+            sock, lambda: self.handler(server), context, self.limits.handshake_timeout, over, self.gate
+        )
         self.handshakes[handshake] = None
 
     def close(self) -> None:
@@ -191,10 +207,13 @@ class GuardedRequestHandler(RequestHandler):
         self._body: Any = None  # the payload (StreamReader) of the last request; None before the first
         self.long_running = False  # serving a watch (``long_running``): it may be shed at the cap
         self.admitted_at = 0.0  # loop time its handshake ended
+        self.source = ""  # the address it came from
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # With TLS, called once the handshake is over: the peer's certificate is known.
         self.verified = bool(transport.get_extra_info("peercert"))
+        peer = transport.get_extra_info("peername")
+        self.source = str(peer[0]) if isinstance(peer, tuple) else ""
         self.admitted_at = self._loop.time()
         limits = self.guard.limits
         if self.verified:

@@ -20,6 +20,7 @@ import asyncio
 import errno
 import logging
 import socket
+from collections import Counter
 from collections.abc import Callable, Iterable
 from ssl import SSLContext
 from typing import TypeVar
@@ -30,8 +31,12 @@ T = TypeVar("T")
 
 # Out of file descriptors (or socket buffers): accepting again at once would spin.
 _ACCEPT_BACKOFF = 0.1
-# Accepted in a row before the loop runs anything else (asyncio's own server: up to its backlog).
-_ACCEPT_BATCH = 16
+# Accepted at most in one go before the loop runs anything else (asyncio's own server: its backlog).
+_ACCEPT_BATCH = 64
+# TLS handshakes computing at once per listener (HandshakeGate). One accepted per turn of the
+# loop kept about four under way under the attack mix, with the loop's turns short enough for
+# everyone else; 64 at once made each turn long and the honest callers slow (bench/README.md).
+HANDSHAKES_COMPUTING = 8
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -46,34 +51,50 @@ def listening_socket(host: str, port: int, *, backlog: int, reuse_port: bool) ->
 
 
 class Acceptor:
-    """Accepts on ``sock`` and gives each new connection's socket to ``accepted``, one at a time."""
+    """Accepts on ``sock`` and gives each new connection's socket to ``accepted``.
+
+    Each time the socket is readable, every waiting connection up to ``_ACCEPT_BATCH``, as
+    asyncio's own server accepts up to its backlog at once; what it costs is a socket, since
+    handshakes wait for their turn at a ``HandshakeGate``. Not ``loop.sock_accept`` in a loop:
+    uvloop's returns through the event loop, one connection per turn, so under a flood every
+    new connection (kube-apiserver's availability check among them) waited seconds in the
+    kernel's queue behind the attacker's (bench/README.md, "Handshakes by address").
+    """
 
     def __init__(self, sock: socket.socket, accepted: Callable[[socket.socket], None]) -> None:
         self.sock = sock
         self.accepted = accepted
-        self.task = asyncio.get_running_loop().create_task(self._accept(), name="accept")
+        self.loop = asyncio.get_running_loop()
+        self._fd = sock.fileno()
+        self._resume: asyncio.TimerHandle | None = None
+        self._reading = False
+        self._watch()
 
     @property
     def port(self) -> int:
         return int(self.sock.getsockname()[1])
 
-    async def _accept(self) -> None:
-        loop = asyncio.get_running_loop()
-        accepted = 0
-        while True:
-            accepted += 1
-            if accepted % _ACCEPT_BATCH == 0:
-                # sock_accept returns without yielding while connections wait: let the
-                # handshakes and requests of those accepted run between batches.
-                await asyncio.sleep(0)
+    def _watch(self) -> None:
+        self._resume = None
+        self.loop.add_reader(self._fd, self._ready)
+        self._reading = True
+
+    def _ready(self) -> None:
+        for _ in range(_ACCEPT_BATCH):
             try:
-                conn, _ = await loop.sock_accept(self.sock)
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return  # the queue is empty
+            except ConnectionAbortedError:
+                continue  # the client left before its turn
             except OSError as err:
                 if err.errno not in _RESOURCE_ERRORS:
                     raise
                 log.warning("cannot accept a connection", extra={"error": err.strerror})
-                await asyncio.sleep(_ACCEPT_BACKOFF)
-                continue
+                self.loop.remove_reader(self._fd)
+                self._reading = False
+                self._resume = self.loop.call_later(_ACCEPT_BACKOFF, self._watch)
+                return
             conn.setblocking(False)
             # What create_server does for each connection: an answer leaves without waiting for an ACK.
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -81,9 +102,89 @@ class Acceptor:
 
     async def close(self) -> None:
         """Stop accepting and close the listening socket (connections already accepted stay)."""
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
+        if self._reading:  # before the close: see Handshake._stop_reading
+            self.loop.remove_reader(self._fd)
+            self._reading = False
         self.sock.close()
+
+
+def _has_bytes(sock: socket.socket) -> bool:
+    """Whether bytes wait to be read on ``sock`` (or its peer has closed it), without reading them."""
+    try:
+        sock.recv(1, socket.MSG_PEEK)  # b"": closed, which the handshake finds out at once too
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        pass  # reset: likewise
+    return True
+
+
+def peer_host(sock: socket.socket) -> str:
+    """The address a connection came from ("" if its peer has already gone)."""
+    try:
+        return str(sock.getpeername()[0])
+    except OSError:
+        return ""
+
+
+class HandshakeGate:
+    """At most ``limit`` TLS handshakes of one listener computing at once, shared out by address.
+
+    A handshake is the costliest thing a caller can make the server do before it is known, and
+    it runs on the event loop: with every accepted connection shaking hands at once, a flood of
+    them made each turn of the loop long for everyone; with one accepted per turn, a new
+    connection waited in the kernel's queue behind the whole flood (kube-apiserver's
+    availability check took 3 s, and on a busy machine more than its 5). Here the queue is ours:
+    a free place goes to the waiting handshake whose address computes the fewest (of those, the
+    one waiting longest), and one arriving for an address that computes fewer than the busiest
+    by two or more takes a place from it at once (the busiest's oldest is dropped), so handshakes
+    that stall after their ClientHello cannot hold the places of other addresses' for their
+    whole timeout. One address's own burst (kube-apiserver's connections) only waits its turns.
+    bench/README.md, "Handshakes by address", has the figures.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.computing: dict[Handshake, None] = {}  # oldest first
+        self._waiting: dict[asyncio.Future[None], Handshake] = {}  # in order of arrival
+
+    def _counts(self) -> Counter[str]:
+        return Counter(handshake.source for handshake in self.computing)
+
+    async def enter(self, handshake: Handshake) -> None:
+        if len(self.computing) < self.limit and not self._waiting:
+            self.computing[handshake] = None
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[turn] = handshake
+        counts = self._counts()
+        if counts:
+            busiest, most = counts.most_common(1)[0]
+            if busiest != handshake.source and most >= counts[handshake.source] + 2:
+                next(h for h in self.computing if h.source == busiest).preempt()
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if self._waiting.pop(turn, None) is None and not turn.cancelled():
+                self.leave(handshake)  # given its place as it was cancelled: pass it on
+            raise
+
+    def leave(self, handshake: Handshake) -> None:
+        """``handshake`` computes no more (done, failed or dropped): its place goes on."""
+        if handshake not in self.computing:
+            return
+        del self.computing[handshake]
+        while self._waiting and len(self.computing) < self.limit:
+            counts = self._counts()
+            turn = min(self._waiting, key=lambda waiting: counts[self._waiting[waiting].source])
+            waiting = self._waiting.pop(turn)
+            if turn.cancelled():  # its task was cancelled, and has not run since to say so
+                continue
+            self.computing[waiting] = None
+            turn.set_result(None)
 
 
 class Handshake:
@@ -91,6 +192,7 @@ class Handshake:
 
     The SSL object and its buffers are made only once the client has sent something (its
     ClientHello): until then the connection is a socket and a reader, and ``heard`` is False.
+    Then it waits for its place at ``gate``; ``started`` once the handshake computes.
     ``over(ok)`` is called once the handshake completed (the protocol ``factory`` made is
     connected) or failed or timed out (the connection is closed); not after ``cancel``.
     """
@@ -102,10 +204,15 @@ class Handshake:
         context: SSLContext,
         timeout: float,
         over: Callable[[bool], None],
+        gate: HandshakeGate,
     ) -> None:
         self.sock: socket.socket | None = sock  # until the handshake's transport owns it
+        self.source = peer_host(sock)
         self.over = over
-        self.heard = False  # the client has sent its first bytes
+        self.gate = gate
+        # The client has sent its first bytes; already, often, when it is accepted in a batch.
+        self.heard = _has_bytes(sock)
+        self.started = False  # its place at the gate taken: the SSL object exists
         self._reading: int | None = None  # the descriptor watched until then
         self.task = asyncio.get_running_loop().create_task(self._run(factory, context, timeout))
 
@@ -113,13 +220,23 @@ class Handshake:
         loop = asyncio.get_running_loop()
         began = loop.time()
         try:
-            await self._readable(timeout)
+            if not self.heard:
+                await self._readable(timeout)
         except TimeoutError:
             log.debug("TLS handshake did not complete", extra={"error": "nothing received"})
             self._close_socket()
             self.over(False)
             return
         self.heard = True
+        try:
+            async with asyncio.timeout(max(timeout - (loop.time() - began), 0.1)):
+                await self.gate.enter(self)
+        except TimeoutError:
+            log.debug("TLS handshake did not complete", extra={"error": "no place to shake hands"})
+            self._close_socket()
+            self.over(False)
+            return
+        self.started = True
         sock, self.sock = self.sock, None
         assert sock is not None
         try:
@@ -131,6 +248,8 @@ class Handshake:
             log.debug("TLS handshake did not complete", extra={"error": repr(err)})
             self.over(False)
             return
+        finally:
+            self.gate.leave(self)
         self.over(True)
 
     async def _readable(self, timeout: float) -> None:
@@ -158,6 +277,12 @@ class Handshake:
             asyncio.get_running_loop().remove_reader(self._reading)
             self._reading = None
 
+    def preempt(self) -> None:
+        """Dropped for another address's turn at the gate: closed, and ``over(False)`` said."""
+        self.cancel()
+        self.gate.leave(self)
+        self.over(False)
+
     def cancel(self) -> None:
         self._stop_reading()
         if not self.task.done():
@@ -170,17 +295,38 @@ class Handshake:
             self.sock = None
 
 
+def of_busiest_sources(items: Iterable[T], source_of: Callable[[T], str]) -> list[T]:
+    """Those of ``items`` (oldest first, kept so) from the source address, or addresses, that
+    have the most of them."""
+    listed = list(items)
+    counts = Counter(source_of(item) for item in listed)
+    most = max(counts.values())
+    return [item for item in listed if counts[source_of(item)] == most]
+
+
 def to_drop(handshakes: Iterable[T], handshake_of: Callable[[T], Handshake | None]) -> T:
-    """Which of ``handshakes`` (oldest first) makes room for a new one: the oldest from which
-    nothing was heard, else the oldest. A flood of bare connects then makes room among its own:
-    a kubelet probe that has sent its ClientHello is not dropped for them (probes were, under the
-    attack mix, with one process serving the chart's pod)."""
-    oldest: T | None = None
-    for candidate in handshakes:
-        if oldest is None:
-            oldest = candidate
+    """Which of ``handshakes`` (oldest first) makes room for a new one: one from the source
+    address with the most under way: the oldest from which nothing was heard, else the newest
+    waiting for its turn at the gate (no SSL object yet; a full queue turns away its last, and
+    those before keep their place), else the oldest computing (stalled, most likely).
+
+    By source, because one client's flood must make room among its own: kube-apiserver's
+    availability check opens five connections at once, and under a pod's flood of hundreds of
+    connections a second each of them became the oldest in turn and was reset, and the
+    aggregator answered 503 for the whole APIService (bench/README.md, "Accepting in batches").
+    Nothing heard first, so bare connects make room among themselves before any client that
+    has sent its ClientHello (a kubelet probe) is dropped."""
+
+    def source(candidate: T) -> str:
         handshake = handshake_of(candidate)
+        return handshake.source if handshake is not None else ""
+
+    theirs = of_busiest_sources(handshakes, source)
+    handshakes_of = [(candidate, handshake_of(candidate)) for candidate in theirs]
+    for candidate, handshake in handshakes_of:
         if handshake is None or not handshake.heard:
             return candidate
-    assert oldest is not None, "nothing to drop"
-    return oldest
+    for candidate, handshake in reversed(handshakes_of):
+        if handshake is not None and not handshake.started:
+            return candidate
+    return theirs[0]

@@ -39,7 +39,7 @@ from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 from serving.budget import ByteBudget, Reservation
 from serving.readiness import Readiness
-from serving.tlsupgrade import Handshake, to_drop
+from serving.tlsupgrade import Handshake, HandshakeGate, to_drop
 
 # Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line, Node.js 16 KiB.
 # kube-apiserver sends ~300 bytes; 16 KiB bounds what a connection can make us hold before a
@@ -304,7 +304,9 @@ class Connection(asyncio.Protocol):
         stream.set_write_buffer_limits(high=_WRITE_HIGH)
         _, self.write_limit = stream.get_write_buffer_limits()
 
-    def accepted(self, sock: socket.socket, context: SSLContext, handshakes: dict[Connection, None]) -> None:
+    def accepted(
+        self, sock: socket.socket, context: SSLContext, handshakes: dict[Connection, None], gate: HandshakeGate
+    ) -> None:
         """A TLS connection just accepted: counted among the ``handshakes`` under way (at most the
         connection cap; past it one is dropped, one nothing was heard from first) before its
         handshake begins (serving.tlsupgrade)."""
@@ -314,7 +316,7 @@ class Connection(asyncio.Protocol):
         self.handshakes = handshakes
         handshakes[self] = None
         self.state = HANDSHAKE
-        self.handshake = Handshake(sock, lambda: self, context, self.app.first_request, self._handshake_over)
+        self.handshake = Handshake(sock, lambda: self, context, self.app.first_request, self._handshake_over, gate)
 
     def _handshake_over(self, ok: bool) -> None:
         if self.state is HANDSHAKE:  # else connection_made has taken it over

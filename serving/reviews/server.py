@@ -10,7 +10,7 @@ from typing import Any
 from apimachinery.status import failure
 from serving.budget import ByteBudget
 from serving.readiness import Readiness
-from serving.tlsupgrade import Acceptor, listening_socket
+from serving.tlsupgrade import HANDSHAKES_COMPUTING, Acceptor, HandshakeGate, listening_socket
 
 from .endpoint import Endpoint
 from .protocol import FIRST_REQUEST_SECONDS, HEAD_TIMEOUT, KEEPALIVE_SECONDS, MAX_CONNECTIONS, Connection, Request
@@ -70,6 +70,7 @@ class ReviewServer:
         # cap, in a pool of their own, so that a flood of bare connects makes room only among its
         # own (a real client's handshake takes a millisecond) and never closes a pooled connection.
         self.handshakes: dict[Connection, None] = {}
+        self.gate = HandshakeGate(HANDSHAKES_COMPUTING)  # their turns to compute, by address
 
     @property
     def port(self) -> int:
@@ -89,7 +90,8 @@ class ReviewServer:
             # handshake, which runs only if it is admitted (serving.tlsupgrade).
             sock = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
             self.acceptor = Acceptor(
-                sock, lambda conn: Connection(self.app, self.connections).accepted(conn, ssl, self.handshakes)
+                sock,
+                lambda conn: Connection(self.app, self.connections).accepted(conn, ssl, self.handshakes, self.gate),
             )
             return
         self.server = await asyncio.get_running_loop().create_server(

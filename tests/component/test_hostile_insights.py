@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -39,6 +40,8 @@ from .handshakes import handshakes_held
 
 REVIEWS = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/fooreviews"
 WATCH = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/foohealths?watch=1"
+FLOOD_ADDRESS = "127.0.0.2"  # loopback too: a second caller's own address
+HANDSHAKES_HELD = ConnectionLimits().max_handshakes
 
 
 @dataclass
@@ -319,6 +322,74 @@ async def test_bare_tcp_connects_hold_at_most_the_handshake_cap_and_a_probe_is_a
     finally:
         for _, writer in bare:
             writer.close()
+
+
+async def _client_hello(port: int, context: ssl.SSLContext, source: str | None = None) -> Any:
+    """A connection that has sent its ClientHello and nothing more: its TLS state and its streams."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    if source is not None:
+        sock.bind((source, 0))
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.write(outgoing.read())
+    await writer.drain()
+    return tls, incoming, outgoing, reader, writer
+
+
+async def test_a_flood_of_client_hellos_from_another_address_never_drops_a_handshake_under_way(
+    start: Start,
+) -> None:
+    # Before: past 64 handshakes under way the oldest was dropped, whoever had sent it (the
+    # attack mix's availability checks were reset so); now the flood's address makes room.
+    listener = await start()
+    tls, incoming, outgoing, reader, writer = await _client_hello(listener.port, listener.aggregator)
+    anyone = ssl.create_default_context()
+    flood = [await _client_hello(listener.port, anyone, FLOOD_ADDRESS) for _ in range(HANDSHAKES_HELD + 64)]
+    closed = [asyncio.create_task(_drain(reader)) for *_, reader, _ in flood]
+    await until("the listener has made room for the flood", lambda: sum(task.done() for task in closed) >= 64)
+    # Ours goes on: the server's flight, then ours, then a request on the finished connection.
+    while True:
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if outgoing.pending:
+                writer.write(outgoing.read())
+            data = await asyncio.wait_for(reader.read(65536), 5)
+            assert data, "the server dropped our handshake for the flood"
+            incoming.write(data)
+    tls.write(b"GET /healthz HTTP/1.1\r\nHost: insights\r\nConnection: close\r\n\r\n")
+    writer.write(outgoing.read())
+    answer = b""
+    while b"\r\n" not in answer:
+        data = await asyncio.wait_for(reader.read(65536), 5)
+        assert data, f"the server closed our connection, having answered {answer!r}"
+        incoming.write(data)
+        try:
+            answer += tls.read(65536)
+        except ssl.SSLWantReadError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 200")
+    for *_, flood_writer in [*flood, (reader, writer)]:
+        flood_writer.close()
+    for task in closed:
+        task.cancel()
+
+
+async def _drain(reader: asyncio.StreamReader) -> None:
+    """Read what the server sends until it closes the connection (or resets it)."""
+    try:
+        while await reader.read(65536):
+            pass
+    except ConnectionResetError:
+        pass
 
 
 # ---- FooReviews (findings 12 and 15) --------------------------------------------------------

@@ -1,0 +1,140 @@
+"""TLS handshakes shared out by address (serving.tlsupgrade): a flood waits behind itself.
+
+On insights' listener, with a real flood from a second address: test_hostile_insights.py.
+
+Before: uvloop's ``sock_accept`` took one connection per turn of the loop, so under a flood a
+new connection waited in the kernel's queue behind all of it (kube-apiserver's availability
+check took 3 s of its 5); and past 64 handshakes under way the oldest was dropped whoever sent
+it, so the check's five connections, opened at once, were reset together and the aggregator
+answered 503 for the whole APIService (the attack mix on the real node, twice in CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any, cast
+
+import uvloop
+
+from serving.tlsupgrade import Acceptor, Handshake, HandshakeGate, listening_socket, to_drop
+
+# ---- accepting ---------------------------------------------------------------------------------
+
+
+def test_every_connection_waiting_in_the_kernels_queue_is_accepted_in_one_turn_of_uvloops_loop() -> None:
+    waiting = 50
+
+    async def turns_to_accept_them() -> int:
+        sock = listening_socket("127.0.0.1", 0, backlog=1024, reuse_port=False)
+        clients = [socket.create_connection(("127.0.0.1", sock.getsockname()[1])) for _ in range(waiting)]
+        accepted: list[socket.socket] = []
+        acceptor = Acceptor(sock, accepted.append)
+        turns = 0
+        while len(accepted) < waiting and turns < 1000:
+            await asyncio.sleep(0)
+            turns += 1
+        await acceptor.close()
+        for conn in [*accepted, *clients]:
+            conn.close()
+        return turns
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(turns_to_accept_them()) <= 2
+
+
+# ---- which handshake makes room --------------------------------------------------------------
+
+
+def _under_way(source: str, *, heard: bool = True, started: bool = True) -> Handshake:
+    """What ``to_drop`` reads of a handshake under way."""
+    return cast(Handshake, type("UnderWay", (), {"source": source, "heard": heard, "started": started})())
+
+
+def test_past_the_cap_the_handshake_dropped_is_one_of_the_address_with_the_most() -> None:
+    ours = _under_way("10.88.0.1")  # the oldest, and its ClientHello heard: before, the one dropped
+    flood = [_under_way("10.88.0.2") for _ in range(63)]
+    assert to_drop([ours, *flood], lambda handshake: handshake) is flood[0]
+
+
+def test_of_that_address_one_that_has_cost_nothing_yet_goes_first() -> None:
+    computing = _under_way("10.88.0.2")
+    waiting = _under_way("10.88.0.2", started=False)  # heard, waiting for a place: no SSL object yet
+    silent = _under_way("10.88.0.2", heard=False, started=False)
+    assert to_drop([computing, waiting, silent], lambda handshake: handshake) is silent
+    assert to_drop([computing, waiting], lambda handshake: handshake) is waiting
+    assert to_drop([computing, _under_way("10.88.0.2")], lambda handshake: handshake) is computing
+
+
+def test_of_those_waiting_for_their_turn_the_newest_is_turned_away() -> None:
+    # A full queue turns away its last: those before it keep their place (and kube-apiserver's
+    # connections theirs, when the flood comes from its own address).
+    computing = _under_way("10.88.0.2")
+    first, last = _under_way("10.88.0.2", started=False), _under_way("10.88.0.2", started=False)
+    assert to_drop([computing, first, last], lambda handshake: handshake) is last
+
+
+# ---- the gate ------------------------------------------------------------------------------------
+
+
+class _Computing:
+    """What the gate needs of a handshake: its address, and being dropped for another's turn."""
+
+    def __init__(self, gate: HandshakeGate, source: str) -> None:
+        self.gate, self.source, self.preempted = gate, source, False
+
+    def preempt(self) -> None:
+        self.preempted = True
+        self.gate.leave(cast(Handshake, self))
+
+
+def _handshakes(gate: HandshakeGate, *sources: str) -> list[Any]:
+    return [_Computing(gate, source) for source in sources]
+
+
+async def _enter(gate: HandshakeGate, handshake: Any) -> asyncio.Task[None]:
+    task = asyncio.create_task(gate.enter(handshake))
+    await asyncio.sleep(0)
+    return task
+
+
+async def test_a_free_place_goes_to_the_waiting_address_that_computes_fewest() -> None:
+    gate = HandshakeGate(2)
+    a1, b1, a2, b2, c1 = _handshakes(gate, "a", "b", "a", "b", "c")
+    await gate.enter(a1)
+    await gate.enter(b1)
+    waiting = [await _enter(gate, h) for h in (a2, b2, c1)]  # a2 has waited longest
+    gate.leave(b1)
+    await asyncio.sleep(0)
+    assert [task.done() for task in waiting] == [False, True, False]  # a computes one, b and c none
+    gate.leave(b2)
+    await asyncio.sleep(0)
+    assert [task.done() for task in waiting] == [False, True, True]
+    assert not any(h.preempted for h in (a1, b1, a2, b2, c1))  # no address led by two
+
+
+async def test_an_address_that_computes_two_fewer_than_the_busiest_takes_a_place_from_it_at_once() -> None:
+    # Before a place was taken: handshakes that stall after their ClientHello held every place
+    # for their whole timeout (10 s), and every other address's waited behind them.
+    gate = HandshakeGate(2)
+    a1, a2, a3, b1 = _handshakes(gate, "a", "a", "a", "b")
+    await gate.enter(a1)
+    await gate.enter(a2)
+    a3_turn = await _enter(gate, a3)
+    assert not a1.preempted  # one address's own burst only waits its turn
+    b1_turn = await _enter(gate, b1)
+    assert a1.preempted and b1_turn.done() and not a3_turn.done()
+    assert list(gate.computing) == [a2, b1]
+
+
+async def test_a_handshake_dropped_while_it_waits_takes_no_place() -> None:
+    gate = HandshakeGate(1)
+    a1, a2, a3 = _handshakes(gate, "a", "a", "a")
+    await gate.enter(a1)
+    dropped, next_one = await _enter(gate, a2), await _enter(gate, a3)
+    dropped.cancel()
+    gate.leave(a1)  # before the dropped one's task has run to see its cancellation
+    await asyncio.sleep(0)
+    assert next_one.done() and list(gate.computing) == [a3]
+    gate.leave(a3)
+    assert not gate.computing
