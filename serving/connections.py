@@ -310,6 +310,8 @@ class GuardedRequestHandler(RequestHandler):
                 + body
             )
         self._stop_head_timer()
+        if transport is not None:
+            transport.pause_reading()  # what still arrives is never parsed: not decrypted meanwhile
         self.cut(linger=REFUSAL_LINGER)
 
     def cut(self, linger: float = 0.0) -> None:
