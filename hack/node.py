@@ -138,6 +138,14 @@ class NodeBridge:
                 os.close(self._lock)  # releases the flock
                 self._lock = -1
 
+    def another_address(self, offset: int) -> str:
+        """A further address of this host on the bridge, below the pods' range: a caller that
+        reaches the pods from an address of its own, as a second pod would, not from
+        kube-apiserver's. It goes with the bridge."""
+        address = _offset(self.address, offset)
+        run("ip", "addr", "add", f"{address}/32", "dev", self.name)
+        return address
+
     def remove(self) -> None:
         if run("ip", "link", "show", self.name, check=False).returncode == 0:
             run("ip", "link", "del", self.name, check=False)
