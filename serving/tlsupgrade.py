@@ -37,6 +37,10 @@ _ACCEPT_BATCH = 64
 # loop kept about four under way under the attack mix, with the loop's turns short enough for
 # everyone else; 64 at once made each turn long and the honest callers slow (bench/README.md).
 HANDSHAKES_COMPUTING = 8
+# A handshake computing longer than this while others wait for a place gives its place up: a
+# client's own takes a round trip and milliseconds of CPU (0.4 s at most under the attack mix),
+# so only one that stalled after its ClientHello grows this old.
+HANDSHAKE_TURN = 1.0
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -140,31 +144,36 @@ class HandshakeGate:
     availability check took 3 s, and on a busy machine more than its 5). Here the queue is ours:
     a free place goes to the waiting handshake whose address computes the fewest (of those, the
     one waiting longest), and one arriving for an address that computes fewer than the busiest
-    by two or more takes a place from it at once (the busiest's oldest is dropped), so handshakes
-    that stall after their ClientHello cannot hold the places of other addresses' for their
-    whole timeout. One address's own burst (kube-apiserver's connections) only waits its turns.
+    by two or more takes a place from it at once (the busiest's oldest is dropped), and one still
+    computing after ``turn`` while others wait is dropped, so handshakes that stall after their
+    ClientHello cannot hold the places of others for their whole timeout. One address's own
+    burst (kube-apiserver's connections) only waits its turns.
     bench/README.md, "Handshakes by address", has the figures.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, turn: float = HANDSHAKE_TURN) -> None:
         self.limit = limit
-        self.computing: dict[Handshake, None] = {}  # oldest first
+        self.turn = turn
+        self.computing: dict[Handshake, float] = {}  # oldest first: when each one's turn began
         self._waiting: dict[asyncio.Future[None], Handshake] = {}  # in order of arrival
+        self._timer: asyncio.TimerHandle | None = None  # when the oldest's turn is over
 
     def _counts(self) -> Counter[str]:
         return Counter(handshake.source for handshake in self.computing)
 
     async def enter(self, handshake: Handshake) -> None:
+        loop = asyncio.get_running_loop()
         if len(self.computing) < self.limit and not self._waiting:
-            self.computing[handshake] = None
+            self.computing[handshake] = loop.time()
             return
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        turn: asyncio.Future[None] = loop.create_future()
         self._waiting[turn] = handshake
         counts = self._counts()
         if counts:
             busiest, most = counts.most_common(1)[0]
             if busiest != handshake.source and most >= counts[handshake.source] + 2:
                 next(h for h in self.computing if h.source == busiest).preempt()
+        self._arm()
         try:
             await turn
         except asyncio.CancelledError:
@@ -183,8 +192,27 @@ class HandshakeGate:
             waiting = self._waiting.pop(turn)
             if turn.cancelled():  # its task was cancelled, and has not run since to say so
                 continue
-            self.computing[waiting] = None
+            self.computing[waiting] = asyncio.get_running_loop().time()
             turn.set_result(None)
+        self._arm()
+
+    def _arm(self) -> None:
+        """While some wait, look again when the oldest computing one's turn is over."""
+        if self._timer is not None or not self._waiting or not self.computing:
+            return
+        began = next(iter(self.computing.values()))
+        self._timer = asyncio.get_running_loop().call_at(began + self.turn, self._turns_over)
+
+    def _turns_over(self) -> None:
+        """Those computing past their turn while others wait are dropped: stalled, most likely
+        (eight addresses holding one stalled handshake each would otherwise hold every place)."""
+        self._timer = None
+        now = asyncio.get_running_loop().time()
+        for handshake, began in list(self.computing.items()):
+            if not self._waiting or now - began < self.turn:
+                break
+            handshake.preempt()
+        self._arm()
 
 
 class Handshake:

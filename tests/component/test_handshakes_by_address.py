@@ -127,6 +127,20 @@ async def test_an_address_that_computes_two_fewer_than_the_busiest_takes_a_place
     assert list(gate.computing) == [a2, b1]
 
 
+async def test_a_handshake_still_computing_after_its_turn_gives_its_place_up_when_others_wait() -> None:
+    # Eight addresses holding one stalled handshake each (no address leading by two) held every
+    # place for the handshake timeout, and everyone else's waited.
+    gate = HandshakeGate(2, turn=0.05)
+    a1, b1, c1 = _handshakes(gate, "a", "b", "c")
+    await gate.enter(a1)
+    await gate.enter(b1)
+    c1_turn = await _enter(gate, c1)
+    assert not a1.preempted
+    await asyncio.wait_for(c1_turn, 1)
+    assert a1.preempted and not b1.preempted  # the oldest first
+    assert list(gate.computing) == [b1, c1]
+
+
 async def test_a_handshake_dropped_while_it_waits_takes_no_place() -> None:
     gate = HandshakeGate(1)
     a1, a2, a3 = _handshakes(gate, "a", "a", "a")
