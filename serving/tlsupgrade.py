@@ -157,6 +157,9 @@ class HandshakeGate:
         self.computing: dict[Handshake, float] = {}  # oldest first: when each one's turn began
         self._waiting: dict[asyncio.Future[None], Handshake] = {}  # in order of arrival
         self._timer: asyncio.TimerHandle | None = None  # when the oldest's turn is over
+        # When each address's latest turn began, kept while it computes or waits (at most the
+        # handshakes under way): a place goes to the address whose turn is the longest ago.
+        self._last_turn: dict[str, float] = {}
 
     def _counts(self) -> Counter[str]:
         return Counter(handshake.source for handshake in self.computing)
@@ -164,7 +167,7 @@ class HandshakeGate:
     async def enter(self, handshake: Handshake) -> None:
         loop = asyncio.get_running_loop()
         if len(self.computing) < self.limit and not self._waiting:
-            self.computing[handshake] = loop.time()
+            self.computing[handshake] = self._last_turn[handshake.source] = loop.time()
             return
         turn: asyncio.Future[None] = loop.create_future()
         self._waiting[turn] = handshake
@@ -179,6 +182,8 @@ class HandshakeGate:
         except asyncio.CancelledError:
             if self._waiting.pop(turn, None) is None and not turn.cancelled():
                 self.leave(handshake)  # given its place as it was cancelled: pass it on
+            else:
+                self._forget(handshake.source)
             raise
 
     def leave(self, handshake: Handshake) -> None:
@@ -188,13 +193,30 @@ class HandshakeGate:
         del self.computing[handshake]
         while self._waiting and len(self.computing) < self.limit:
             counts = self._counts()
-            turn = min(self._waiting, key=lambda waiting: counts[self._waiting[waiting].source])
+            # Of the addresses computing the fewest, the one whose latest turn is the longest ago
+            # (then the one waiting longest): not the oldest waiting alone, or an address holding
+            # one stalled handshake and more waiting, older than ours, took back each place its
+            # stalled one gave up, and eight such addresses kept every other waiting past 5 s.
+            turn = min(
+                self._waiting,
+                key=lambda waiting: (
+                    counts[self._waiting[waiting].source],
+                    self._last_turn.get(self._waiting[waiting].source, float("-inf")),
+                ),
+            )
             waiting = self._waiting.pop(turn)
             if turn.cancelled():  # its task was cancelled, and has not run since to say so
+                self._forget(waiting.source)
                 continue
-            self.computing[waiting] = asyncio.get_running_loop().time()
+            self.computing[waiting] = self._last_turn[waiting.source] = asyncio.get_running_loop().time()
             turn.set_result(None)
+        self._forget(handshake.source)
         self._arm()
+
+    def _forget(self, source: str) -> None:
+        """``source``'s latest turn, once it neither computes nor waits (held per address under way)."""
+        if source in self._last_turn and all(h.source != source for h in (*self.computing, *self._waiting.values())):
+            del self._last_turn[source]
 
     def _arm(self) -> None:
         """While some wait, look again when the oldest computing one's turn is over."""

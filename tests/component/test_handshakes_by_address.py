@@ -106,8 +106,9 @@ async def test_a_free_place_goes_to_the_waiting_address_that_computes_fewest() -
     waiting = [await _enter(gate, h) for h in (a2, b2, c1)]  # a2 has waited longest
     gate.leave(b1)
     await asyncio.sleep(0)
-    assert [task.done() for task in waiting] == [False, True, False]  # a computes one, b and c none
-    gate.leave(b2)
+    # a computes one, b and c none; of those, c has not had a turn yet
+    assert [task.done() for task in waiting] == [False, False, True]
+    gate.leave(c1)
     await asyncio.sleep(0)
     assert [task.done() for task in waiting] == [False, True, True]
     assert not any(h.preempted for h in (a1, b1, a2, b2, c1))  # no address led by two
@@ -152,3 +153,21 @@ async def test_a_handshake_dropped_while_it_waits_takes_no_place() -> None:
     assert next_one.done() and list(gate.computing) == [a3]
     gate.leave(a3)
     assert not gate.computing
+
+
+async def test_a_place_given_up_after_its_turn_goes_to_an_address_that_has_not_had_one() -> None:
+    # Eight attacker addresses, each computing one stalled handshake and keeping more stalled ones
+    # waiting (older than ours), took every place back as its turn ended: a tie of zero went to
+    # the oldest waiting, their own; kube-apiserver's five waited until they timed out (5 s).
+    gate = HandshakeGate(2, turn=0.05)
+    a1, b1, a2, b2, a3, b3 = _handshakes(gate, "a", "b", "a", "b", "a", "b")
+    await gate.enter(a1)
+    await gate.enter(b1)
+    stock = [await _enter(gate, h) for h in (a2, b2, a3, b3)]
+    ours = await _enter(gate, _Computing(gate, "kube-apiserver"))
+    while not a1.preempted:  # the first turn is over
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0)
+    assert ours.done()  # not after every stalled one waiting before it has had its turn too
+    for turn in stock:
+        turn.cancel()
