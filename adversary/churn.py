@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import socket
 import ssl
 import struct
@@ -23,7 +22,7 @@ from pathlib import Path
 from bench import servers
 from bench.report import LOGS_DIR
 
-from .gate_starve import ATTACKERS, attempt
+from .gate_starve import ATTACKERS, attempt, connected_from, descriptors
 
 
 def client_hello() -> bytes:
@@ -45,11 +44,11 @@ def _reset(sock: socket.socket) -> None:
 
 async def one(port: int, source: str, kind: int, hello: bytes) -> None:
     loop = asyncio.get_running_loop()
-    sock = socket.socket()
-    sock.setblocking(False)
-    sock.bind((source, 0))
     try:
-        await loop.sock_connect(sock, ("127.0.0.1", port))
+        sock = await connected_from(port, source)
+    except OSError:
+        return
+    try:
         if kind == 0:
             await loop.sock_sendall(sock, hello)
             _reset(sock)
@@ -73,36 +72,48 @@ async def one(port: int, source: str, kind: int, hello: bytes) -> None:
         sock.close()
 
 
+async def churn(port: int, connections: int, seconds: float, hello: bytes) -> tuple[int, set[asyncio.Task[None]]]:
+    """Open up to ``connections`` of every kind in turn, spread over half of ``seconds`` at most;
+    how many were opened, and those still under way."""
+    tasks: set[asyncio.Task[None]] = set()
+    began = time.monotonic()
+    opened = 0
+    while opened < connections and time.monotonic() - began <= seconds:
+        task = asyncio.create_task(one(port, ATTACKERS[opened % len(ATTACKERS)], opened % 5, hello))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        opened += 1
+        await asyncio.sleep(seconds / connections / 2)
+    return opened, tasks
+
+
 async def run(port: int, context: ssl.SSLContext, connections: int, seconds: float, pid: int, log: Path) -> None:
     hello = client_hello()
-    fds = lambda: len(os.listdir(f"/proc/{pid}/fd"))  # noqa: E731
-    before, peak = fds(), 0
+    before, peak = descriptors(pid), 0
     stop = asyncio.Event()
 
     async def sample() -> None:
         nonlocal peak
         while not stop.is_set():
-            peak = max(peak, fds())
+            peak = max(peak, descriptors(pid))
             await asyncio.sleep(0.05)
 
     sampler = asyncio.create_task(sample())
-    tasks: set[asyncio.Task[None]] = set()
     began = time.monotonic()
-    for i in range(connections):
-        if time.monotonic() - began > seconds:
-            break
-        task = asyncio.create_task(one(port, ATTACKERS[i % len(ATTACKERS)], i % 5, hello))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        await asyncio.sleep(seconds / connections / 2)
+    opened, tasks = await churn(port, connections, seconds, hello)
     during = await asyncio.gather(*(attempt(port, context, "/readyz") for _ in range(5)))
     await asyncio.gather(*tasks, return_exceptions=True)
     await asyncio.sleep(2)
     stop.set()
     await sampler
-    print(f"opened {i + 1} in {time.monotonic() - began:.1f}s; server fds before {before}, peak {peak}, after {fds()}")
+    print(
+        f"opened {opened} in {time.monotonic() - began:.1f}s; server fds before {before}, peak {peak}, after {descriptors(pid)}"
+    )
     print("honest during:", [(round(t, 2), s) for t, s in during])
-    print("honest after:", [(round(t, 2), s) for t, s in await asyncio.gather(*(attempt(port, context, "/readyz") for _ in range(5)))])
+    print(
+        "honest after:",
+        [(round(t, 2), s) for t, s in await asyncio.gather(*(attempt(port, context, "/readyz") for _ in range(5)))],
+    )
     text = log.read_text()
     print("tracebacks in the log:", text.count("Traceback"), "InvalidState:", text.count("InvalidState"))
 

@@ -25,14 +25,32 @@ from bench import servers
 ATTACKERS = [f"127.0.0.{i}" for i in range(2, 10)]
 
 
-async def stalled(port: int, source: str, opened: list[int]) -> None:
-    """One connection from ``source`` that sends a ClientHello's first byte, then waits to be closed."""
-    loop = asyncio.get_running_loop()
+def descriptors(pid: int) -> int:
+    """How many file descriptors process ``pid`` holds."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def connected_from(port: int, source: str) -> socket.socket:
+    """A non-blocking TCP connection to the server from ``source`` (one of the attackers' addresses)."""
     sock = socket.socket()
     sock.setblocking(False)
     sock.bind((source, 0))
     try:
-        await loop.sock_connect(sock, ("127.0.0.1", port))
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def stalled(port: int, source: str, opened: list[int]) -> None:
+    """One connection from ``source`` that sends a ClientHello's first byte, then waits to be closed."""
+    loop = asyncio.get_running_loop()
+    try:
+        sock = await connected_from(port, source)
+    except OSError:
+        return
+    try:
         opened[0] += 1
         await loop.sock_sendall(sock, b"\x16")
         while await loop.sock_recv(sock, 4096):
@@ -75,8 +93,7 @@ async def attempt(port: int, context: ssl.SSLContext, path: str) -> tuple[float,
 async def run(port: int, context: ssl.SSLContext, path: str, seconds: float, stock: int, pid: int) -> None:
     stop = asyncio.Event()
     opened = [0]
-    fds = lambda: len(os.listdir(f"/proc/{pid}/fd"))  # noqa: E731
-    fd_before = fds()
+    fd_before = descriptors(pid)
     print("baseline check:", [await attempt(port, context, path) for _ in range(2)])
     attackers = [asyncio.create_task(keep_stock(port, a, stock, stop, opened)) for a in ATTACKERS]
     await asyncio.sleep(1.5)  # the stock is in place
@@ -94,7 +111,7 @@ async def run(port: int, context: ssl.SSLContext, path: str, seconds: float, sto
     await asyncio.gather(*attackers)
     await asyncio.sleep(1.0)
     print(f"checks {checks}, all-5-failed {failed}, attacker connections {opened[0]}")
-    print(f"server fds before {fd_before}, after {fds()}")
+    print(f"server fds before {fd_before}, after {descriptors(pid)}")
     print("after the attack:", [await attempt(port, context, path) for _ in range(2)])
 
 

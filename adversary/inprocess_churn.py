@@ -25,7 +25,7 @@ from tests.component.certificates import serving_certificates
 from tests.component.handshakes import handshakes_held
 from webhook.app import Settings, build_app
 
-from .churn import client_hello, one
+from .churn import churn, client_hello
 from .gate_starve import ATTACKERS, attempt, keep_stock
 
 
@@ -59,14 +59,7 @@ async def run(tmp: Path, connections: int, seconds: float, asyncio_loop: bool) -
 
     sampler = asyncio.create_task(sample())
     stockers = [asyncio.create_task(keep_stock(port, a, 3, stop, [0])) for a in ATTACKERS[:4]]
-    hello, tasks, began = client_hello(), set(), time.monotonic()
-    for i in range(connections):
-        if time.monotonic() - began > seconds:
-            break
-        task = asyncio.create_task(one(port, ATTACKERS[i % len(ATTACKERS)], i % 5, hello))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        await asyncio.sleep(seconds / connections / 2)
+    opened, tasks = await churn(port, connections, seconds, client_hello())
     during = await asyncio.gather(*(attempt(port, client, "/readyz") for _ in range(5)))
     stop.set()
     await asyncio.gather(*stockers, *tasks, return_exceptions=True)
@@ -74,7 +67,7 @@ async def run(tmp: Path, connections: int, seconds: float, asyncio_loop: bool) -
     end = time.monotonic() + 15
     while (gate.computing or server.handshakes) and time.monotonic() < end:
         await asyncio.sleep(0.1)
-    print(f"opened {i + 1}; peaks {peaks}")
+    print(f"opened {opened}; peaks {peaks}")
     print("honest during:", [(round(t, 2), s) for t, s in during])
     print(
         f"after: computing {len(gate.computing)} waiting {len(gate._waiting)} "
