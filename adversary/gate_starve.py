@@ -90,12 +90,17 @@ async def attempt(port: int, context: ssl.SSLContext, path: str) -> tuple[float,
         return time.perf_counter() - began, type(err).__name__
 
 
-async def run(port: int, context: ssl.SSLContext, path: str, seconds: float, stock: int, pid: int) -> None:
+async def run(
+    port: int, context: ssl.SSLContext, path: str, seconds: float, stock: int, pid: int, addresses: int = 8
+) -> None:
     stop = asyncio.Event()
     opened = [0]
     fd_before = descriptors(pid)
     print("baseline check:", [await attempt(port, context, path) for _ in range(2)])
-    attackers = [asyncio.create_task(keep_stock(port, a, stock, stop, opened)) for a in ATTACKERS]
+    attackers = [
+        asyncio.create_task(keep_stock(port, a, stock, stop, opened))
+        for a in [f"127.0.0.{i}" for i in range(2, 2 + addresses)]
+    ]
     await asyncio.sleep(1.5)  # the stock is in place
     end = time.monotonic() + seconds
     checks = failed = 0
@@ -119,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--stock", type=int, default=7)
+    parser.add_argument("--addresses", type=int, default=8, help="127.0.0.2 on (at most 19)")
     args = parser.parse_args()
     args.seconds = min(args.seconds, 60)
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,7 +133,17 @@ def main() -> None:
             port = int(server.url.rsplit(":", 1)[1])
             pid = server.pid
             assert pid is not None
-            asyncio.run(run(port, servers.client_context(cert_dir), "/readyz", args.seconds, args.stock, pid))
+            asyncio.run(
+                run(
+                    port,
+                    servers.client_context(cert_dir),
+                    "/readyz",
+                    args.seconds,
+                    args.stock,
+                    pid,
+                    min(args.addresses, 19),
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ HANDSHAKES_COMPUTING = 8
 # so only one that stalled after its ClientHello grows this old.
 HANDSHAKE_TURN = 1.0
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+# Linux's TCP states (tcp_info.tcpi_state) of a connection its peer has reset, or closed.
+_TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
 
 
 def listening_socket(host: str, port: int, *, backlog: int, reuse_port: bool) -> socket.socket:
@@ -126,6 +128,14 @@ def _has_bytes(sock: socket.socket) -> bool:
     return True
 
 
+def _peer_left(sock: socket.socket) -> bool:
+    """Whether the peer of ``sock`` has closed or reset it, bytes still unread or not."""
+    try:
+        return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
+    except OSError:
+        return True
+
+
 def peer_host(sock: socket.socket) -> str:
     """The address a connection came from ("" if its peer has already gone)."""
     try:
@@ -206,6 +216,12 @@ class HandshakeGate:
             )
             waiting = self._waiting.pop(turn)
             if turn.cancelled():  # its task was cancelled, and has not run since to say so
+                self._forget(waiting.source)
+                continue
+            if waiting.left():
+                # Its client gave up while it waited (kube-apiserver's check does after 5 s): no
+                # turn for it, or those of a check that failed took its address's next turns.
+                waiting.preempt()
                 self._forget(waiting.source)
                 continue
             self.computing[waiting] = self._last_turn[waiting.source] = asyncio.get_running_loop().time()
@@ -326,6 +342,10 @@ class Handshake:
         if self._reading is not None:
             asyncio.get_running_loop().remove_reader(self._reading)
             self._reading = None
+
+    def left(self) -> bool:
+        """Whether its client has already closed or reset the connection (before its handshake)."""
+        return self.sock is not None and _peer_left(self.sock)
 
     def preempt(self) -> None:
         """Dropped for another address's turn at the gate: closed, and ``over(False)`` said."""
