@@ -153,7 +153,8 @@ class HandshakeGate:
     connection waited in the kernel's queue behind the whole flood (kube-apiserver's
     availability check took 3 s, and on a busy machine more than its 5). Here the queue is ours:
     a free place goes to the waiting handshake whose address computes the fewest (of those, the
-    one waiting longest), and one arriving for an address that computes fewer than the busiest
+    address whose latest turn is the longest ago, then the one waiting longest; one whose client
+    has left takes none), and one arriving for an address that computes fewer than the busiest
     by two or more takes a place from it at once (the busiest's oldest is dropped), and one still
     computing after ``turn`` while others wait is dropped, so handshakes that stall after their
     ClientHello cannot hold the places of others for their whole timeout. One address's own
