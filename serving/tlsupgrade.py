@@ -42,6 +42,8 @@ HANDSHAKES_COMPUTING = 8
 # so only one that stalled after its ClientHello grows this old.
 HANDSHAKE_TURN = 1.0
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+# Linux's TCP states (tcp_info.tcpi_state) of a connection its peer has reset, or closed.
+_TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
 
 
 def listening_socket(host: str, port: int, *, backlog: int, reuse_port: bool) -> socket.socket:
@@ -126,6 +128,14 @@ def _has_bytes(sock: socket.socket) -> bool:
     return True
 
 
+def _peer_left(sock: socket.socket) -> bool:
+    """Whether the peer of ``sock`` has closed or reset it, bytes still unread or not."""
+    try:
+        return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
+    except OSError:
+        return True
+
+
 def peer_host(sock: socket.socket) -> str:
     """The address a connection came from ("" if its peer has already gone)."""
     try:
@@ -143,7 +153,8 @@ class HandshakeGate:
     connection waited in the kernel's queue behind the whole flood (kube-apiserver's
     availability check took 3 s, and on a busy machine more than its 5). Here the queue is ours:
     a free place goes to the waiting handshake whose address computes the fewest (of those, the
-    one waiting longest), and one arriving for an address that computes fewer than the busiest
+    address whose latest turn is the longest ago, then the one waiting longest; one whose client
+    has left takes none), and one arriving for an address that computes fewer than the busiest
     by two or more takes a place from it at once (the busiest's oldest is dropped), and one still
     computing after ``turn`` while others wait is dropped, so handshakes that stall after their
     ClientHello cannot hold the places of others for their whole timeout. One address's own
@@ -157,6 +168,9 @@ class HandshakeGate:
         self.computing: dict[Handshake, float] = {}  # oldest first: when each one's turn began
         self._waiting: dict[asyncio.Future[None], Handshake] = {}  # in order of arrival
         self._timer: asyncio.TimerHandle | None = None  # when the oldest's turn is over
+        # When each address's latest turn began, kept while it computes or waits (at most the
+        # handshakes under way): a place goes to the address whose turn is the longest ago.
+        self._last_turn: dict[str, float] = {}
 
     def _counts(self) -> Counter[str]:
         return Counter(handshake.source for handshake in self.computing)
@@ -164,7 +178,7 @@ class HandshakeGate:
     async def enter(self, handshake: Handshake) -> None:
         loop = asyncio.get_running_loop()
         if len(self.computing) < self.limit and not self._waiting:
-            self.computing[handshake] = loop.time()
+            self.computing[handshake] = self._last_turn[handshake.source] = loop.time()
             return
         turn: asyncio.Future[None] = loop.create_future()
         self._waiting[turn] = handshake
@@ -179,6 +193,8 @@ class HandshakeGate:
         except asyncio.CancelledError:
             if self._waiting.pop(turn, None) is None and not turn.cancelled():
                 self.leave(handshake)  # given its place as it was cancelled: pass it on
+            else:
+                self._forget(handshake.source)
             raise
 
     def leave(self, handshake: Handshake) -> None:
@@ -188,13 +204,36 @@ class HandshakeGate:
         del self.computing[handshake]
         while self._waiting and len(self.computing) < self.limit:
             counts = self._counts()
-            turn = min(self._waiting, key=lambda waiting: counts[self._waiting[waiting].source])
+            # Of the addresses computing the fewest, the one whose latest turn is the longest ago
+            # (then the one waiting longest): not the oldest waiting alone, or an address holding
+            # one stalled handshake and more waiting, older than ours, took back each place its
+            # stalled one gave up, and eight such addresses kept every other waiting past 5 s.
+            turn = min(
+                self._waiting,
+                key=lambda waiting: (
+                    counts[self._waiting[waiting].source],
+                    self._last_turn.get(self._waiting[waiting].source, float("-inf")),
+                ),
+            )
             waiting = self._waiting.pop(turn)
             if turn.cancelled():  # its task was cancelled, and has not run since to say so
+                self._forget(waiting.source)
                 continue
-            self.computing[waiting] = asyncio.get_running_loop().time()
+            if waiting.left():
+                # Its client gave up while it waited (kube-apiserver's check does after 5 s): no
+                # turn for it, or those of a check that failed took its address's next turns.
+                waiting.preempt()
+                self._forget(waiting.source)
+                continue
+            self.computing[waiting] = self._last_turn[waiting.source] = asyncio.get_running_loop().time()
             turn.set_result(None)
+        self._forget(handshake.source)
         self._arm()
+
+    def _forget(self, source: str) -> None:
+        """``source``'s latest turn, once it neither computes nor waits (held per address under way)."""
+        if source in self._last_turn and all(h.source != source for h in (*self.computing, *self._waiting.values())):
+            del self._last_turn[source]
 
     def _arm(self) -> None:
         """While some wait, look again when the oldest computing one's turn is over."""
@@ -304,6 +343,10 @@ class Handshake:
         if self._reading is not None:
             asyncio.get_running_loop().remove_reader(self._reading)
             self._reading = None
+
+    def left(self) -> bool:
+        """Whether its client has already closed or reset the connection (before its handshake)."""
+        return self.sock is not None and _peer_left(self.sock)
 
     def preempt(self) -> None:
         """Dropped for another address's turn at the gate: closed, and ``over(False)`` said."""

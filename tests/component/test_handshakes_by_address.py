@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 from typing import Any, cast
 
 import uvloop
 
-from serving.tlsupgrade import Acceptor, Handshake, HandshakeGate, listening_socket, to_drop
+from serving.tlsupgrade import Acceptor, Handshake, HandshakeGate, _peer_left, listening_socket, to_drop
 
 # ---- accepting ---------------------------------------------------------------------------------
 
@@ -80,12 +81,15 @@ def test_of_those_waiting_for_their_turn_the_newest_is_turned_away() -> None:
 class _Computing:
     """What the gate needs of a handshake: its address, and being dropped for another's turn."""
 
-    def __init__(self, gate: HandshakeGate, source: str) -> None:
-        self.gate, self.source, self.preempted = gate, source, False
+    def __init__(self, gate: HandshakeGate, source: str, *, gone: bool = False) -> None:
+        self.gate, self.source, self.preempted, self.gone = gate, source, False, gone
 
     def preempt(self) -> None:
         self.preempted = True
         self.gate.leave(cast(Handshake, self))
+
+    def left(self) -> bool:
+        return self.gone
 
 
 def _handshakes(gate: HandshakeGate, *sources: str) -> list[Any]:
@@ -106,8 +110,9 @@ async def test_a_free_place_goes_to_the_waiting_address_that_computes_fewest() -
     waiting = [await _enter(gate, h) for h in (a2, b2, c1)]  # a2 has waited longest
     gate.leave(b1)
     await asyncio.sleep(0)
-    assert [task.done() for task in waiting] == [False, True, False]  # a computes one, b and c none
-    gate.leave(b2)
+    # a computes one, b and c none; of those, c has not had a turn yet
+    assert [task.done() for task in waiting] == [False, False, True]
+    gate.leave(c1)
     await asyncio.sleep(0)
     assert [task.done() for task in waiting] == [False, True, True]
     assert not any(h.preempted for h in (a1, b1, a2, b2, c1))  # no address led by two
@@ -152,3 +157,58 @@ async def test_a_handshake_dropped_while_it_waits_takes_no_place() -> None:
     assert next_one.done() and list(gate.computing) == [a3]
     gate.leave(a3)
     assert not gate.computing
+
+
+async def test_a_place_given_up_after_its_turn_goes_to_an_address_that_has_not_had_one() -> None:
+    # Eight attacker addresses, each computing one stalled handshake and keeping more stalled ones
+    # waiting (older than ours), took every place back as its turn ended: a tie of zero went to
+    # the oldest waiting, their own; kube-apiserver's five waited until they timed out (5 s).
+    gate = HandshakeGate(2, turn=0.05)
+    a1, b1, a2, b2, a3, b3 = _handshakes(gate, "a", "b", "a", "b", "a", "b")
+    await gate.enter(a1)
+    await gate.enter(b1)
+    stock = [await _enter(gate, h) for h in (a2, b2, a3, b3)]
+    ours = await _enter(gate, _Computing(gate, "kube-apiserver"))
+    while not a1.preempted:  # the first turn is over
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0)
+    assert ours.done()  # not after every stalled one waiting before it has had its turn too
+    for turn in stock:
+        turn.cancel()
+
+
+async def test_a_handshake_whose_client_left_while_it_waited_takes_no_turn() -> None:
+    # A check that timed out left five connections queued here until their own timeout (10 s);
+    # each took one of its address's turns in the next check, ahead of that check's own: with
+    # twelve attacker addresses the first answer came 0.5, 2.6, 3.6, 4.6 s after, then none.
+    gate = HandshakeGate(1)
+    (attacker,) = _handshakes(gate, "a")
+    await gate.enter(attacker)
+    abandoned = _Computing(gate, "kube-apiserver", gone=True)
+    waiting = await _enter(gate, abandoned)
+    ours = await _enter(gate, _Computing(gate, "kube-apiserver"))
+    gate.leave(attacker)
+    await asyncio.sleep(0)
+    assert abandoned.preempted and ours.done()
+    waiting.cancel()  # what dropping it does to a real one (Handshake.cancel)
+
+
+async def test_a_connection_its_client_closed_or_reset_is_seen_as_left_before_its_bytes_are_read() -> None:
+    listener = listening_socket("127.0.0.1", 0, backlog=8, reuse_port=False)
+    port = listener.getsockname()[1]
+    clients, served = [], []
+    for _ in range(3):
+        client = socket.create_connection(("127.0.0.1", port))
+        client.sendall(b"\x16\x03\x01")  # a ClientHello begun: bytes wait unread
+        clients.append(client)
+        served.append(await asyncio.get_running_loop().sock_accept(listener))
+    clients[0].close()
+    clients[1].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    clients[1].close()
+    for _ in range(100):  # the FIN and the RST cross loopback at once; a few turns at most
+        if _peer_left(served[0][0]) and _peer_left(served[1][0]):
+            break
+        await asyncio.sleep(0.01)
+    assert [_peer_left(sock) for sock, _ in served] == [True, True, False]
+    for sock in [listener, clients[2], *(sock for sock, _ in served)]:
+        sock.close()
