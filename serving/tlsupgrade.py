@@ -290,18 +290,14 @@ class Handshake:
             if not self.heard:
                 await self._readable(timeout)
         except TimeoutError:
-            log.debug("TLS handshake did not complete", extra={"error": "nothing received"})
-            self._close_socket()
-            self.over(False)
+            self._give_up("nothing received")
             return
         self.heard = True
         try:
             async with asyncio.timeout(max(timeout - (loop.time() - began), 0.1)):
                 await self.gate.enter(self)
         except TimeoutError:
-            log.debug("TLS handshake did not complete", extra={"error": "no place to shake hands"})
-            self._close_socket()
-            self.over(False)
+            self._give_up("no place to shake hands")
             return
         self.started = True
         sock, self.sock = self.sock, None
@@ -318,6 +314,13 @@ class Handshake:
         finally:
             self.gate.leave(self)
         self.over(True)
+
+    def _give_up(self, why: str) -> None:
+        """Close the connection before its handshake began (timed out), and say so."""
+        # Debug, not info: a flood of bare connects must not become a flood of log lines.
+        log.debug("TLS handshake did not complete", extra={"error": why})
+        self._close_socket()
+        self.over(False)
 
     async def _readable(self, timeout: float) -> None:
         """Wait until the socket has bytes to read (or its peer closed it), at most ``timeout``."""

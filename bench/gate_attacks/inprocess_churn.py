@@ -1,11 +1,11 @@
 """The gate's and the pool's bookkeeping under churn, read from inside a webhook's ReviewServer.
 
-Runs the churn of adversary.churn and the stalls of adversary.gate_starve against a TLS
+Runs the churn of bench.gate_attacks.churn and the stalls of bench.gate_attacks.gate_starve against a TLS
 ReviewServer on this process's loop (asyncio's, or uvloop's with --uvloop) and samples: places
 computing (cap 8), the handshake pool (cap 64), SSL objects in handshake (asyncio only), and
 afterwards whether every place, queue entry and per-address record was given back.
 
-    .venv/bin/python -m adversary.inprocess_churn --connections 1500 --seconds 20 [--uvloop]
+    .venv/bin/python -m bench.gate_attacks.inprocess_churn --connections 1500 --seconds 20 [--uvloop]
 """
 
 from __future__ import annotations

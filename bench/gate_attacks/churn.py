@@ -5,7 +5,7 @@ one byte then a close; a bare connect then a reset; a whole ClientHello and then
 until the server drops it). Samples the server's descriptors throughout; afterwards compares
 them with before, checks that honest requests still pass, and greps the log for tracebacks.
 
-    .venv/bin/python -m adversary.churn --connections 2000 --seconds 30
+    .venv/bin/python -m bench.gate_attacks.churn --connections 2000 --seconds 30
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ leads by two, so nobody preempts); each is dropped after its 1 s turn, and the f
 to the waiting address computing the fewest, ties to the oldest: the same attacker address's
 next stalled connection, older than the honest one. The honest 5 wait until the stock ages out.
 
-    .venv/bin/python -m adversary.gate_starve --seconds 30 --stock 7
+    .venv/bin/python -m bench.gate_attacks.gate_starve --seconds 30 --stock 7
 """
 
 from __future__ import annotations
