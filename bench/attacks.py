@@ -59,6 +59,18 @@ class Tally:
 Attack = Callable[[Target, Tally, asyncio.Event], Coroutine[Any, Any, None]]
 
 
+def begun_handshake(context: ssl.SSLContext) -> tuple[ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO]:
+    """A client's TLS state driven by hand, its handshake begun: the ClientHello waits in the
+    outgoing buffer (the third), the server's answer goes into the incoming one (the second)."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return tls, incoming, outgoing
+
+
 async def open_tcp(target: Target, timeout: float = 10.0, receive_buffer: int | None = None) -> socket.socket:
     """A bare TCP connection (one that will never say anything, or the start of a TLS one)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from bench import servers
+from bench.attacks import begun_handshake
 from bench.report import LOGS_DIR
 
 from .gate_starve import ATTACKERS, attempt, connected_from, descriptors
@@ -28,12 +29,7 @@ from .gate_starve import ATTACKERS, attempt, connected_from, descriptors
 def client_hello() -> bytes:
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
-    try:
-        tls.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
+    _, _, outgoing = begun_handshake(context)
     return outgoing.read()
 
 

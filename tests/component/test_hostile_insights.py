@@ -21,6 +21,7 @@ import aiohttp
 import orjson
 import pytest
 
+from bench.attacks import begun_handshake
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
 from hack.cluster import free_port
 from insights import AggregatedConfig
@@ -326,12 +327,7 @@ async def test_bare_tcp_connects_hold_at_most_the_handshake_cap_and_a_probe_is_a
 
 async def _client_hello(port: int, context: ssl.SSLContext, source: str | None = None) -> Any:
     """A connection that has sent its ClientHello and nothing more: its TLS state and its streams."""
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
-    try:
-        tls.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
+    tls, incoming, outgoing = begun_handshake(context)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
     if source is not None:
