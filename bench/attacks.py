@@ -73,15 +73,25 @@ def begun_handshake(context: ssl.SSLContext) -> tuple[ssl.SSLObject, ssl.MemoryB
 
 async def open_tcp(target: Target, timeout: float = 10.0, receive_buffer: int | None = None) -> socket.socket:
     """A bare TCP connection (one that will never say anything, or the start of a TLS one)."""
+    return await tcp_connection(
+        target.host, target.port, source=target.source, timeout=timeout, receive_buffer=receive_buffer
+    )
+
+
+async def tcp_connection(
+    host: str, port: int, *, source: str | None = None, timeout: float = 10.0, receive_buffer: int | None = None
+) -> socket.socket:
+    """A non-blocking TCP connection to ``host:port``, from ``source`` if given (an address of
+    this machine: an attacker's own)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
     if receive_buffer is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
     try:
-        if target.source is not None:
-            sock.bind((target.source, 0))
+        if source is not None:
+            sock.bind((source, 0))
         async with asyncio.timeout(timeout):
-            await asyncio.get_running_loop().sock_connect(sock, (target.host, target.port))
+            await asyncio.get_running_loop().sock_connect(sock, (host, port))
     except BaseException:
         sock.close()
         raise

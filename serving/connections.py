@@ -165,7 +165,7 @@ class ConnectionGuard:
 
     def accepted(self, sock: socket.socket, server: web.Server, context: SSLContext) -> None:
         """A connection just accepted: counted, its handshake begun; past the cap one under way
-        makes room, one nothing was heard from first (serving.tlsupgrade.to_drop)."""
+        makes room, one of the address with the most (serving.tlsupgrade.to_drop)."""
         while len(self.handshakes) >= self.limits.max_handshakes:
             dropped = to_drop(self.handshakes, lambda handshake: handshake)
             del self.handshakes[dropped]

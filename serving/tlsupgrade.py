@@ -387,7 +387,7 @@ def to_drop(handshakes: Iterable[T], handshake_of: Callable[[T], Handshake | Non
     By source, because one client's flood must make room among its own: kube-apiserver's
     availability check opens five connections at once, and under a pod's flood of hundreds of
     connections a second each of them became the oldest in turn and was reset, and the
-    aggregator answered 503 for the whole APIService (bench/README.md, "Accepting in batches").
+    aggregator answered 503 for the whole APIService (bench/README.md, "Handshakes by address").
     Nothing heard first, so bare connects make room among themselves before any client that
     has sent its ClientHello (a kubelet probe) is dropped."""
 

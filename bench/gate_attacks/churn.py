@@ -40,9 +40,7 @@ def _reset(sock: socket.socket) -> None:
 
 async def one(port: int, source: str, kind: int, hello: bytes) -> None:
     loop = asyncio.get_running_loop()
-    try:
-        sock = await connected_from(port, source)
-    except OSError:
+    if (sock := await connected_from(port, source)) is None:
         return
     try:
         if kind == 0:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench import servers
+from bench.attacks import tcp_connection
 
 ATTACKERS = [f"127.0.0.{i}" for i in range(2, 10)]
 
@@ -30,25 +31,19 @@ def descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-async def connected_from(port: int, source: str) -> socket.socket:
-    """A non-blocking TCP connection to the server from ``source`` (one of the attackers' addresses)."""
-    sock = socket.socket()
-    sock.setblocking(False)
-    sock.bind((source, 0))
+async def connected_from(port: int, source: str) -> socket.socket | None:
+    """A TCP connection to the server from ``source`` (one of the attackers' addresses), or None
+    if it could not be made (refused, reset: the attacker just tries again)."""
     try:
-        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+        return await tcp_connection("127.0.0.1", port, source=source)
+    except OSError:
+        return None
 
 
 async def stalled(port: int, source: str, opened: list[int]) -> None:
     """One connection from ``source`` that sends a ClientHello's first byte, then waits to be closed."""
     loop = asyncio.get_running_loop()
-    try:
-        sock = await connected_from(port, source)
-    except OSError:
+    if (sock := await connected_from(port, source)) is None:
         return
     try:
         opened[0] += 1

@@ -308,7 +308,7 @@ class Connection(asyncio.Protocol):
         self, sock: socket.socket, context: SSLContext, handshakes: dict[Connection, None], gate: HandshakeGate
     ) -> None:
         """A TLS connection just accepted: counted among the ``handshakes`` under way (at most the
-        connection cap; past it one is dropped, one nothing was heard from first) before its
+        connection cap; past it one of the address with the most is dropped) before its
         handshake begins (serving.tlsupgrade)."""
         while len(handshakes) >= self.app.max_connections:
             to_drop(handshakes, lambda conn: conn.handshake).abort()
