@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from apimachinery.errors import FieldError, invalid, required, too_long, type_invalid
+from apimachinery.errors import CauseType, FieldError, invalid, required, too_long, type_invalid
 
 from . import name_rules
+from .conversion import CONVERSION_ANNOTATION, CONVERSION_ANNOTATION_FIELD
 from .images import MAX_LENGTH as IMAGE_MAX_LENGTH
 from .images import reference_errors
 from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
@@ -104,7 +105,29 @@ def validate(new: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     # Once a Foo names its Deployment, renaming would orphan the old one: forbid it.
     if old_name and old_name != name:
         errors.append(invalid(name_path, name, "field is immutable"))
+    if api_version == HUB_API_VERSION:
+        metadata = new.get("metadata")
+        annotations = metadata.get("annotations") if type(metadata) is dict else None
+        if type(annotations) is dict and CONVERSION_ANNOTATION in annotations:
+            errors += _conversion_annotation_errors(annotations[CONVERSION_ANNOTATION], old)
     return errors
+
+
+def _conversion_annotation_errors(value: Any, old: dict[str, Any] | None) -> list[FieldError]:
+    """At v1 the conversion annotation is ours alone: conversion to v1alpha1 writes it, conversion
+    back takes it off, so a v1 object that carries one was written by hand, and reading it at
+    v1alpha1 would hand the reader what the writer put there. One kept from before is let be."""
+    metadata = old.get("metadata") if old is not None else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if isinstance(annotations, dict) and annotations.get(CONVERSION_ANNOTATION) == value:
+        return []
+    return [
+        FieldError(
+            CauseType.FORBIDDEN,
+            CONVERSION_ANNOTATION_FIELD,
+            "reserved for conversion to v1alpha1; set the v1 fields (spec, status) themselves",
+        )
+    ]
 
 
 def deprecation_warnings(obj: dict[str, Any]) -> list[str]:
