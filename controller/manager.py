@@ -22,7 +22,7 @@ from kube.metrics import REGISTRY, Metrics, metrics_for
 from serving.lifecycle import stop_on_signals
 from serving.metricsserver import MetricsServer, MetricsSetupError, delegating_guard, guard_client
 from serving.probes import ProbeServer, ProbeSetupError
-from serving.tls import TLS_CERT, TLS_KEY, CertWatcher
+from serving.tls import TLS_CERT, TLS_KEY, CertWatcher, refused_reloads
 
 from .controller import FooController
 from .settings import Settings
@@ -215,7 +215,7 @@ async def _metrics_server(settings: Settings, self_signed: tempfile.TemporaryDir
         settings.metrics,
         REGISTRY,
         guard=delegating_guard(client),
-        certificate=CertWatcher(cert_file, key_file),
+        certificate=CertWatcher(cert_file, key_file, on_refused=refused_reloads(REGISTRY)),
         owned_client=client,
     )
 
