@@ -7,6 +7,7 @@ apiserver); tests/e2e/test_metrics_auth.py asks the real kube-apiserver the same
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -66,8 +67,9 @@ def cluster() -> FakeCluster:
     return FakeCluster()
 
 
-@pytest.fixture
-async def url(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def guarded_metrics(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
+    """A secure metrics listener asking ``cluster``; its URL."""
     registry = CollectorRegistry()
     Counter("foo_things", "things", registry=registry).inc()
     cert, key = write_self_signed(tmp_path)
@@ -83,6 +85,12 @@ async def url(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
         yield f"https://127.0.0.1:{port}/metrics"
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def url(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
+    async with guarded_metrics(tmp_path, cluster) as url:
+        yield url
 
 
 async def _get(url: str, token: str | None = None) -> tuple[int, str, dict[str, object] | None]:
@@ -259,26 +267,18 @@ async def test_answers_live_as_long_as_kube_apiservers_webhook_caches_keep_them(
 
 async def test_a_flood_answered_429_says_so_as_a_status_with_retry_after(tmp_path: Path) -> None:
     cluster = SlowCluster()
-    registry = CollectorRegistry()
-    cert, key = write_self_signed(tmp_path)
-    port = free_port()
-    server = MetricsServer(
-        MetricsOptions(host="127.0.0.1", port=port, secure=True),
-        registry,
-        guard=MetricsGuard(cluster.authenticate, cluster.authorize),
-        certificate=CertWatcher(cert, key),
-    )
-    await server.start()
-    try:
-        url = f"https://127.0.0.1:{port}/metrics"
+    async with guarded_metrics(tmp_path, cluster) as url:
         held = [asyncio.ensure_future(_get(url, f"random-{i}")) for i in range(MAX_CHECKS_PER_ADDRESS)]
         await wait_for_condition(lambda: cluster.under_way == MAX_CHECKS_PER_ADDRESS)
-        code, _, status = await _get(url, "one-more")
-        assert code == 429 and status is not None and status["reason"] == "TooManyRequests"
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url, headers={"Authorization": "Bearer one-more"}, ssl=insecure) as response:
+                status = await response.json()
+                assert (response.status, response.headers.get("Retry-After")) == (429, "1")
+        assert (status["kind"], status["reason"]) == ("Status", "TooManyRequests")
         cluster.answer.set()
         await asyncio.gather(*held)
-    finally:
-        await server.stop()
 
 
 async def wait_for_condition(condition: Callable[[], bool]) -> None:
