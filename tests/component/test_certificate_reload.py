@@ -106,7 +106,10 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     directory = tmp_path / "pair"
     authority.write_pair(directory, starts=NOW - DAY, ends=NOW + 30 * DAY, cn="good")
     registry = CollectorRegistry()
-    watcher = CertWatcher(directory / "tls.crt", directory / "tls.key", on_refused=refused_reloads(registry))
+    # The watcher's clock stands at NOW, which the pairs' dates are counted from, however long the session runs.
+    watcher = CertWatcher(
+        directory / "tls.crt", directory / "tls.key", on_refused=refused_reloads(registry), now=lambda: NOW
+    )
     server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0, ssl=watcher.server_context())
     watcher.describe()  # as ``watch`` does once the server listens
     try:
