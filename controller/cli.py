@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from serving.cli import KUBECONFIG_HELP, add_subcommand, command_parser, positive_float, positive_int, subcommands
+from serving.escaping import escape_controls
 
 from .migrate import DRY_RUNS, MigrationSettings, Say, migrate_storage
 from .progress import Progress, bar
@@ -68,11 +69,11 @@ def add_migrate_flags(migrate: argparse.ArgumentParser) -> None:
 
 
 def _say(line: str) -> None:
-    print(line, flush=True)
+    print(escape_controls(line), flush=True)  # a line may quote what the cluster said
 
 
 def _warn(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(escape_controls(line), file=sys.stderr, flush=True)
 
 
 class TerminalBar:

@@ -21,6 +21,7 @@ from kube.client import CRDS, ApiError, KubeClient, no_answer
 from kube.config import ClientSettings, MissingContextError, connect
 from kube.kubeconfig import KubeconfigError, context_namespace, load
 from serving.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
+from serving.escaping import escape_controls
 
 from . import cabundles, health, output
 
@@ -112,7 +113,7 @@ def explain(err: ApiError) -> str:
     if err.status == 0:
         return f"error: {no_answer(err)}"
     reason = err.reason if err.reason != "Unknown" else str(err.status)
-    return f"Error from server ({reason}): {' '.join(str(err.message).split())}"
+    return f"Error from server ({reason}): {escape_controls(' '.join(str(err.message).split()))}"
 
 
 async def _client(args: argparse.Namespace) -> KubeClient:
@@ -222,10 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except MissingContextError as err:
-        print(f"Error in configuration: {err}", file=sys.stderr)  # kubectl's line, word for word
+        print(f"Error in configuration: {escape_controls(str(err))}", file=sys.stderr)  # kubectl's line, word for word
         return 1
     except KubeconfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {escape_controls(str(err))}", file=sys.stderr)
         return 1
     except ApiError as err:
         if err.not_found and args.command == "health" and not args.name:
@@ -238,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(explain(err), file=sys.stderr)
         return 1
     except Exception as err:  # the loaders raise anything from ConfigException to OS errors
-        print(f"error: {type(err).__name__}: {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"error: {type(err).__name__}: {escape_controls(' '.join(str(err).split()))}", file=sys.stderr)
         return 1
     return 0
 
