@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image release lint clean bench dashboard
+.PHONY: venv constraints test unit e2e e2e-shuffled e2e-alone smoke smoke-matrix run build-plane build-node image release lint clean bench dashboard
 
 # The Kubernetes matrix beyond the default (hack/versions.env): `make test` builds each and runs
 # the e2e smoke set on it once the default version's full suite has passed.
@@ -12,11 +12,16 @@ K8S_SMOKE_VERSIONS ?= $(shell sed -n 's/^K8S_SMOKE_VERSIONS=//p' hack/versions.e
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,fast]'
+	$(PY) -m pip install --quiet -e '.[test,fast]' -c constraints.txt
 	touch $@
+
+# The exact versions `make venv` installs (constraints.txt), written again from the virtualenv.
+constraints: venv
+	@{ sed -n '/^#/p' constraints.txt; $(PY) -m pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 # Every tier runs shuffled (pytest-randomly): no test may lean on another's leftovers. One seed per
 # `make test`, printed in the stage names; `make test TEST_SEED=N` replays that order. The e2e tier
