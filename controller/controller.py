@@ -19,7 +19,7 @@ from fooapi.names import FOOS
 from fooapi.views import BY_DEPLOYMENT, DeploymentView, deployment_index
 from kube.client import DEPLOYMENTS, KubeClient
 from kube.events import EventRecorder
-from kube.informer import Informer, compact, object_key
+from kube.informer import Informer, compact, object_key, split_key
 from kube.metrics import Metrics
 from kube.workqueue import ShutDown, WorkQueue
 
@@ -38,6 +38,11 @@ def owning_foo_key(deployment: Object) -> str | None:
     view = DeploymentView(deployment)
     foo = view.controlling_foo
     return namespaced_key(view.namespace, foo) if foo else None
+
+
+def namespace_of(key: str) -> str:
+    """The queue's flow of a Foo key: namespaces are served in turn."""
+    return split_key(key)[0] or ""
 
 
 class FooController:
@@ -143,7 +148,7 @@ class FooController:
         """Begin a term: a fresh queue holding every cached Foo, and the worker tasks."""
         if self._queue is not None:
             raise RuntimeError("workers are already running")
-        queue: WorkQueue[str] = WorkQueue(NAME, metrics=self.metrics)
+        queue: WorkQueue[str] = WorkQueue(NAME, flow_of=namespace_of, metrics=self.metrics)
         self._queue = queue
         for key in self.foos.store.keys():
             queue.add(key)

@@ -410,6 +410,17 @@ async def test_deployment_events_enqueue_the_owner_and_any_foo_naming_it() -> No
     await controller.stop_workers()
 
 
+async def test_a_new_term_serves_a_lone_namespace_second_not_last() -> None:
+    controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
+    for i in range(5000):
+        controller.foos.store.put(f"busy/foo-{i}", cached_foo())
+    controller.foos.store.put("quiet/lone", cached_foo())
+    queue = controller.start_workers()
+    served = [await queue.get() for _ in range(2)]
+    assert "quiet/lone" in served
+    await controller.stop_workers()
+
+
 async def test_no_keys_are_queued_while_not_leading() -> None:
     controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
     controller._on_foo(cached_foo())  # no term, no queue: nothing to do, nothing kept
