@@ -179,14 +179,15 @@ class FooReconciler:
         return True
 
     async def _refuse(self, key: str, foo: Object, problem: Problem) -> ReconcileOutcome:
-        """Leave things as they are, say why in the Foo's conditions; the worker records the Warning."""
+        """Leave things as they are, say why in the Foo's conditions; the worker records the Warning
+        when that is news (the status changed), so a refused Foo is told once."""
         try:
-            await self._write_status(key, foo, None, problem)
+            written = await self._write_status(key, foo, None, problem)
         except ApiError as exc:
             if exc.not_found:
                 return Done("Foo is gone")
             raise
-        return PermanentFailure(problem.reason, problem.message)
+        return PermanentFailure(problem.reason, problem.message, already_reported=not written)
 
 
 def _summary(status: Object) -> str:

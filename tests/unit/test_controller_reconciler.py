@@ -389,25 +389,74 @@ async def test_a_new_term_queues_every_cached_foo() -> None:
     assert queue.shutting_down and controller.queue is None
 
 
-async def test_deployment_events_enqueue_the_owner_and_any_foo_naming_it() -> None:
-    from fooapi.views import deployment_index
+def foo_naming(name: str, deployment: str = "web") -> dict[str, Any]:
+    """A Foo ns/<name> whose spec names ``deployment`` (which it may or may not own)."""
+    return foo_v1(name, namespace="ns", deployment=deployment, uid=f"uid-{name}", resource_version="1")
 
+
+def leading_controller(*foos: dict[str, Any]) -> tuple[FooController, WorkQueue[str]]:
     controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
-    named_web = {**cached_foo(), "metadata": {**cached_foo()["metadata"], "name": "g", "uid": "uid-g"}}
-    named_web["spec"] = {"deployment": {"name": "web"}}
-    controller.foos.store.put("ns/g", named_web)
-    assert deployment_index(named_web) == ["ns/web"]
-    queue = controller.start_workers()
+    for the_foo in foos:
+        controller.foos.store.put(f"ns/{the_foo['metadata']['name']}", the_foo)
+    return controller, controller.start_workers()
+
+
+async def test_a_deployment_change_reconciles_its_owner_only() -> None:
+    # Issue 34: 5,000 Foos naming one Deployment made 5,000 reconciles per edit of it.
+    controller, queue = leading_controller(cached_foo(), *(foo_naming(f"g{i}") for i in range(5000)))
     await drained(queue)
 
-    controller.deployments.store.put("ns/web", live_deployment())
-    controller._on_deployment(live_deployment())  # owned by f, also named by g
-    assert await drained(queue) == ["ns/f", "ns/g"]
+    edited = live_deployment(replicas=3)
+    edited["metadata"]["resourceVersion"] = "51"
+    controller._on_deployment_update(live_deployment(), edited)
+    assert await drained(queue) == ["ns/f"]
+    controller._on_deployment(live_deployment(owner_uid=None))  # a foreign one appears: no owner, nothing to do
+    assert len(queue) == 0
     controller._on_deployment_update(live_deployment(), live_deployment())  # same resourceVersion: a resync
     assert len(queue) == 0
-    controller._on_deployment_delete(live_deployment(owner_uid=None))  # a foreign one going away
-    assert await drained(queue) == ["ns/g"]
     await controller.stop_workers()
+
+
+async def test_a_foreign_deployment_going_away_reconciles_the_foos_naming_it() -> None:
+    # The contract (e2e test_a_foreign_deployment_is_left_alone_and_reported): once its owner
+    # removes it, a refused Foo gets its own Deployment without anyone touching the Foo.
+    controller, queue = leading_controller(foo_naming("g"), foo_naming("h"), foo_naming("other", deployment="db"))
+    await drained(queue)
+    controller._on_deployment_delete(live_deployment(owner_uid=None))
+    assert await drained(queue) == ["ns/g", "ns/h"]
+    await controller.stop_workers()
+
+
+async def test_a_deployment_changing_hands_reconciles_the_foo_that_lost_it() -> None:
+    controller, queue = leading_controller(cached_foo())
+    await drained(queue)
+    taken = live_deployment(owner_uid=None)
+    taken["metadata"]["resourceVersion"] = "51"
+    controller._on_deployment_update(live_deployment(), taken)
+    assert await drained(queue) == ["ns/f"]
+    await controller.stop_workers()
+
+
+async def test_a_refused_foo_is_told_once() -> None:
+    reconciler, api, _ = world(cached_foo(), live_deployment(owner_uid=None))
+    events = Events()
+    controller = FooController(None, events, workers=0)  # type: ignore[arg-type]
+    controller.reconciler = reconciler
+    controller.foos.store.put("ns/f", cached_foo())
+    queue: WorkQueue[str] = WorkQueue("foo")
+    first = await controller.process(queue, "ns/f")
+    assert isinstance(first, PermanentFailure) and not first.already_reported
+    # The status now says so; a second look (a new term, the Deployment deleted and back) writes
+    # nothing and records nothing.
+    reported = cached_foo(status=api.writes[-1][2]["status"])
+    reconciler.foos.put("ns/f", reported)
+    controller.foos.store.put("ns/f", reported)
+    second = await controller.process(queue, "ns/f")
+    assert isinstance(second, PermanentFailure) and second.already_reported
+    assert events.recorded == [
+        ("Warning", "ErrResourceExists", 'Resource "web" already exists and is not managed by Foo')
+    ]
+    assert [w[0] for w in api.writes] == ["patch-status"]
 
 
 async def test_a_new_term_serves_a_lone_namespace_second_not_last() -> None:
