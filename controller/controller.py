@@ -17,7 +17,7 @@ from apimachinery.objects import Object, namespaced_key
 from fooapi.defaults import DEFAULT_IMAGE
 from fooapi.names import FOOS
 from fooapi.views import BY_DEPLOYMENT, DeploymentView, deployment_index
-from kube.client import DEPLOYMENTS, KubeClient
+from kube.client import DEPLOYMENTS, FencedWrite, KubeClient
 from kube.events import EventRecorder
 from kube.informer import Informer, compact, object_key, split_key
 from kube.metrics import Metrics
@@ -199,6 +199,8 @@ class FooController:
             outcome = await self.reconciler.reconcile(key)
         except asyncio.CancelledError:
             raise
+        except FencedWrite as exc:  # the lease may be another replica's by now: write nothing more
+            outcome = Retry(f"not written: {exc}")
         except Exception as exc:  # a bug, not a cluster condition: back off and say so loudly
             log.exception("%s: reconcile crashed", key, extra={"key": key})
             outcome = Retry(f"unexpected {type(exc).__name__}: {exc}")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .client import EVENTS, ApiError, KubeClient
+from .client import EVENTS, ApiError, FencedWrite, KubeClient
 from .eventcorrelator import EventCorrelator, EventType, Write, involved_object, wire_time
 from .metrics import Metrics
 
@@ -147,6 +147,9 @@ class EventRecorder:
                     write.ref, write.type_, write.reason, write.message, self._wall_clock()
                 )
                 self._submit(again, write.ref, write.reason)
+        except FencedWrite as exc:
+            self._count("dropped")
+            log.debug("not writing event %s/%s: %s", write.namespace, write.name, exc)
         except ApiError as exc:
             self._count("failed")
             log.warning("cannot write event %s/%s: %s", write.namespace, write.name, exc)

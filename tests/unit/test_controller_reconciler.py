@@ -13,7 +13,7 @@ from apimachinery.resources import Resource
 from controller.controller import FooController
 from controller.outcomes import Done, PermanentFailure, Retry, RetryAfter
 from controller.reconciler import FooReconciler
-from kube.client import ApiError
+from kube.client import ApiError, FencedWrite
 from kube.informer import Store
 from kube.metrics import metrics_for
 from kube.workqueue import WorkQueue
@@ -468,6 +468,14 @@ async def test_a_new_term_serves_a_lone_namespace_second_not_last() -> None:
     served = [await queue.get() for _ in range(2)]
     assert "quiet/lone" in served
     await controller.stop_workers()
+
+
+async def test_a_reconcile_stopped_by_the_lease_fence_is_not_a_crash(caplog: pytest.LogCaptureFixture) -> None:
+    controller, queue, _, _ = controller_with(FencedWrite("lease ns/lock was last renewed 16.0s ago"))
+    outcome = await controller.process(queue, "ns/f")
+    assert isinstance(outcome, Retry) and "last renewed" in outcome.reason
+    assert "crashed" not in caplog.text
+    queue.shutdown()
 
 
 async def test_no_keys_are_queued_while_not_leading() -> None:
