@@ -197,11 +197,14 @@ async def test_a_converged_foo_costs_zero_writes_and_zero_events() -> None:
 @pytest.mark.parametrize(
     ("deployment", "patch"),
     [
-        (live_deployment(replicas=5), {"metadata": {"uid": DEPLOYMENT_UID}, "spec": {"replicas": 2}}),
+        (
+            live_deployment(replicas=5),
+            {"metadata": {"uid": DEPLOYMENT_UID, "resourceVersion": "50"}, "spec": {"replicas": 2}},
+        ),
         (
             live_deployment(image="nginx:1.0"),
             {
-                "metadata": {"uid": DEPLOYMENT_UID},
+                "metadata": {"uid": DEPLOYMENT_UID, "resourceVersion": "50"},
                 "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}},
             },
         ),
@@ -457,6 +460,13 @@ async def test_a_refused_foo_is_told_once() -> None:
         ("Warning", "ErrResourceExists", 'Resource "web" already exists and is not managed by Foo')
     ]
     assert [w[0] for w in api.writes] == ["patch-status"]
+
+
+async def test_a_status_write_applies_only_to_the_foo_version_judged() -> None:
+    reconciler, api, _ = world(cached_foo(), live_deployment())
+    await reconciler.reconcile("ns/f")
+    (patch,) = [w[2] for w in api.writes if w[0] == "patch-status"]
+    assert patch["metadata"] == {"resourceVersion": "1"}
 
 
 async def test_a_new_term_serves_a_lone_namespace_second_not_last() -> None:
