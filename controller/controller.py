@@ -111,8 +111,8 @@ class FooController:
 
     def _on_foo_update(self, old: Object, new: Object) -> None:
         key = object_key(new)
-        self.reconciler.recent_foos.observe(key, new)
-        self._enqueue(key)
+        if not self.reconciler.recent_foos.observe(key, new):  # our own status write needs no look
+            self._enqueue(key)
 
     def _on_foo_delete(self, foo: Object) -> None:
         key = object_key(foo)
@@ -125,7 +125,8 @@ class FooController:
     # a tenant edits every second cost 5,000 reconciles an edit when every one was told.
 
     def _on_deployment(self, deployment: Object) -> None:
-        self.reconciler.recent_deployments.observe(object_key(deployment), deployment)
+        if self.reconciler.recent_deployments.observe(object_key(deployment), deployment):
+            return  # our own create or patch coming back: the reconcile that wrote it judged it
         owner = owning_foo_key(deployment)
         if owner is not None:
             self._enqueue(owner)

@@ -55,11 +55,17 @@ class RecentWrites:
         """Call on a delete event for ``key``: the cache is the truth again."""
         self._entries.pop(key, None)
 
-    def observe(self, key: str, obj: Mapping[str, Any]) -> None:
-        """Call on add/update events: once the cache holds our write, the entry has done its job."""
+    def observe(self, key: str, obj: Mapping[str, Any]) -> bool:
+        """Call on add/update events: once the cache holds our write, the entry has done its job.
+
+        True when ``obj`` is our own write coming back: the reconcile that made it already
+        judged that state, so it needs no other look.
+        """
         entry = self._entries.get(key)
         if entry is not None and _rv(obj) == _rv(entry[1]):
             del self._entries[key]
+            return True
+        return False
 
     def resolve(self, key: str, cached: Object | None) -> Object | None:
         """The cached object, unless it still predates our last write to ``key``."""

@@ -440,6 +440,26 @@ async def test_a_deployment_changing_hands_reconciles_the_foo_that_lost_it() -> 
     await controller.stop_workers()
 
 
+async def test_our_own_writes_coming_back_reconcile_nothing() -> None:
+    # A tenant's edit of a Deployment costs one reconcile, not a second one for the echo of the revert.
+    controller, queue = leading_controller(cached_foo())
+    reconciler, api, _ = world(cached_foo(), live_deployment(replicas=5))
+    reconciler.foos, reconciler.deployments = controller.foos.store, controller.deployments.store
+    controller.reconciler = reconciler
+    controller.deployments.store.put("ns/web", live_deployment(replicas=5))
+    await drained(queue)
+    await reconciler.reconcile("ns/f")
+    assert [w[0] for w in api.writes] == ["patch", "patch-status"]
+    controller._on_deployment_update(live_deployment(replicas=5), api.objects["deployments"])
+    controller._on_foo_update(cached_foo(), api.objects["foos"])
+    assert len(queue) == 0
+    someone_else = copy.deepcopy(api.objects["deployments"])
+    someone_else["metadata"]["resourceVersion"] = "999"
+    controller._on_deployment_update(api.objects["deployments"], someone_else)
+    assert await drained(queue) == ["ns/f"]
+    await controller.stop_workers()
+
+
 async def test_a_refused_foo_is_told_once() -> None:
     reconciler, api, _ = world(cached_foo(), live_deployment(owner_uid=None))
     events = Events()
