@@ -200,7 +200,13 @@ class FooController:
             outcome = await self.reconciler.reconcile(key)
         except asyncio.CancelledError:
             raise
-        except FencedWrite as exc:  # the lease may be another replica's by now: write nothing more
+        except FencedWrite as exc:
+            # This replica may no longer lead: the term is over. Hand out no more keys (the next
+            # term, ours or another replica's, starts from every cached Foo); reconciles still in
+            # flight meet the fence at their next write.
+            if not queue.shutting_down:
+                log.warning("%s: not written, ending this term's work: %s", key, exc, extra={"key": key})
+                queue.shutdown(discard_queued=True)
             outcome = Retry(f"not written: {exc}")
         except Exception as exc:  # a bug, not a cluster condition: back off and say so loudly
             log.exception("%s: reconcile crashed", key, extra={"key": key})
@@ -217,6 +223,8 @@ class FooController:
             queue.forget(key)
             queue.add_after(key, outcome.delay)
             log.info("%s: retrying in %.1fs: %s", key, outcome.delay, outcome.reason, extra={"key": key})
+        elif isinstance(outcome, Retry) and queue.shutting_down:
+            log.debug("%s: not retried, the term is over: %s", key, outcome.reason, extra={"key": key})
         elif isinstance(outcome, Retry):
             requeues = queue.num_requeues(key)
             queue.add_rate_limited(key)

@@ -16,7 +16,7 @@ from controller.reconciler import FooReconciler
 from kube.client import ApiError, FencedWrite
 from kube.informer import Store
 from kube.metrics import metrics_for
-from kube.workqueue import WorkQueue
+from kube.workqueue import ShutDown, WorkQueue
 from tests.objects import foo_v1
 
 UID = "uid-foo"
@@ -500,12 +500,16 @@ async def test_a_new_term_serves_a_lone_namespace_second_not_last() -> None:
     await controller.stop_workers()
 
 
-async def test_a_reconcile_stopped_by_the_lease_fence_is_not_a_crash(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_write_stopped_by_the_lease_fence_ends_the_terms_work(caplog: pytest.LogCaptureFixture) -> None:
     controller, queue, _, _ = controller_with(FencedWrite("lease ns/lock was last renewed 16.0s ago"))
+    queue.add("ns/queued")
     outcome = await controller.process(queue, "ns/f")
     assert isinstance(outcome, Retry) and "last renewed" in outcome.reason
     assert "crashed" not in caplog.text
-    queue.shutdown()
+    # No more keys for this term: the next one, ours or another replica's, starts from the caches.
+    assert queue.shutting_down and len(queue) == 0 and queue.delayed == 0
+    with pytest.raises(ShutDown):
+        await queue.get()
 
 
 async def test_no_keys_are_queued_while_not_leading() -> None:
