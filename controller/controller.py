@@ -111,7 +111,7 @@ class FooController:
 
     def _on_foo_update(self, old: Object, new: Object) -> None:
         key = object_key(new)
-        if not self.reconciler.recent_foos.observe(key, new):  # our own status write needs no look
+        if not self.reconciler.recent_foos.observe(key, new, old):  # our own status write needs no look
             self._enqueue(key)
 
     def _on_foo_delete(self, foo: Object) -> None:
@@ -124,8 +124,8 @@ class FooController:
     # but its deletion, which lets one of them create it. 5,000 Foos naming one Deployment that
     # a tenant edits every second cost 5,000 reconciles an edit when every one was told.
 
-    def _on_deployment(self, deployment: Object) -> None:
-        if self.reconciler.recent_deployments.observe(object_key(deployment), deployment):
+    def _on_deployment(self, deployment: Object, previous: Object | None = None) -> None:
+        if self.reconciler.recent_deployments.observe(object_key(deployment), deployment, previous):
             return  # our own create or patch coming back: the reconcile that wrote it judged it
         owner = owning_foo_key(deployment)
         if owner is not None:
@@ -134,7 +134,7 @@ class FooController:
     def _on_deployment_update(self, old: Object, new: Object) -> None:
         if DeploymentView(old).resource_version == DeploymentView(new).resource_version:
             return  # a resync, not a change
-        self._on_deployment(new)
+        self._on_deployment(new, old)
         previous = owning_foo_key(old)
         if previous is not None and previous != owning_foo_key(new):
             self._enqueue(previous)  # it lost its Deployment: it must say so

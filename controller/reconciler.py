@@ -135,7 +135,8 @@ class FooReconciler:
         desired = desired_deployment(foo, default_image=self.default_image)
         namespace = desired["metadata"]["namespace"]
         try:
-            created = await self.client.create(DEPLOYMENTS, desired, namespace=namespace)
+            with self.recent_deployments.writing(deployment_key, None):
+                created = await self.client.create(DEPLOYMENTS, desired, namespace=namespace)
         except ApiError as exc:
             if exc.status in (400, 422):  # the Deployment itself is invalid: retrying will not fix it
                 return PermanentFailure(DEPLOYMENT_REJECTED, f"Deployment {deployment_key} rejected: {exc.message}")
@@ -159,7 +160,8 @@ class FooReconciler:
         # patch from stale state (a leader that was frozen while the user scaled) cannot undo
         # a newer one.
         patch = {"metadata": _preconditions(deployment), **patch}
-        patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
+        with self.recent_deployments.writing(deployment_key, deployment):
+            patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
         self.recent_deployments.remember(
             deployment_key, deployment, patched, cached=self.deployments.get(deployment_key)
         )
@@ -176,7 +178,8 @@ class FooReconciler:
         # Judged from this resourceVersion: a Foo changed meanwhile gets a 409 and a fresh look,
         # never a status of an older generation over a newer one.
         patch = {"metadata": _preconditions(foo, uid=False), "status": status}
-        written = await self.client.patch(FOOS, name, patch, namespace=namespace, subresource="status")
+        with self.recent_foos.writing(key, foo):
+            written = await self.client.patch(FOOS, name, patch, namespace=namespace, subresource="status")
         self.recent_foos.remember(key, foo, written, cached=self.foos.get(key))
         log.debug("%s: status written: %s", key, _summary(status), extra={"key": key})
         return True

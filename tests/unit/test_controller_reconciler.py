@@ -460,6 +460,33 @@ async def test_our_own_writes_coming_back_reconcile_nothing() -> None:
     await controller.stop_workers()
 
 
+async def test_an_echo_ahead_of_the_writes_answer_reconciles_nothing_either() -> None:
+    # The watch often delivers our write before the write's own answer comes back.
+    controller, queue = leading_controller(cached_foo(status=synced_status()))
+    reconciler, api, _ = world(cached_foo(status=synced_status()), live_deployment(replicas=5))
+    reconciler.foos, reconciler.deployments = controller.foos.store, controller.deployments.store
+    controller.reconciler = reconciler
+    controller.deployments.store.put("ns/web", live_deployment(replicas=5))
+    answer = api._answer
+
+    def watch_first(verb: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        written = answer(verb, plural, obj)
+        if plural != "deployments":
+            return written
+        judged = live_deployment(replicas=5)
+        controller.deployments.store.put("ns/web", written)
+        controller._on_deployment_update(judged, written)  # the echo, before the answer
+        return written
+
+    api._answer = watch_first  # type: ignore[method-assign]
+    key = await queue.get()
+    await controller.process(queue, key)
+    queue.done(key)
+    assert api.writes[0][0] == "patch"
+    assert len(queue) == 0  # not queued again by the echo
+    await controller.stop_workers()
+
+
 async def test_a_refused_foo_is_told_once() -> None:
     reconciler, api, _ = world(cached_foo(), live_deployment(owner_uid=None))
     events = Events()
