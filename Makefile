@@ -80,15 +80,19 @@ build-node: venv
 	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && nice -n 10 bash hack/build.sh cosign \
 	  && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
 
-# A release from a clean checkout (hack/release.py; docs/install.md, Making a release): the image
-# (OCI archive, root: hack/image.sh), its SBOM, the chart packaged, the chart's cosign signature
-# (RELEASE_KEY: a cosign private key; COSIGN_PASSWORD its password), SHA256SUMS and the release
-# notes from CHANGELOG.md, into RELEASE_DIST (gitignored). `push` takes them to a registry.
+# A release from a clean checkout (hack/release.py; docs/install.md, Making a release): into
+# RELEASE_DIST/assets exactly what the GitHub release carries (the chart, packed reproducibly; the
+# image's SBOM; the plain and CRD-only manifests; the kubectl plugin; release.json; SHA256SUMS and,
+# with RELEASE_KEY, its cosign signature), beside them the image as an OCI archive (root:
+# hack/image.sh) and the notes from CHANGELOG.md. RELEASE_KEY: a cosign private key (COSIGN_PASSWORD
+# its password) whose public half must be RELEASE_PUBLIC_KEY (the committed cosign.pub; empty: any
+# key, e.g. one made for a test). `python -m hack.release push` takes them to a registry.
 RELEASE_DIST ?= dist/release
 RELEASE_KEY ?=
+RELEASE_PUBLIC_KEY ?= cosign.pub
 release: venv
 	bash hack/build.sh helm cosign
-	$(PY) -m hack.release build --dist $(RELEASE_DIST) $(if $(RELEASE_KEY),--key $(RELEASE_KEY))
+	$(PY) -m hack.release build --dist $(RELEASE_DIST) $(if $(RELEASE_KEY),--key $(RELEASE_KEY) $(if $(RELEASE_PUBLIC_KEY),--public-key $(RELEASE_PUBLIC_KEY)))
 
 # The one run command: a local real control plane with the webhook and controller registered.
 # REAL_NODE=1 (root): the chart from the image built here, on a real kubelet (docs/real-node.md).
