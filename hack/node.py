@@ -273,6 +273,19 @@ class RealNode(Started):
             f'  ca = "{directory / "ca.crt"}"\n'
         )
 
+    def mirror_registry(self, upstream: str, host: str, ca_file: Path) -> None:
+        """Let containerd pull `upstream`'s images (e.g. ghcr.io) from `host`, a registry of ours on
+        loopback holding the same paths, verified by `ca_file`: a pod naming the published image
+        runs what the test pushed, and nothing reaches `upstream` (its own server is never tried)."""
+        directory = self.workdir / "containerd" / "certs.d" / upstream
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ca_file, directory / "ca.crt")
+        mirror = f"https://{host}"
+        (directory / "hosts.toml").write_text(
+            f'server = "{NO_REGISTRY}"\n[host."{mirror}"]\n  capabilities = ["pull", "resolve"]\n'
+            f'  ca = "{directory / "ca.crt"}"\n'
+        )
+
     def images(self) -> list[str]:
         out = run("ctr", "--address", self.socket, "-n", "k8s.io", "images", "ls", "-q").stdout
         return out.split()
