@@ -72,12 +72,12 @@ image: venv
 
 # What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
 # when missing), kubelet, kube-proxy, the pause image, CoreDNS, the product image; and
-# cert-manager's controller, webhook and cainjector for the chart's certManager mode on it; cosign for the release
-# e2e (tests/e2e/test_release.py: signs and verifies what it installs). Not root: one line and
+# cert-manager's controller, webhook and cainjector for the chart's certManager mode on it; cosign and krew for
+# the release e2e (tests/e2e/test_release.py: signs and verifies what it installs; installs the plugin with krew). Not root: one line and
 # nothing done; the real-node e2e tier then skips (under CI=true it fails).
 build-node: venv
 	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \
-	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && nice -n 10 bash hack/build.sh cosign \
+	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && nice -n 10 bash hack/build.sh cosign krew \
 	  && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
 
 # A release from a clean checkout (hack/release.py; docs/install.md, Making a release): into

@@ -17,7 +17,9 @@ them together), into DIR/assets, the files the GitHub release carries, and nothi
     foo-operator-<v>.cdx.json       the image's SBOM (CycloneDX: every Debian package and Python distribution)
     foo-operator-<v>.yaml           the plain manifests (deploy/foo-operator.yaml, the image by digest)
     foo-operator-crds-<v>.yaml      the Foo CRD alone, for clusters that manage CRDs apart
-    kubectl-foo-<v>.tar.gz, foo.yaml  the kubectl plugin's krew archive and manifest (hack/krew.py)
+    kubectl-foo-operator-<v>-<os>-<arch>.tar.gz  the kubectl plugin, one self-contained archive per
+                                    platform (hack/krew.py); foo-operator.yaml, its krew manifest;
+                                    kubectl-foo-operator-<v>.cdx.json, the SBOM of what they carry
     release.json                    version, revision, image digest, the assets
     SHA256SUMS                      sha256sum of every asset above (`sha256sum -c SHA256SUMS`)
     SHA256SUMS.cosign.bundle        its cosign signature (with --key)
@@ -105,6 +107,8 @@ class Release:
     key: Path | None = None
     tlog: bool = True  # upload signatures to the public transparency log (Rekor)
     rebuild_image: bool = False  # hack/image.sh --force: build again rather than take the cached archive
+    # The kubectl plugin's platforms (krew's os, arch); the tests build the one they run on.
+    plugin_platforms: tuple[tuple[str, str], ...] = tuple(krew.PLATFORMS)
     files: list[Path] = field(default_factory=list)  # the assets written so far (all under `assets`)
     image_digest: str = ""
 
@@ -263,14 +267,14 @@ def write_notes(release: Release) -> None:
 
 
 def build_plugin(release: Release) -> None:
-    """The kubectl plugin's krew archive and manifest (hack/krew.py), from this release's wheel."""
-    with tempfile.TemporaryDirectory(prefix="foo-operator-wheel-") as wheels:
-        run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, release.source])
-        (wheel,) = Path(wheels).glob("*.whl")
-        name = f"kubectl-{krew.PLUGIN}-{release.version}.tar.gz"
-        uri = f"{krew.HOMEPAGE}/releases/download/v{release.version}/{name}"
-        archive, manifest = krew.release_plugin(wheel, version=release.version, out_dir=release.assets, uri=uri)
-    release.files += [archive, manifest]
+    """The kubectl plugin's krew archives (one per platform), manifest and SBOM (hack/krew.py). A
+    past release from before the plugin ships none."""
+    if not (release.source / "kubectl_foo").is_dir():
+        return
+    uri = f"{krew.HOMEPAGE}/releases/download/v{release.version}/{{name}}"
+    release.files += krew.release_plugin(
+        release.source, version=release.version, out_dir=release.assets, uri=uri, platforms=release.plugin_platforms
+    )
 
 
 # Run in order; a builder that needs another's output comes after it (the chart and the plain
@@ -364,6 +368,7 @@ def build(
     rebuild_image: bool = False,
     tlog: bool = True,
     public_key: Path | None = None,
+    plugin_platforms: tuple[tuple[str, str], ...] = tuple(krew.PLATFORMS),
 ) -> Release:
     if key and public_key:
         check_key(key, public_key)
@@ -373,7 +378,7 @@ def build(
         if chart_versions(source) != (version, version):
             raise ReleaseError(f"Chart.yaml's version/appVersion {chart_versions(source)} are not {version}")
         changelog_section(version)  # fail before the long part
-        release = Release(version, source, dist, revision, epoch, key=key, tlog=tlog, rebuild_image=rebuild_image)
+        release = Release(version, source, dist, revision, epoch, key, tlog, rebuild_image, plugin_platforms)
         # An earlier build's files: the assets are this build's alone.
         shutil.rmtree(release.assets, ignore_errors=True)
         shutil.rmtree(release.image_archive.parent, ignore_errors=True)
