@@ -118,11 +118,12 @@ class DocSession:
     cwd: Path
     env: dict[str, str]
     substitutions: Mapping[str, str]
+    root: Path = REPO_ROOT  # where the pages are
     ran: list[str] = field(default_factory=list)  # where each block that ran is
 
     def run(self, doc: str, step: str, *, timeout: float = 600) -> str:
         """Run the step's blocks in page order; return what they printed. A failing block fails."""
-        todo = step_blocks(doc, self.test, step)
+        todo = step_blocks(doc, self.test, step, self.root)
         assert todo, f"{doc} has no block marked {self.test}#{step}"
         printed = []
         state = self.cwd / ".doc-session.env"

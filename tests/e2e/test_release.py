@@ -480,7 +480,7 @@ def test_a_chart_changed_by_one_byte_under_the_same_version_fails_verification(i
 
 # ----------------------------------------------------------------------------- the docs' own install paths
 def uninstalled_keeping_every_foo(installation: Installation) -> None:
-    assert installation.pods() == []
+    wait_for("the release's pods to go", lambda: installation.pods() == [])
     assert installation.get("crd", f"foos.{GROUP}")["metadata"]["name"] == f"foos.{GROUP}"
     names = sorted(f["metadata"]["name"] for f in installation.get(f"foos.v1.{GROUP}", "-n", FOOS)["items"])
     assert names == sorted(FOOS_AT_EACH_VERSION)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs import DOCS, REPO_ROOT, blocks, shell_blocks, step_blocks, stray_markers
+from tests.docs import DOCS, REPO_ROOT, DocSession, blocks, shell_blocks, step_blocks, stray_markers
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -55,3 +55,24 @@ def test_a_page_is_read_as_github_renders_it(tmp_path: Path) -> None:
     assert [b.line for b in shell_blocks("page.md", tmp_path)] == [4, 10, 18]
     assert step_blocks("page.md", "tests/e2e/test_release.py", "verify", tmp_path) == [found[0]]
     assert stray_markers("page.md", tmp_path) == ["page.md:22"]
+
+
+def test_a_step_runs_its_blocks_in_one_shell_session_with_the_substitutions(tmp_path: Path) -> None:
+    (tmp_path / "page.md").write_text(
+        "<!-- doc-test: tests/e2e/test_x.py#one -->\n```sh\nVERSION=1.2.3\nURL=https://upstream.example/v$VERSION\n```\n"
+        "<!-- doc-test: tests/e2e/test_x.py#other -->\n```sh\nexit 3\n```\n"
+        '<!-- doc-test: tests/e2e/test_x.py#one -->\n```sh\necho "$URL" > got\n```\n'
+    )
+    (tmp_path / "user").mkdir()
+    session = DocSession(
+        "tests/e2e/test_x.py",
+        tmp_path / "user",
+        {"PATH": "/usr/bin:/bin"},
+        {"https://upstream.example": "https://127.0.0.1:1"},
+        root=tmp_path,
+    )
+    session.run("page.md", "one")
+    assert (tmp_path / "user" / "got").read_text() == "https://127.0.0.1:1/v1.2.3\n"
+    assert session.ran == ["page.md:2", "page.md:11"]
+    with pytest.raises(AssertionError, match=r"page.md:6 failed \(exit 3\)"):
+        session.run("page.md", "other")
