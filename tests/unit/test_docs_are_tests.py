@@ -74,5 +74,5 @@ def test_a_step_runs_its_blocks_in_one_shell_session_with_the_substitutions(tmp_
     session.run("page.md", "one")
     assert (tmp_path / "user" / "got").read_text() == "https://127.0.0.1:1/v1.2.3\n"
     assert session.ran == ["page.md:2", "page.md:11"]
-    with pytest.raises(AssertionError, match=r"page.md:6 failed \(exit 3\)"):
+    with pytest.raises(AssertionError, match=r"page.md:7 failed \(exit 3\)"):
         session.run("page.md", "other")
