@@ -480,7 +480,7 @@ def test_a_chart_changed_by_one_byte_under_the_same_version_fails_verification(i
 
 # ----------------------------------------------------------------------------- the docs' own install paths
 def uninstalled_keeping_every_foo(installation: Installation) -> None:
-    wait_for("the release's pods to go", lambda: installation.pods() == [])
+    wait_for("the release's pods to go", lambda: installation.pods() == [], timeout=300)
     assert installation.get("crd", f"foos.{GROUP}")["metadata"]["name"] == f"foos.{GROUP}"
     names = sorted(f["metadata"]["name"] for f in installation.get(f"foos.v1.{GROUP}", "-n", FOOS)["items"])
     assert names == sorted(FOOS_AT_EACH_VERSION)
@@ -533,7 +533,11 @@ def test_installing_as_docs_install_md_says_runs_the_verified_chart(installation
 def test_installing_from_the_registry_as_both_readmes_say(installation: Installation) -> None:
     image = f"{PUBLISHED_IMAGE}:{CURRENT}"
     installation.user("readme").run("README.md", "install-from-the-registry")
-    wait_for("the README's install to run", lambda: pods_run_the_published_image_on_the_real_node(installation, image))
+    wait_for(
+        "the README's install to run",
+        lambda: pods_run_the_published_image_on_the_real_node(installation, image),
+        timeout=300,
+    )
     installation.user("readme-uninstall").run("docs/install.md", "uninstall")
     installation.user("chart-readme").run("charts/foo-operator/README.md", "install-from-the-registry")  # helm test too
     assert pods_run_the_published_image_on_the_real_node(installation, image)
