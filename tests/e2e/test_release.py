@@ -514,6 +514,7 @@ def test_installing_as_docs_install_md_says_runs_the_verified_chart(installation
     wait_for(
         "the chart's pods to run the published image",
         lambda: pods_run_the_published_image_on_the_real_node(installation, image),
+        timeout=300,
     )
     for pod in installation.pods():
         # Pulled through the mirror: the release's own digest.
@@ -540,7 +541,7 @@ def test_installing_from_the_registry_as_both_readmes_say(installation: Installa
     )
     installation.user("readme-uninstall").run("docs/install.md", "uninstall")
     installation.user("chart-readme").run("charts/foo-operator/README.md", "install-from-the-registry")  # helm test too
-    assert pods_run_the_published_image_on_the_real_node(installation, image)
+    wait_for("the chart README's install", lambda: pods_run_the_published_image_on_the_real_node(installation, image))
     installation.user("chart-readme-uninstall").run("docs/install.md", "uninstall")
     uninstalled_keeping_every_foo(installation)
 
@@ -555,7 +556,9 @@ def test_the_plain_manifests_install_as_docs_install_md_says(installation: Insta
     user.run("docs/install.md", "plain-manifests")
     image = f"{PUBLISHED_IMAGE}:{CURRENT}@{installation.releases.digests[CURRENT]}"
     wait_for(
-        "the plain manifests' pods to run", lambda: pods_run_the_published_image_on_the_real_node(installation, image)
+        "the plain manifests' pods to run",
+        lambda: pods_run_the_published_image_on_the_real_node(installation, image),
+        timeout=300,
     )
     plane.kubectl("create", "namespace", "plain-foos")
     foo = {
