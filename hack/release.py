@@ -184,7 +184,8 @@ def image_by_digest(release: Release) -> str:
 
 def with_artifacthub_images(chart_yaml: str, image: str) -> str:
     """Chart.yaml with `artifacthub.io/images` naming `image` (tag and digest): the image Artifact Hub
-    lists and scans. Written into the text (the file's comments stay); an entry already there goes."""
+    lists and scans. Written into the text, nothing else of it changed (helm package then writes the
+    file anew from what it parsed); an entry already there is replaced."""
     entry = f"  artifacthub.io/images: |\n    - name: {NAME}\n      image: {image}\n"
     lines = chart_yaml.splitlines(keepends=True)
     kept: list[str] = []
