@@ -215,6 +215,19 @@ def test_a_private_key_is_never_generated_into_the_repository(tmp_path: Path) ->
         release.keygen(ROOT / "keys", root=ROOT)
 
 
+def test_the_published_public_key_is_a_pem_public_key_and_no_private_key_is_committed() -> None:
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    key = load_pem_public_key((ROOT / "cosign.pub").read_bytes())
+    assert key.key_size >= 256  # type: ignore[union-attr]
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True, check=True).stdout
+    for name in tracked.split():
+        path = ROOT / name
+        if path.is_file() and path.stat().st_size < 1 << 20:
+            # serving/tls.py names the PEM markers it reads; no file holds a key's body.
+            assert not re.search(rb"PRIVATE KEY-----\s*\n[A-Za-z0-9+/=]{40}", path.read_bytes()), name
+
+
 def test_the_repack_keeps_members_and_contents(tmp_path: Path) -> None:
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w:gz") as tar:
@@ -231,3 +244,20 @@ def test_the_repack_keeps_members_and_contents(tmp_path: Path) -> None:
             ("c/values.yaml", 99, ""),
         ]
         assert tar.extractfile("c/values.yaml").read() == b"a: 1\n"  # type: ignore[union-attr]
+
+
+def test_a_key_whose_public_half_is_not_the_published_one_signs_nothing(tmp_path: Path) -> None:
+    try:
+        cosign = release.cosign()
+    except release.ReleaseError:
+        pytest.skip("cosign is not built: run `bash hack/build.sh cosign`")
+    env = {**os.environ, "COSIGN_PASSWORD": ""}
+    subprocess.run(
+        [str(cosign), "generate-key-pair", "--output-key-prefix", str(tmp_path / "other")],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    with pytest.raises(release.ReleaseError, match="users could not verify this release"):
+        release.check_key(tmp_path / "other.key", ROOT / "cosign.pub")
+    release.check_key(tmp_path / "other.key", tmp_path / "other.pub")  # its own half: fine
