@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import tarfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,7 +135,9 @@ class Installation:
         env = {
             **self.plane.env(),
             **NO_EGRESS,
-            "NO_PROXY": "127.0.0.1,localhost",  # curl proxies loopback unless told (Go never does)
+            # Straight to loopback (curl proxies it unless told; Go never does) and to the plane on its
+            # bridge; anything else meets the proxy that leads nowhere.
+            "NO_PROXY": f"127.0.0.1,localhost,{urllib.parse.urlparse(self.plane.server).hostname}",
             "PATH": path_with(*tools, cosign().parent),
             "KREW_NO_UPGRADE_CHECK": "1",
             "HOME": str(cwd),
