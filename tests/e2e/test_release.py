@@ -504,6 +504,10 @@ def pods_run_the_published_image_on_the_real_node(installation: Installation, im
     )
 
 
+def wait_for_pods_running(installation: Installation, image: str, what: str) -> None:
+    wait_for(what, lambda: pods_run_the_published_image_on_the_real_node(installation, image), timeout=300)
+
+
 def test_installing_as_docs_install_md_says_runs_the_verified_chart(installation: Installation) -> None:
     plane, node = installation.plane, installation.node
     # A cluster as the docs assume one: pods need no toleration to land on the real node. The kwok
@@ -514,11 +518,7 @@ def test_installing_as_docs_install_md_says_runs_the_verified_chart(installation
     user.run("docs/install.md", "verify")  # step 1 before step 2, in the same shell
     user.run("docs/install.md", "install")
     image = f"{PUBLISHED_IMAGE}:{CURRENT}"
-    wait_for(
-        "the chart's pods to run the published image",
-        lambda: pods_run_the_published_image_on_the_real_node(installation, image),
-        timeout=300,
-    )
+    wait_for_pods_running(installation, image, "the chart's pods to run the published image")
     for pod in installation.pods():
         # Pulled through the mirror: the release's own digest.
         assert pod["status"]["containerStatuses"][0]["imageID"].endswith(installation.releases.digests[CURRENT])
@@ -537,14 +537,10 @@ def test_installing_as_docs_install_md_says_runs_the_verified_chart(installation
 def test_installing_from_the_registry_as_both_readmes_say(installation: Installation) -> None:
     image = f"{PUBLISHED_IMAGE}:{CURRENT}"
     installation.user("readme").run("README.md", "install-from-the-registry")
-    wait_for(
-        "the README's install to run",
-        lambda: pods_run_the_published_image_on_the_real_node(installation, image),
-        timeout=300,
-    )
+    wait_for_pods_running(installation, image, "the README's install to run")
     installation.user("readme-uninstall").run("docs/install.md", "uninstall")
     installation.user("chart-readme").run("charts/foo-operator/README.md", "install-from-the-registry")  # helm test too
-    wait_for("the chart README's install", lambda: pods_run_the_published_image_on_the_real_node(installation, image))
+    wait_for_pods_running(installation, image, "the chart README's install")
     installation.user("chart-readme-uninstall").run("docs/install.md", "uninstall")
     uninstalled_keeping_every_foo(installation)
 
@@ -558,11 +554,7 @@ def test_the_plain_manifests_install_as_docs_install_md_says(installation: Insta
     user.run("docs/install.md", "verify")
     user.run("docs/install.md", "plain-manifests")
     image = f"{PUBLISHED_IMAGE}:{CURRENT}@{installation.releases.digests[CURRENT]}"
-    wait_for(
-        "the plain manifests' pods to run",
-        lambda: pods_run_the_published_image_on_the_real_node(installation, image),
-        timeout=300,
-    )
+    wait_for_pods_running(installation, image, "the plain manifests' pods to run")
     plane.kubectl("create", "namespace", "plain-foos")
     foo = {
         "apiVersion": f"{GROUP}/v1alpha1",
