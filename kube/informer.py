@@ -296,11 +296,14 @@ class Informer:
         return self.transform(obj) if self.transform is not None else obj
 
     async def _list(self) -> None:
+        """A paged list, each object projected (``transform``) as it is decoded: a page of large
+        objects is never held whole, so a relist peaks where the cache itself does."""
         fresh: dict[str, Object] = {}
         continue_token: str | None = None
         while True:
-            page = await self.client.list(
+            items, meta = await self.client.list_page(
                 self.resource,
+                self._prepare,
                 namespace=self.namespace,
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
@@ -308,10 +311,8 @@ class Informer:
                 continue_=continue_token,
                 timeout=self.list_timeout,
             )
-            for item in page.get("items") or ():
-                obj = self._prepare(item)
+            for obj in items:
                 fresh[object_key(obj)] = obj
-            meta = page.get("metadata") or {}
             continue_token = meta.get("continue") or None
             if not continue_token:
                 self.resource_version = str(meta.get("resourceVersion") or "")

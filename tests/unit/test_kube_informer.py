@@ -33,7 +33,7 @@ class ScriptedApi:
         self.expired: set[str] = set()
         self.fail_lists = 0
 
-    async def list(self, resource: Any, **query: Any) -> dict[str, Any]:
+    async def list_page(self, resource: Any, project: Any, **query: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         self.lists.append(query)
         if self.fail_lists:
             self.fail_lists -= 1
@@ -43,7 +43,7 @@ class ScriptedApi:
         page = items[start : start + query["limit"]]
         more = start + query["limit"] < len(items)
         meta = {"continue": str(start + query["limit"])} if more else {"resourceVersion": self.list_rv}
-        return {"items": [dict(item, metadata=dict(item["metadata"])) for item in page], "metadata": meta}
+        return [project(dict(item, metadata=dict(item["metadata"]))) for item in page], meta
 
     @asynccontextmanager
     async def watch(
