@@ -1,5 +1,5 @@
 """The names of the Foo API (group, kind, resource, versions, the CRD's name), where Foos live on
-the apiserver, and its replica bounds."""
+the apiserver, and its replica and image bounds."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ API_VERSIONS = (LEGACY_API_VERSION, HUB_API_VERSION)
 CRD_NAME = f"{PLURAL}.{GROUP}"
 MIN_REPLICAS = 1
 MAX_REPLICAS = 10
+# The longest image a Foo may ask for (validation refuses more; the caches keep no more).
+MAX_IMAGE_LENGTH = 4096
 
 
 def foos_at(version: str) -> Resource:

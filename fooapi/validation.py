@@ -7,7 +7,7 @@ from typing import Any
 from apimachinery.errors import FieldError, invalid, required, too_long, type_invalid
 
 from . import name_rules
-from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
+from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_IMAGE_LENGTH, MAX_REPLICAS, MIN_REPLICAS
 
 
 def dns1123_subdomain_errors(field: str, value: str) -> list[FieldError]:
@@ -37,8 +37,8 @@ def _image_errors(field: str, image: Any) -> list[FieldError]:
         return [required(field, "image must not be empty when set")]
     if image != image.strip():
         return [invalid(field, image, "must not have leading or trailing whitespace")]
-    if len(image) > 4096:
-        return [too_long(field, 4096)]
+    if len(image) > MAX_IMAGE_LENGTH:
+        return [too_long(field, MAX_IMAGE_LENGTH)]
     return []
 
 
