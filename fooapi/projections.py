@@ -51,24 +51,17 @@ IDENTITY = {
     "deletionTimestamp": MAX_TOKEN,
 }
 FOO_CONDITIONS = ("Ready", "Progressing")
-FOO_CONDITION_FIELDS = {
+CONDITION_FIELDS = {
     "type": MAX_TOKEN,
     "status": MAX_TOKEN,
     "reason": MAX_REASON,
     "message": MAX_MESSAGE,
-    "observedGeneration": MAX_TOKEN,
     "lastTransitionTime": MAX_TOKEN,
 }
+FOO_CONDITION_FIELDS = {**CONDITION_FIELDS, "observedGeneration": MAX_TOKEN}  # metav1.Condition
 FOO_COUNTS = ("observedGeneration", "replicas", "readyReplicas", "availableReplicas")
 DEPLOYMENT_CONDITIONS = ("Progressing", "ReplicaFailure")
-DEPLOYMENT_CONDITION_FIELDS = {
-    "type": MAX_TOKEN,
-    "status": MAX_TOKEN,
-    "reason": MAX_REASON,
-    "message": MAX_MESSAGE,
-    "lastUpdateTime": MAX_TOKEN,
-    "lastTransitionTime": MAX_TOKEN,
-}
+DEPLOYMENT_CONDITION_FIELDS = {**CONDITION_FIELDS, "lastUpdateTime": MAX_TOKEN}  # apps/v1 DeploymentCondition
 DEPLOYMENT_COUNTS = ("observedGeneration", "replicas", "readyReplicas", "availableReplicas", "updatedReplicas")
 CONTAINER_NAME = APP_LABEL  # the container the controller writes (sample-controller's name)
 

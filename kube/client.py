@@ -143,6 +143,12 @@ def _json_answer(raw: bytes) -> Any:
         return {"message": raw[:500].decode("utf-8", "replace")}
 
 
+def _list_query(
+    label_selector: str | None, field_selector: str | None, limit: int | None, continue_: str | None
+) -> dict[str, Any]:
+    return {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit, "continue": continue_}
+
+
 def _query(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for key, value in (params or {}).items():
@@ -314,13 +320,7 @@ class KubeClient:
         resource_version: str | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        query = {
-            "labelSelector": label_selector,
-            "fieldSelector": field_selector,
-            "limit": limit,
-            "continue": continue_,
-            "resourceVersion": resource_version,
-        }
+        query = _list_query(label_selector, field_selector, limit, continue_) | {"resourceVersion": resource_version}
         return await self.request("GET", resource.path(namespace), query=query, timeout=timeout)
 
     async def list_page(
@@ -338,12 +338,7 @@ class KubeClient:
         """One page of a list, each item ``project``ed as soon as it is decoded (``kube.listdecode``):
         (the projections, the list's ``metadata``). The page is never held whole, raw or decoded."""
         path = resource.path(namespace)
-        query = {
-            "labelSelector": label_selector,
-            "fieldSelector": field_selector,
-            "limit": limit,
-            "continue": continue_,
-        }
+        query = _list_query(label_selector, field_selector, limit, continue_)
 
         async def decode(response: aiohttp.ClientResponse) -> tuple[builtins.list[Object], Object]:
             decoder = ListDecoder()
