@@ -8,6 +8,8 @@ front-proxy client certificate and X-Remote-* headers).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import ssl
@@ -15,11 +17,12 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.planes import AdminClient
 from certs.__main__ import main as certs_main
 from fooapi.names import FOOS
 from hack.cluster import LocalControlPlane, free_port
@@ -35,15 +38,32 @@ def path_of(obj: dict[str, Any]) -> str:
     return resource.path(obj["metadata"]["namespace"])
 
 
-def store(plane: LocalControlPlane, objects: list[dict[str, Any]], *, at_once: int = 4) -> None:
-    """Create every one of ``objects``, ``at_once`` at a time; each must be accepted (201)."""
+def store(plane: LocalControlPlane, objects: list[dict[str, Any]], *, at_once: int = 2, tries: int = 3) -> None:
+    """Create every one of ``objects``, ``at_once`` at a time; each must be accepted (201).
 
-    def create(obj: dict[str, Any]) -> None:
-        status, body = plane.request("POST", path_of(obj), obj)
-        assert status == 201, f"{obj['kind']} {obj['metadata']['name']}: {status} {body[:300]!r}"
+    A fat Foo takes kube-apiserver seconds (its managedFields name every label; 7 s at the median
+    four at a time on a loaded machine), more than ``plane.request`` waits, and under load a
+    webhook call may time out (a 500 for that write): such a write is tried again, and a 409
+    AlreadyExists then means the first try landed."""
 
-    with ThreadPoolExecutor(at_once) as pool:
-        list(pool.map(create, objects))
+    async def create(client: AdminClient, obj: dict[str, Any]) -> tuple[int, bytes]:
+        for _ in range(tries):
+            status, body = await client.request("POST", path_of(obj), obj)
+            if status == 409 and b"AlreadyExists" in body:
+                return 201, body
+            if status == 201 or status < 500:
+                break
+        return status, body
+
+    async def create_all() -> None:
+        async with AdminClient(plane, connections=at_once) as client:
+            calls: list[Callable[[], Awaitable[tuple[int, bytes]]]] = [
+                functools.partial(create, client, obj) for obj in objects
+            ]
+            outcome = await client.many(calls, concurrency=at_once, ok=(201,))
+        assert not outcome.failed, f"{outcome.failed} of {len(objects)} refused: {outcome.first_error}"
+
+    asyncio.run(create_all())
 
 
 @dataclass(frozen=True)
