@@ -20,7 +20,7 @@ from hack.cluster import LocalControlPlane
 from hack.product import LocalProduct
 from kube.client import DEPLOYMENTS
 from tests.e2e.tenants import Insights, Memory, store
-from tests.e2e.test_controller import Controller, deployment_of
+from tests.e2e.test_controller import Controller, controllers, crd, deployment_of
 from tests.e2e.waiting import wait_for
 from tests.objects import fat_deployment, fat_foo, foo_v1
 
@@ -32,16 +32,7 @@ FAT = 20
 # and +100 MiB for the controller (running, restarted), +95 and +110 MiB for insights.
 GROWTH_MIB = 40
 LABELS_NOT_KEPT = "insights.samplecontroller.k8s.io/labels-not-kept"
-
-
-@pytest.fixture
-def controllers() -> Iterator[list[Controller]]:
-    """Controllers the test starts; whatever still runs at the end gets SIGTERM."""
-    started: list[Controller] = []
-    yield started
-    for process in started:
-        if process.proc is not None and process.proc.poll() is None:
-            process.terminate()
+__all__ = ["controllers", "crd"]  # fixtures of test_controller, used here
 
 
 @pytest.fixture
@@ -68,6 +59,7 @@ def test_fat_foos_and_deployments_leave_the_controller_and_insights_bounded(
     control_plane: LocalControlPlane,
     foo_operator: LocalProduct,
     namespace: str,
+    crd: None,
     controllers: list[Controller],
     insights: list[Insights],
     tmp_path: Path,
