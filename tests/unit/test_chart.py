@@ -103,6 +103,17 @@ def find(objects: Objects, kind: str, name: str | None = None) -> dict[str, Any]
     return matches[0]
 
 
+def pod_specs(objects: Objects) -> dict[str, dict[str, Any]]:
+    """Every pod spec the chart makes, by `<kind>/<name>`: Deployments', Jobs' and bare Pods'."""
+    specs = {}
+    for o in objects:
+        if o["kind"] in ("Deployment", "Job"):
+            specs[f"{o['kind']}/{o['metadata']['name']}"] = o["spec"]["template"]["spec"]
+        elif o["kind"] == "Pod":
+            specs[f"Pod/{o['metadata']['name']}"] = o["spec"]
+    return specs
+
+
 def kinds(objects: Objects) -> list[tuple[str, str]]:
     return sorted((o["kind"], o["metadata"]["name"]) for o in objects)
 

@@ -36,6 +36,7 @@ from .test_chart import (
     find,
     kinds,
     mode_values,
+    pod_specs,
     render,
     render_error,
 )
@@ -44,12 +45,6 @@ WEBHOOK = "foo-operator-webhook"
 CONTROLLER = "foo-operator-controller"
 INSIGHTS = "foo-operator-insights"
 APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
-
-
-def _pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pod specs: of both Deployments and of the `helm test` Pod."""
-    specs = [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"]
-    return specs + [o["spec"] for o in objects if o["kind"] == "Pod"]
 
 
 # ----------------------------------------------------------------------------- the objects
@@ -263,7 +258,7 @@ def test_every_component_is_probed_on_a_health_port_of_its_own_that_its_process_
 
 
 def test_every_pod_is_hardened_and_every_container_has_resources() -> None:
-    for pod in _pods(render()):
+    for pod in pod_specs(render()).values():
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         for c in pod["containers"]:

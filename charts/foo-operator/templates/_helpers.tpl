@@ -377,6 +377,32 @@ podAntiAffinity:
     {{- list (dict "weight" 100 "podAffinityTerm" $term) | toYaml | nindent 4 }}
 {{- end }}
 
+{{/*
+A pod's affinity: `affinity` (the component's own, or the chart's default for it; a map, or empty)
+with a required node affinity `kubernetes.io/arch In image.architectures` ANDed into each of its
+nodeSelectorTerms (or a term of its own), so the pods land only on nodes the image runs on, and a
+node of another architecture never sees "exec format error". image.architectures empty: no such term.
+Call with (dict "root" $ "affinity" <map>).
+*/}}
+{{- define "foo-operator.affinity" -}}
+{{- $affinity := deepCopy (.affinity | default dict) }}
+{{- with .root.Values.image.architectures }}
+{{- $arch := dict "key" "kubernetes.io/arch" "operator" "In" "values" . }}
+{{- $node := get $affinity "nodeAffinity" | default dict }}
+{{- $required := get $node "requiredDuringSchedulingIgnoredDuringExecution" | default dict }}
+{{- $terms := list }}
+{{- range get $required "nodeSelectorTerms" | default (list dict) }}
+{{- $terms = append $terms (merge (dict "matchExpressions" (append (get . "matchExpressions" | default list) $arch)) .) }}
+{{- end }}
+{{- $_ := set $required "nodeSelectorTerms" $terms }}
+{{- $_ = set $node "requiredDuringSchedulingIgnoredDuringExecution" $required }}
+{{- $_ = set $affinity "nodeAffinity" $node }}
+{{- end }}
+{{- with $affinity }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
 {{- define "foo-operator.insightsAffinity" -}}
 {{- if .Values.insights.affinity }}
 {{- toYaml .Values.insights.affinity }}
