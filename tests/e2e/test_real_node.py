@@ -52,7 +52,7 @@ RELEASE = "real-foo-operator"
 NAMESPACE = "foo-real"
 FOOS = "foo-real-foos"
 SERVICE = f"{RELEASE}-webhook"
-TLS_SECRET = f"{RELEASE}-webhook-tls"
+TLS_SECRET = f"{RELEASE}-webhook-generated-tls"  # tls.mode generated
 APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
 # Not nginx:latest: a Foo defaulted to this went through the chart's webhook pod.
 DEFAULT_IMAGE = "registry.example/real-node-e2e/nginx:1.27"

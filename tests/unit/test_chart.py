@@ -27,7 +27,8 @@ CHART = REPO_ROOT / "charts" / "foo-operator"
 RELEASE = "foo-operator"
 NAMESPACE = "foo-system"
 SERVICE = "foo-operator-webhook"  # <fullname>-webhook, fullname = the release name here
-TLS_SECRET = "foo-operator-webhook-tls"
+TLS_SECRET = "foo-operator-webhook-tls"  # certManager and rotator modes
+GENERATED_SECRET = "foo-operator-webhook-generated-tls"  # generated mode (a Secret's type never changes)
 MODES = ("generated", "certManager", "existingSecret", "rotator")
 
 Values = dict[str, Any]
