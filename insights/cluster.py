@@ -5,7 +5,7 @@
   against (the listener reloads it like its own certificate).
 * SubjectAccessReviews for authorization.
 * Informers on Foos (v1), Deployments, Pods labelled `controller` and Events about Foos, feeding
-  the FooHealth view.
+  the FooHealth view: in every namespace, or in the one the controller watches.
 """
 
 from __future__ import annotations
@@ -148,15 +148,21 @@ def slim_event(event: Object) -> Object:
     ) | {"metadata": _keep(event.get("metadata") or {}, _META)}
 
 
-def health_informers(client: KubeClient) -> dict[str, Informer]:
+def health_informers(client: KubeClient, namespace: str | None = None) -> dict[str, Informer]:
+    """The view's four informers, over every namespace or over ``namespace`` alone."""
     return {
-        "foos": Informer(client, FOOS, indexers=INDEXERS["foos"]),
-        "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"], transform=slim_deployment),
+        "foos": Informer(client, FOOS, namespace=namespace, indexers=INDEXERS["foos"]),
+        "deployments": Informer(
+            client, DEPLOYMENTS, namespace=namespace, indexers=INDEXERS["deployments"], transform=slim_deployment
+        ),
         # Only Pods of Foo Deployments carry the label; everything else stays out of memory.
-        "pods": Informer(client, PODS, label_selector=POD_LABEL, indexers=INDEXERS["pods"], transform=slim_pod),
+        "pods": Informer(
+            client, PODS, namespace=namespace, label_selector=POD_LABEL, indexers=INDEXERS["pods"], transform=slim_pod
+        ),
         "events": Informer(
             client,
             EVENTS,
+            namespace=namespace,
             field_selector=f"involvedObject.kind={KIND}",
             indexers=INDEXERS["events"],
             transform=slim_event,

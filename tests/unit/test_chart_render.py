@@ -469,11 +469,18 @@ def test_controller_may_touch_foos_their_status_deployments_events_and_its_lease
     ]
 
 
-def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_service_account() -> None:
-    objects = render()
+@pytest.mark.parametrize("watched", [None, "team-a"])
+def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_service_account(watched: str | None) -> None:
+    """Cluster-wide read for insights, or (controller.watchNamespace) a Role in that namespace alone."""
+    objects = render({"controller": {"watchNamespace": watched or ""}})
     ca_bundle = base64.b64decode(find(objects, "APIService")["spec"]["caBundle"])
     expected = aggregated_api_manifests(
-        namespace=NAMESPACE, service=INSIGHTS, service_account=INSIGHTS, ca_bundle=ca_bundle, name="foo-operator"
+        namespace=NAMESPACE,
+        service=INSIGHTS,
+        service_account=INSIGHTS,
+        ca_bundle=ca_bundle,
+        name="foo-operator",
+        watch_namespace=watched,
     )
     for want in expected:
         got = find(objects, want["kind"], want["metadata"]["name"])
@@ -481,6 +488,12 @@ def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_servi
         assert want["metadata"].get("namespace") == got["metadata"].get("namespace")
         body = {k: v for k, v in got.items() if k != "metadata"}
         assert body == {k: v for k, v in want.items() if k != "metadata"}, want["metadata"]["name"]
+    insights = parse_insights_flags(container(find(objects, "Deployment", INSIGHTS))["args"])
+    assert insights.namespace == watched
+    if watched:
+        assert not [
+            o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith(":insights-reader")
+        ]
 
 
 @pytest.mark.parametrize("mode", [m for m in MODES if m != "rotator"])
