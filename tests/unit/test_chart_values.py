@@ -294,6 +294,7 @@ def test_the_migrate_storage_job_runs_the_real_command_as_a_hook_with_its_own_rb
     assert main["command"] == ["foo-operator", "migrate-storage"]
     args = migrate_parser().parse_args(["migrate-storage", *main["args"]])
     assert (args.qps, args.page_size, args.dry_run) == (20.0, 500, "server")
+    assert args.only_if_needed, "Argo CD runs the hook on every sync: a no-op once storedVersions is [v1]"
     subject = ours[("ClusterRoleBinding", name)]["subjects"][0]
     assert (subject["name"], subject["namespace"]) == (name, "foo-system")
 
