@@ -53,7 +53,10 @@ NAME = "foo-operator"
 # the chart oci://<prefix>/charts/foo-operator.
 REGISTRY_PREFIX = "ghcr.io/foo-operator"
 # Releases cut before this command, by the commit each stands for (CHANGELOG.md says why that one).
-PAST_RELEASES = {"0.1.0": "853341c332685036d8cc305d0e6d57644fa792ca"}
+PAST_RELEASES = {
+    "0.1.0": "853341c332685036d8cc305d0e6d57644fa792ca",
+    "0.2.0": "1363a7229f03c514b980d5a2a8d70a404f6809d7",
+}
 
 
 class ReleaseError(RuntimeError):

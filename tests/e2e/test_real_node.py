@@ -416,14 +416,15 @@ def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
 
 # ----------------------------------------------------------------------------- upgrades, rotation
 def _upgrade(release: Cluster, *settings: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`helm upgrade --reuse-values` of the release with ``settings``, waiting for its pods and hooks."""
+    """`helm upgrade --reset-then-reuse-values` (docs/install.md's) of the release with ``settings``,
+    waiting for its pods and hooks."""
     return release.plane.helm(
         "upgrade",
         RELEASE,
         str(CHART),
         "-n",
         NAMESPACE,
-        "--reuse-values",
+        "--reset-then-reuse-values",
         *settings,
         "--wait",
         "--timeout=180s",
@@ -589,7 +590,14 @@ def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Clus
 
         data = wait_for("the rotator in the webhook pod to fill the Secret and the caBundles", written, timeout=60)
         plane.helm(
-            "upgrade", name, str(CHART), "--namespace", namespace, "--reuse-values", "--set", "webhook.logLevel=debug"
+            "upgrade",
+            name,
+            str(CHART),
+            "--namespace",
+            namespace,
+            "--reset-then-reuse-values",
+            "--set",
+            "webhook.logLevel=debug",
         )
         assert release.get("secret", secret, "-n", namespace)["data"] == data
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
