@@ -243,3 +243,32 @@ def test_the_upgrade_section_names_the_command_these_tests_run() -> None:
     )
     # The refusal users meet, quoted in the same section.
     assert REFUSAL in (REPO_ROOT / "docs" / "install.md").read_text().replace("\n", " ")
+
+
+def switch_to_rotator() -> str:
+    """install.md's "Switching the TLS mode" command, as one line."""
+    text = (REPO_ROOT / "docs" / "install.md").read_text()
+    section = text.split("### Switching the TLS mode", 1)[1].split("\n### ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "docs/install.md's Switching section has no sh block"
+    return block.group(1).replace("\\\n", " ").strip()
+
+
+@pytest.mark.parametrize("installed", [(major, "0.2.0") for major in ("3", "4")], ids=["helm3", "helm4"], indirect=True)
+def test_a_generated_release_switches_to_rotator_once_on_this_chart(
+    plane: LocalControlPlane, installed: tuple[Helm, str], workdir: Path
+) -> None:
+    """From 0.2.0 in one step the chart refuses (0.2.0 kept its pair in the Secret name the rotator
+    uses, as kubernetes.io/tls: a type change the apiserver would refuse halfway through); after the
+    documented upgrade the switch goes through, the rotator's Secret in place of the generated one.
+    (The rotator itself runs on the real node: test_real_node.py.)"""
+    helm, _ = installed
+    refused = run(plane, helm, workdir, switch_to_rotator())
+    assert refused.returncode != 0
+    assert "upgrade to this chart with tls.mode=generated first" in refused.stderr, refused.stderr
+    assert run(plane, helm, workdir, documented_upgrade()).returncode == 0
+    switched = run(plane, helm, workdir, switch_to_rotator())
+    assert switched.returncode == 0, switched.stderr
+    secret = _secret(plane, f"{RELEASE}-webhook-tls")
+    assert secret is not None and secret["type"] == "Opaque" and not secret.get("data"), "empty, for the rotator"
+    assert _secret(plane, f"{RELEASE}-webhook-generated-tls") is None

@@ -155,7 +155,7 @@ from generated to rotator needs a new Secret, not the old one turned Opaque.
 {{- end }}
 {{- end }}
 
-{{/* certManager's and rotator's Secret; generated mode's too, in charts before 0.3. */}}
+{{/* certManager's and rotator's Secret; generated mode's too, in charts up to 0.2.0. */}}
 {{- define "foo-operator.webhookTLSSecretName" -}}
 {{- printf "%s-tls" (include "foo-operator.webhookName" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -171,7 +171,7 @@ from generated to rotator needs a new Secret, not the old one turned Opaque.
 {{- end }}
 
 {{/*
-tls.mode=rotator over `<webhook>-tls` of another type (generated mode of a chart before 0.3, or
+tls.mode=rotator over `<webhook>-tls` of another type (generated mode of a chart up to 0.2.0, or
 cert-manager's): the rotator's Opaque Secret cannot replace it in place. Refused here, saying what
 to do, rather than by the apiserver halfway through the upgrade. A lookup that only refuses:
 without a cluster (helm template, Argo CD) nothing renders differently.
@@ -256,7 +256,7 @@ caBundle does not match.
 {{- $existing := lookup "v1" "Secret" .Release.Namespace (include "foo-operator.tlsSecretName" .) | default dict }}
 {{- $data := dig "data" dict $existing }}
 {{- if not (and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key")) }}
-{{- /* Upgrading from a chart before 0.3: the same pair from the Secret it kept under the old name. */}}
+{{- /* Upgrading from a chart up to 0.2.0: the same pair from the Secret it kept under the old name. */}}
 {{- $old := include "foo-operator.ownSecret" (dict "root" . "name" (include "foo-operator.webhookTLSSecretName" .)) | fromJson }}
 {{- if eq ($old.type | default "") "kubernetes.io/tls" }}
 {{- $data = dig "data" dict $old }}
