@@ -429,11 +429,17 @@ A pod's affinity: `affinity` (the component's own, or the chart's default for it
 with a required node affinity `kubernetes.io/arch In image.architectures` ANDed into each of its
 nodeSelectorTerms (or a term of its own), so the pods land only on nodes the image runs on, and a
 node of another architecture never sees "exec format error". image.architectures empty: no such term.
+Values without the key (0.2.0's, kept by `helm upgrade --reuse-values`) get values.yaml's default,
+the release image's (test_chart_upgrades holds the two equal).
 Call with (dict "root" $ "affinity" <map>).
 */}}
 {{- define "foo-operator.affinity" -}}
 {{- $affinity := deepCopy (.affinity | default dict) }}
-{{- with .root.Values.image.architectures }}
+{{- $architectures := list "amd64" }}
+{{- if hasKey .root.Values.image "architectures" }}
+{{- $architectures = .root.Values.image.architectures }}
+{{- end }}
+{{- with $architectures }}
 {{- $arch := dict "key" "kubernetes.io/arch" "operator" "In" "values" . }}
 {{- $node := get $affinity "nodeAffinity" | default dict }}
 {{- $required := get $node "requiredDuringSchedulingIgnoredDuringExecution" | default dict }}
