@@ -15,40 +15,14 @@ import argparse
 import asyncio
 import statistics
 import time
-from typing import Any
 
 import orjson
 
+from tests.component.sink import Sink
 from webhook.app import Settings, build_app
 
 from .foos import create_review, new_foo
 from .report import save, say
-
-
-class _Sink(asyncio.Transport):
-    """A transport that takes every write and is never paused."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = 0
-
-    def write(self, data: Any) -> None:
-        self.written += len(data)
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def get_write_buffer_limits(self) -> tuple[int, int]:
-        return 16 * 1024, 64 * 1024
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass  # never paused: the limits the server sets do not matter here
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
-
-    def is_closing(self) -> bool:
-        return False
 
 
 async def _round(reviews: int) -> float:
@@ -65,7 +39,7 @@ async def _round(reviews: int) -> float:
         b"Content-Length: %d\r\n\r\n" % len(body) + body
     )
     conn = Connection(webhook.reviews, server.connections)
-    sink = _Sink()
+    sink = Sink()
     conn.connection_made(sink)
     for _ in range(200):  # warm-up
         conn.data_received(request)

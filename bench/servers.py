@@ -149,10 +149,11 @@ def _start(
     by_review: bool = False,
     timeout: float = 60.0,
     pin: bool = True,
+    cwd: Path | None = None,
 ) -> Server:
     server_core, _ = cores()
     component = Component(
-        f"bench-{name}", pinned(argv, server_core if pin else None), LOGS_DIR / f"{name}.log", env=env
+        f"bench-{name}", pinned(argv, server_core if pin else None), LOGS_DIR / f"{name}.log", env=env, cwd=cwd
     )
     component.start()
     url = f"https://127.0.0.1:{port}"
@@ -175,12 +176,16 @@ def ours(
     pin: bool = True,
     env: dict[str, str] | None = None,
     launcher: Sequence[str] = (),
+    tree: Path | None = None,
+    name: str = "ours",
 ) -> Server:
-    """Our webhook; ``launcher`` goes before the interpreter (e.g. ``taskset``, ``prlimit``)."""
+    """Our webhook; ``launcher`` goes before the interpreter (e.g. ``taskset``, ``prlimit``);
+    ``tree``: another checkout's packages (``python -m webhook`` imports from its directory
+    first), run by this interpreter with these dependencies."""
     port = port or free_port()
     # No metrics listener: the Go peer has none either (its metrics are still recorded, as ours are).
     argv = [*launcher, sys.executable, "-m", "webhook", *webhook_args(cert_dir, port), *(args or [])]
-    return _start("ours", argv, cert_dir, port, pin=pin, env=env)
+    return _start(name, argv, cert_dir, port, pin=pin, env=env, cwd=tree)
 
 
 def start(name: str, argv: list[str], cert_dir: Path, port: int, *, env: dict[str, str] | None = None) -> Server:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from serving.cli import KUBECONFIG_HELP, add_subcommand, command_parser, positive_float, positive_int, subcommands
+from serving.escaping import escape_controls
 
 from .migrate import DRY_RUNS, MigrationSettings, Say, migrate_storage
 from .progress import Progress, bar
@@ -37,7 +38,7 @@ def parser(prog: str = "foo-operator") -> argparse.ArgumentParser:
 
 
 def add_migrate_flags(migrate: argparse.ArgumentParser) -> None:
-    """The flags of ``migrate-storage``, here and in ``kubectl foo migrate-storage``."""
+    """The flags of ``migrate-storage``, here and in ``kubectl foo-operator migrate-storage``."""
     defaults = MigrationSettings()
     migrate.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     migrate.add_argument("--context", help="kubeconfig context to use (default: the current one)")
@@ -74,11 +75,11 @@ def add_migrate_flags(migrate: argparse.ArgumentParser) -> None:
 
 
 def _say(line: str) -> None:
-    print(line, flush=True)
+    print(escape_controls(line), flush=True)  # a line may quote what the cluster said
 
 
 def _warn(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(escape_controls(line), file=sys.stderr, flush=True)
 
 
 class TerminalBar:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fooapi.defaults import DEFAULT_IMAGE
+from fooapi.images import image_reference
 from serving.cli import (
     KUBECONFIG_HELP,
     add_log_flags,
@@ -115,7 +116,9 @@ def parser() -> argparse.ArgumentParser:
         "--qps", type=any_float, default=Settings.qps, help="client-side requests per second (<= 0: no limit)"
     )
     p.add_argument("--burst", type=positive_int, default=Settings.burst, help="client-side burst")
-    p.add_argument("--default-image", default=Settings.default_image, help="image for Foos that name none")
+    p.add_argument(
+        "--default-image", type=image_reference, default=Settings.default_image, help="image for Foos that name none"
+    )
     p.add_argument(
         "--shutdown-grace",
         type=non_negative_float,

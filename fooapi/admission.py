@@ -1,15 +1,30 @@
-"""The Foo admission rules: glue between apimachinery's AdmissionReview codec and fooapi's pure default/validate."""
+"""The Foo admission rules: glue between apimachinery's AdmissionReview codec and fooapi's pure default/validate.
+
+Every rule is v1's, whatever version the user wrote: with ``matchPolicy: Equivalent`` the
+apiserver hands us the object converted to v1, and a v1alpha1 writer reaches every v1 field
+through the conversion annotation (fooapi.conversion), so judging the v1alpha1 form would let
+through what v1 refuses. Errors are then said where the user wrote the field
+(``conversion.field_at_legacy``).
+
+A main-resource update keeps the old status: kube-apiserver resets ``status`` before it stores
+(the CRD strategy's PrepareForUpdate), but at the version the user wrote, so for a v1alpha1 write
+it resets only ``availableReplicas`` and the rest of v1's status rides in through the
+annotation. /mutate-foo puts the old v1 status back, as the apiserver does for v1 itself, and
+/validate-foo refuses a status that still differs (another mutating webhook changed it).
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from apimachinery.admission import AdmissionRequest, Outcome, allowed, denied, json_patch, misrouted, patched
+from apimachinery.errors import CauseType, FieldError
 from apimachinery.status import failure, invalid
 
-from .conversion import ConversionError, convert
+from .conversion import CONVERSION_ANNOTATION_FIELD, ConversionError, convert, field_at_legacy
 from .defaults import default
-from .names import API_VERSIONS, CRD_NAME, GROUP, KIND
+from .names import API_VERSIONS, CRD_NAME, GROUP, HUB_API_VERSION, HUB_VERSION, KIND
 from .validation import deprecation_warnings, replicas_errors, validate
 
 _WRITES = ("CREATE", "UPDATE")
@@ -65,21 +80,33 @@ def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
     if answered is not None:
         return answered
     defaulted = default(request.object, image=image)
+    if request.operation == "UPDATE":
+        defaulted = _keeping_status(defaulted, request.old_object)
     denial = _invalid_or_none(request, defaulted)
     if denial is not None:
         return denial
     return patched(json_patch(request.object, defaulted))
 
 
-def _in_requested_version(request: AdmissionRequest, obj: dict[str, Any]) -> dict[str, Any]:
-    """With matchPolicy Equivalent we see v1; errors read best in the version the user sent."""
-    wanted = f"{GROUP}/{request.request_version}"
-    if wanted == obj.get("apiVersion") or wanted not in API_VERSIONS:
-        return obj
-    try:
-        return convert(obj, wanted)
-    except ConversionError:
-        return obj
+_ABSENT: Any = object()
+
+
+def _keeping_status(new: dict[str, Any], old: Any) -> dict[str, Any]:
+    """``new`` with ``old``'s status: what kube-apiserver stores for a main-resource update.
+
+    Only at v1, the version the apiserver hands us: there, status is the status.
+    """
+    if not isinstance(old, dict) or not new.get("apiVersion") == old.get("apiVersion") == HUB_API_VERSION:
+        return new
+    status = old.get("status", _ABSENT)
+    if new.get("status", _ABSENT) == status:
+        return new
+    kept = dict(new)
+    if status is _ABSENT:
+        del kept["status"]
+    else:
+        kept["status"] = status
+    return kept
 
 
 def validate_foo(request: AdmissionRequest) -> Outcome:
@@ -100,13 +127,43 @@ def _invalid_or_none(request: AdmissionRequest, obj: dict[str, Any]) -> Outcome 
         problem = _foo_or_denial(request, request.old_object, "oldObject")
         if problem is not None:
             return problem
-        old = _in_requested_version(request, request.old_object)
-    new = _in_requested_version(request, obj)
-    errors = validate(new, old)
+        old, _ = _at_hub(request.old_object)  # one that does not convert: nothing to compare with
+    new, errors = (obj, []) if obj.get("apiVersion") == HUB_API_VERSION else _at_hub(obj)
+    if new is not None:
+        errors = validate(new, old)
+        if old is not None and new.get("status", _ABSENT) != old.get("status", _ABSENT):
+            errors.append(_STATUS_CHANGED)
     if not errors:
         return None
+    if request.request_version != HUB_VERSION:
+        errors = [_at_legacy(error) for error in errors]
     warnings = deprecation_warnings({"apiVersion": f"{GROUP}/{request.request_version}"})
-    return denied(invalid(_name(request, new), errors, kind=KIND, group=GROUP), warnings)
+    return denied(invalid(_name(request, obj), errors, kind=KIND, group=GROUP), warnings)
+
+
+_STATUS_CHANGED = FieldError(
+    CauseType.FORBIDDEN, "status", "a main-resource update keeps the status; write it through the status subresource"
+)
+
+
+def _at_hub(obj: dict[str, Any]) -> tuple[dict[str, Any] | None, list[FieldError]]:
+    """``obj`` at v1, where every rule is written, or why it cannot be (its conversion annotation)."""
+    if obj.get("apiVersion") == HUB_API_VERSION:
+        return obj, []
+    try:
+        return convert(obj, HUB_API_VERSION), []
+    except ConversionError as err:
+        return None, [FieldError(CauseType.INVALID, CONVERSION_ANNOTATION_FIELD, str(err))]
+
+
+def _at_legacy(error: FieldError) -> FieldError:
+    """``error`` of a v1 field, said where a v1alpha1 writer wrote that field."""
+    field = field_at_legacy(error.field)
+    if field == error.field:
+        return error
+    if field == CONVERSION_ANNOTATION_FIELD:
+        return replace(error, field=field, detail=f"{error.field}: {error.detail}" if error.detail else error.field)
+    return replace(error, field=field)
 
 
 def _validate_scale(request: AdmissionRequest) -> Outcome:

@@ -5,6 +5,10 @@ version has ``to_hub`` / ``from_hub``. What v1alpha1 cannot hold (the image, v1-
 in the annotation ``CONVERSION_ANNOTATION`` on the v1alpha1 object and is taken out again on the
 way back, so v1 → v1alpha1 → v1 is the identity. Only spec, status, apiVersion and that one
 annotation are touched; every other field passes through as it came.
+
+The annotation is metadata, which any writer of the main resource may set: what it holds is
+input like any other field. ``to_hub`` takes back only what ``from_hub`` writes (a ConversionError
+for anything else), and fooapi.admission holds what it carries to v1's rules, status included.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from apimachinery.objects import Object
 from .names import GROUP, HUB_API_VERSION, LEGACY_API_VERSION
 
 CONVERSION_ANNOTATION = f"{GROUP}/conversion-data"
+# Where a v1alpha1 writer's v1-only fields are, as a field path in errors (apimachinery's form for a map key).
+CONVERSION_ANNOTATION_FIELD = f"metadata.annotations[{CONVERSION_ANNOTATION}]"
 
 
 class ConversionError(ValueError):
@@ -41,10 +47,35 @@ def _stash_of(obj: Object) -> tuple[dict[str, Any], Object | None]:
         new_metadata["annotations"] = rest
     else:
         del new_metadata["annotations"]
-    stash = _decode(annotations[CONVERSION_ANNOTATION])
+    return _checked(_decode(annotations[CONVERSION_ANNOTATION])), new_metadata
+
+
+def _checked(stash: Any) -> dict[str, Any]:
+    """``stash`` if it has the shape ``from_hub`` writes: an object with at most ``deployment``
+    (an object without ``name``, which v1alpha1 holds in ``spec.deploymentName``) and ``status``
+    (an object without ``availableReplicas``, which v1alpha1 holds itself); ConversionError else.
+
+    Anything else was written by hand: taken back, it would override what the v1alpha1 object
+    says of itself (a stashed name won over ``spec.deploymentName``).
+    """
     if not isinstance(stash, dict):
         raise ConversionError(f"annotation {CONVERSION_ANNOTATION} must hold a JSON object; remove it")
-    return stash, new_metadata
+    for key, value in stash.items():
+        kept_apart = _KEPT_APART.get(key)
+        if kept_apart is None:
+            raise ConversionError(
+                f"annotation {CONVERSION_ANNOTATION} holds {key!r}, which conversion never writes there; remove it"
+            )
+        if not isinstance(value, dict) or kept_apart in value:
+            raise ConversionError(
+                f"annotation {CONVERSION_ANNOTATION}: {key!r} must be an object without {kept_apart!r} "
+                f"(v1alpha1 holds that itself); remove the annotation"
+            )
+    return stash
+
+
+# The stash's keys, each with the one field of it that v1alpha1 holds in its own place.
+_KEPT_APART = {"deployment": "name", "status": "availableReplicas"}
 
 
 def _decode(text: Any) -> Any:
@@ -66,7 +97,9 @@ def _decode(text: Any) -> Any:
         pass
     try:
         return json.loads(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
+        # RecursionError: brackets that never close are not too deep for ``too_deep`` (they do
+        # not pair, and orjson refuses them flat), but json recurses into them before it sees so.
         raise ConversionError(f"annotation {CONVERSION_ANNOTATION} is not valid JSON; remove it") from None
 
 
@@ -145,6 +178,21 @@ def from_hub(obj: Object) -> Object:
 
 
 _MISSING: Any = object()
+
+
+def field_at_legacy(field: str) -> str:
+    """Where v1alpha1 holds the v1 field ``field`` (a path of a field error): the same path where
+    both versions have it, ``spec.deploymentName`` for the Deployment's name, and the annotation
+    for what only v1 has (the rest of ``spec.deployment``, ``status`` but ``availableReplicas``)."""
+    if field == "spec.deployment.name":
+        return "spec.deploymentName"
+    if field == "status.availableReplicas":
+        return field
+    top, _, _ = field.partition(".")
+    if top == "status" or field == "spec.deployment" or field.startswith("spec.deployment."):
+        return CONVERSION_ANNOTATION_FIELD
+    return field
+
 
 _TO_HUB: dict[str, Callable[[Object], Object]] = {LEGACY_API_VERSION: to_hub, HUB_API_VERSION: lambda o: o}
 _FROM_HUB: dict[str, Callable[[Object], Object]] = {LEGACY_API_VERSION: from_hub, HUB_API_VERSION: lambda o: o}

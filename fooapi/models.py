@@ -2,7 +2,7 @@
 
 Models allow unknown fields (``extra="allow"``) so nothing a newer client sent is dropped when
 an object passes through them. The bounds (replicas 1–10, a DNS-1123 deployment name that never
-changes) are in the models and so in the CRD schema: a webhook that is skipped (an excluded
+changes, an image in distribution/reference's grammar) are in the models and so in the CRD schema: a webhook that is skipped (an excluded
 namespace, ``failurePolicy: Ignore``) leaves them standing. Users still read our messages first:
 the mutating webhook runs before the apiserver checks the schema, and denies with every cause at
 once what validation would deny (fooapi.admission).
@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import images
 from .defaults import DEFAULT_REPLICAS
 from .name_rules import DNS1123_SUBDOMAIN_FMT, DNS1123_SUBDOMAIN_MAX_LENGTH
 from .names import MAX_REPLICAS, MIN_REPLICAS
@@ -80,8 +81,10 @@ class DeploymentTemplate(_Model):
     )
     image: str | None = Field(
         None,
-        description="Container image of the nginx container. Defaults to the operator's "
-        "default image (nginx:latest unless configured).",
+        description="Container image of the nginx container, an image reference ([host[:port]/]name[:tag]"
+        "[@digest]). Defaults to the operator's default image (nginx:latest unless configured).",
+        max_length=images.MAX_LENGTH,
+        pattern=images.REFERENCE_PATTERN,
     )
 
 

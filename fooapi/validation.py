@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from apimachinery.errors import FieldError, invalid, required, too_long, type_invalid
+from apimachinery.errors import CauseType, FieldError, invalid, required, too_long, type_invalid
 
 from . import name_rules
+from .conversion import CONVERSION_ANNOTATION, CONVERSION_ANNOTATION_FIELD
+from .images import MAX_LENGTH as IMAGE_MAX_LENGTH
+from .images import reference_errors
 from .names import HUB_API_VERSION, LEGACY_API_VERSION, MAX_REPLICAS, MIN_REPLICAS
 
 
@@ -28,18 +31,22 @@ def replicas_errors(field: str, replicas: Any) -> list[FieldError]:
     return []
 
 
-def _image_errors(field: str, image: Any) -> list[FieldError]:
-    if image is None:
+def _image_errors(field: str, image: Any, old_image: Any) -> list[FieldError]:
+    """An image reference the kubelet can parse (fooapi.images). An update that leaves the image
+    as it was is not refused for it, as kube-apiserver ratchets a CRD schema's rules: a Foo stored
+    before the grammar was enforced stays editable."""
+    if image is None or image == old_image:
         return []
     if not isinstance(image, str):
         return [type_invalid(field, image, "must be a string")]
+    messages = reference_errors(image)
+    if not messages:
+        return []
     if image == "":
         return [required(field, "image must not be empty when set")]
-    if image != image.strip():
-        return [invalid(field, image, "must not have leading or trailing whitespace")]
-    if len(image) > 4096:
-        return [too_long(field, 4096)]
-    return []
+    if len(image) > IMAGE_MAX_LENGTH:
+        return [too_long(field, IMAGE_MAX_LENGTH)]
+    return [invalid(field, image, message) for message in messages]
 
 
 def _deployment_name_errors(field: str, name: Any) -> list[FieldError]:
@@ -86,21 +93,41 @@ def validate(new: dict[str, Any], old: dict[str, Any] | None = None) -> list[Fie
     if errors:
         return errors
     spec = new.get("spec") or {}
+    old_name = old_image = None
+    if old is not None:
+        _, _, old_name, _, old_image, old_shape_errors = _fields(old)
+        if old_shape_errors:
+            old_name = old_image = None
     errors += _deployment_name_errors(name_path, name)
     if image_path is not None:
-        errors += _image_errors(image_path, image)
+        errors += _image_errors(image_path, image, old_image)
     errors += replicas_errors(replicas_path, spec.get("replicas"))
-    if old is not None:
-        errors += _immutable_name_errors(old, name_path, name)
+    # Once a Foo names its Deployment, renaming would orphan the old one: forbid it.
+    if old_name and old_name != name:
+        errors.append(invalid(name_path, name, "field is immutable"))
+    if api_version == HUB_API_VERSION:
+        metadata = new.get("metadata")
+        annotations = metadata.get("annotations") if type(metadata) is dict else None
+        if type(annotations) is dict and CONVERSION_ANNOTATION in annotations:
+            errors += _conversion_annotation_errors(annotations[CONVERSION_ANNOTATION], old)
     return errors
 
 
-def _immutable_name_errors(old: dict[str, Any], name_path: str, new_name: Any) -> list[FieldError]:
-    """Once a Foo names its Deployment, renaming would orphan the old one: forbid it."""
-    _, _, old_name, _, _, shape_errors = _fields(old)
-    if shape_errors or not old_name or old_name == new_name:
+def _conversion_annotation_errors(value: Any, old: dict[str, Any] | None) -> list[FieldError]:
+    """At v1 the conversion annotation is ours alone: conversion to v1alpha1 writes it, conversion
+    back takes it off, so a v1 object that carries one was written by hand, and reading it at
+    v1alpha1 would hand the reader what the writer put there. One kept from before is let be."""
+    metadata = old.get("metadata") if old is not None else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if isinstance(annotations, dict) and annotations.get(CONVERSION_ANNOTATION) == value:
         return []
-    return [invalid(name_path, new_name, "field is immutable")]
+    return [
+        FieldError(
+            CauseType.FORBIDDEN,
+            CONVERSION_ANNOTATION_FIELD,
+            "reserved for conversion to v1alpha1; set the v1 fields (spec, status) themselves",
+        )
+    ]
 
 
 def deprecation_warnings(obj: dict[str, Any]) -> list[str]:

@@ -77,12 +77,14 @@ class Component:
         *,
         env: dict[str, str] | None = None,
         pid_dir: Path | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.name = name
         self.argv = [str(a) for a in argv]
         self.log_file = log_file
         self.env = env
         self.pid_dir = pid_dir
+        self.cwd = cwd
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -99,6 +101,7 @@ class Component:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
+                cwd=self.cwd,
                 # Own process group: Ctrl-C in the terminal reaches only our CLI, which then
                 # tears the plane down in order instead of every process dying at once.
                 start_new_session=True,

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from fooapi import DEFAULT_IMAGE
+from fooapi.images import image_reference
 from serving.cli import KUBECONFIG_HELP, command_parser, env_default, fail, positive_int
 from serving.lifecycle import ServingOptions, add_serving_flags, check_serving_flags, run_server, serving_options
 from serving.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
@@ -32,7 +33,9 @@ def parser() -> argparse.ArgumentParser:
         help="watch only this namespace (default: all): the controller's, so FooHealths are the Foos it "
         "reconciles and the informers need read access there alone",
     )
-    parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image FooReviews default a Foo to")
+    parser.add_argument(
+        "--default-image", type=image_reference, default=DEFAULT_IMAGE, help="image FooReviews default a Foo to"
+    )
     parser.add_argument(
         "--requestheader-ca-file",
         type=Path,

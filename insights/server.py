@@ -11,6 +11,7 @@ from kube.metrics import REGISTRY
 from serving.appserving import AppListener, serving_app
 from serving.lifecycle import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from serving.readiness import Readiness
+from serving.tls import refused_reloads
 
 from . import setup_aggregated_api
 from .config import AggregatedConfig
@@ -33,7 +34,7 @@ async def serve(options: ServingOptions, config: AggregatedConfig, stop: asyncio
     # startup below waits up to its sync timeout for an apiserver that may not answer). Checked,
     # not loaded into the watcher: it must first load once the listener wrote the client CA file.
     options.check_pair()
-    watcher = options.certificate(client_ca_file=config.requestheader_ca_file)
+    watcher = options.certificate(client_ca_file=config.requestheader_ca_file, on_refused=refused_reloads(REGISTRY))
     stop = stop or asyncio.Event()
     stop_on_signals(stop)
     app = build_app(config, Readiness(checks=[lambda: watcher.loaded]))

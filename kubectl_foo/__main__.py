@@ -1,4 +1,4 @@
-"""``kubectl-foo``: kubectl's flags in, kubectl's output and errors out. Only wiring.
+"""``kubectl-foo_operator``: kubectl's flags in, kubectl's output and errors out. Only wiring.
 
 kubectl runs a plugin with the user's arguments and environment and nothing else, so the
 plugin reads --kubeconfig, --context and -n itself, and defaults the namespace to the
@@ -21,10 +21,11 @@ from kube.client import CRDS, ApiError, KubeClient, no_answer
 from kube.config import ClientSettings, MissingContextError, connect
 from kube.kubeconfig import KubeconfigError, context_namespace, load
 from serving.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
+from serving.escaping import escape_controls
 
 from . import cabundles, health, output
 
-PROG = "kubectl-foo"  # kubectl shows it as `kubectl foo`
+PROG = "kubectl-foo_operator"  # kubectl shows it as `kubectl foo-operator`
 
 
 def _cluster_flags(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +74,7 @@ def _output_flag(parser: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = command_parser(
-        "kubectl foo",
+        "kubectl foo-operator",
         "kubectl plugin for foo-operator: Foo health, storage migration, and where the CA of every caBundle expires.",
     )
     commands = subcommands(p)
@@ -112,12 +113,12 @@ def explain(err: ApiError) -> str:
     if err.status == 0:
         return f"error: {no_answer(err)}"
     reason = err.reason if err.reason != "Unknown" else str(err.status)
-    return f"Error from server ({reason}): {' '.join(str(err.message).split())}"
+    return f"Error from server ({reason}): {escape_controls(' '.join(str(err.message).split()))}"
 
 
 async def _client(args: argparse.Namespace) -> KubeClient:
     settings = ClientSettings(
-        user_agent="kubectl-foo",
+        user_agent="kubectl-foo-operator",
         impersonate_user=args.as_user,
         impersonate_groups=tuple(args.as_group),
         **({} if args.request_timeout is None else {"timeout": args.request_timeout}),
@@ -179,7 +180,7 @@ def _context_user(kubeconfig: str | None, context: str | None) -> str:
 
 
 # kubectl takes its global flags anywhere (cobra's persistent flags), so users write
-# `kubectl foo --context prod health`; argparse reads a subcommand's flags only after it.
+# `kubectl foo-operator --context prod health`; argparse reads a subcommand's flags only after it.
 LEADING_FLAGS = frozenset({"--kubeconfig", "--context", "--as", "--as-group", "--request-timeout", "-n", "--namespace"})
 
 
@@ -222,10 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except MissingContextError as err:
-        print(f"Error in configuration: {err}", file=sys.stderr)  # kubectl's line, word for word
+        print(f"Error in configuration: {escape_controls(str(err))}", file=sys.stderr)  # kubectl's line, word for word
         return 1
     except KubeconfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {escape_controls(str(err))}", file=sys.stderr)
         return 1
     except ApiError as err:
         if err.not_found and args.command == "health" and not args.name:
@@ -238,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(explain(err), file=sys.stderr)
         return 1
     except Exception as err:  # the loaders raise anything from ConfigException to OS errors
-        print(f"error: {type(err).__name__}: {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"error: {type(err).__name__}: {escape_controls(' '.join(str(err).split()))}", file=sys.stderr)
         return 1
     return 0
 

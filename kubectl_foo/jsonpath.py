@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,21 +229,26 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _render(nodes: tuple[_Node, ...], data: Any) -> str:
+def _render(nodes: tuple[_Node, ...], data: Any, shown: Callable[[str], str]) -> str:
     out: list[str] = []
     for node in nodes:
         if isinstance(node, _Text):
             out.append(node.text)
         elif isinstance(node, _Path):
-            out.append(" ".join(_text(v) for v in evaluate_path(data, node)))
+            out.append(" ".join(shown(_text(v)) for v in evaluate_path(data, node)))
         else:
-            out.extend(_render(node.body, item) for item in evaluate_path(data, node.path))
+            out.extend(_render(node.body, item, shown) for item in evaluate_path(data, node.path))
     return "".join(out)
 
 
-def render(template: str, data: Any) -> str:
-    """The template applied to ``data``, as `kubectl get -o jsonpath=TEMPLATE` prints it."""
-    return _render(parse(template), data)
+def _as_is(text: str) -> str:
+    return text
+
+
+def render(template: str, data: Any, *, shown: Callable[[str], str] = _as_is) -> str:
+    """The template applied to ``data``, as `kubectl get -o jsonpath=TEMPLATE` prints it; each
+    value passes through ``shown`` (the template's own text does not: the user wrote it)."""
+    return _render(parse(template), data, shown)
 
 
 def column(expression: str, data: Any) -> str:

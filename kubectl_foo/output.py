@@ -1,5 +1,11 @@
 """kubectl's ways of printing: a padded table (kubectl's tabwriter, three spaces), JSON, YAML, names,
-JSONPath templates and custom columns."""
+JSONPath templates and custom columns.
+
+What the cluster says is a tenant's text (a Foo's image, a message, a certificate's subject): every
+value printed goes through serving.escaping, as kubectl escapes its tables and custom columns
+(printers.EscapeTerminal), and further: names and JSONPath values too, so nothing printed here
+holds a control byte the plugin or its user did not write. JSON and YAML escape them themselves.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]
+
+from serving.escaping import escape_controls
 
 from . import jsonpath
 
@@ -57,7 +65,7 @@ def _columns(spec: str) -> list[tuple[str, str]]:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Upper-case headers, left-aligned columns three spaces apart, as `kubectl get` prints."""
-    lines = [[h.upper() for h in headers], *[[str(cell) for cell in row] for row in rows]]
+    lines = [[h.upper() for h in headers], *[[escape_controls(str(cell)) for cell in row] for row in rows]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
     return (
         "\n".join(
@@ -70,7 +78,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def document(obj: Any, output: str) -> str:
     """``-o json`` (kubectl's four-space indent) or ``-o yaml``."""
     if output == "json":
-        return json.dumps(obj, indent=4) + "\n"
+        # json escapes every control character but DEL (so does Go's): that one by hand.
+        return json.dumps(obj, indent=4).replace("\x7f", "\\u007f") + "\n"
     return str(yaml.safe_dump(obj, sort_keys=False))
 
 
@@ -81,9 +90,11 @@ def objects(items: Sequence[Any], shown: Any, output: str, *, resource: str) -> 
     if output in ("json", "yaml"):
         return document(shown, output)
     if output == "name":
-        return "".join(f"{resource}/{(item.get('metadata') or {}).get('name', '')}\n" for item in items)
+        return "".join(
+            f"{resource}/{escape_controls(str((item.get('metadata') or {}).get('name', '')))}\n" for item in items
+        )
     if output.startswith("jsonpath="):
-        return jsonpath.render(_template(output.removeprefix("jsonpath=")), shown)
+        return jsonpath.render(_template(output.removeprefix("jsonpath=")), shown, shown=escape_controls)
     if output.startswith("custom-columns="):
         columns = _columns(output.removeprefix("custom-columns="))
         rows = [[jsonpath.column(path, item) for _, path in columns] for item in items]

@@ -29,7 +29,7 @@ from .limits import TRIM_SECONDS, give_back_freed_memory_every
 from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
 from .probes import ProbeServer, ProbeSetupError
 from .readiness import Readiness
-from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher, check_pair
+from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher, RefusedReason, check_pair
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 if TYPE_CHECKING:
@@ -67,15 +67,21 @@ class ServingOptions:
         check_pair(self.cert_dir / self.cert_name, self.cert_dir / self.key_name, self.tls_policy)
 
     def certificate(
-        self, client_ca_file: Path | None = None, *, on_load: Callable[[x509.Certificate], None] | None = None
+        self,
+        client_ca_file: Path | None = None,
+        *,
+        on_load: Callable[[x509.Certificate], None] | None = None,
+        on_refused: Callable[[RefusedReason], None] | None = None,
     ) -> CertWatcher:
         """The one watcher over this server's pair, with its TLS policy; ``on_load`` sees each
-        certificate loaded (the webhook's expiry metric)."""
+        certificate loaded (the webhook's expiry metric), ``on_refused`` why a new pair was not
+        taken (serving.tls.refused_reloads)."""
         return CertWatcher(
             self.cert_dir / self.cert_name,
             self.cert_dir / self.key_name,
             client_ca_file=client_ca_file,
             on_load=on_load,
+            on_refused=on_refused,
             policy=self.tls_policy,
         )
 

@@ -1,4 +1,10 @@
-"""Logging set-up shared by every process: plain text for people, JSON for log pipelines."""
+"""Logging set-up shared by every process: plain text for people, JSON for log pipelines.
+
+A text record is one line, the only one that starts at the left margin: what a tenant wrote
+(a Foo's image, a message, any extra) reaches it with its control characters escaped
+(serving.escaping), and a traceback's lines follow indented, so no text can start a line that
+reads as a record of its own. JSON escapes control characters by itself.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ import logging
 import sys
 import time
 from typing import Literal
+
+from .escaping import escape_controls
 
 LogFormat = Literal["text", "json"]
 
@@ -21,10 +29,15 @@ def _extras(record: logging.LogRecord) -> dict[str, object]:
 
 
 def _logfmt_value(value: object) -> str:
+    """logfmt: bare when it can be, else quoted with ``\\`` and ``"`` escaped; controls always escaped."""
     text = str(value)
-    if text == "" or any(c in text for c in ' ="'):
-        return json.dumps(text)
-    return text
+    if text == "" or any(c in text for c in ' ="\\'):
+        return '"' + escape_controls(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
+    return escape_controls(text)
+
+
+# Before each line of a traceback: the record's first line is the only one at the left margin.
+_CONTINUATION = "\n    "
 
 
 class TextFormatter(logging.Formatter):
@@ -32,12 +45,13 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
-        line = f"{stamp} {record.levelname} {record.name}: {record.getMessage()}"
+        line = f"{stamp} {record.levelname} {escape_controls(record.name)}: {escape_controls(record.getMessage())}"
         extras = _extras(record)
         if extras:
-            line += " " + " ".join(f"{k}={_logfmt_value(v)}" for k, v in extras.items())
+            line += " " + " ".join(f"{escape_controls(k)}={_logfmt_value(v)}" for k, v in extras.items())
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            trace = self.formatException(record.exc_info).split("\n")
+            line += "".join(_CONTINUATION + escape_controls(text) for text in trace)
         return line
 
 

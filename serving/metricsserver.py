@@ -207,10 +207,30 @@ def listening_sockets(host: str | None, port: int, *, reuse_port: bool = False) 
 
 
 def delegating_guard(client: KubeClient) -> MetricsGuard:
-    """TokenReview + SubjectAccessReview through ``client`` (RBAC: system:auth-delegator)."""
+    """TokenReview + SubjectAccessReview through ``client`` (RBAC: system:auth-delegator): the
+    guard's own (``guard_client``), so a flood of tokens at /metrics never waits for, or holds up,
+    the connections the process does its work with."""
     from .metricsauth import MetricsGuard, access_reviewer, token_reviewer
 
     return MetricsGuard(authenticate=token_reviewer(client), authorize=access_reviewer(client))
+
+
+async def guard_client(kubeconfig: str | None, user_agent: str) -> KubeClient:
+    """The metrics guard's own client: a connection pool as large as the reviews it may have under
+    way and a rate of its own (20 reviews/s, bursts of 40: a flood of unknown tokens asks the
+    apiserver no faster, and each honest scraper asks twice every 2 minutes).
+    MetricsSetupError, one line, when there are no credentials."""
+    from kube.config import ClientSettings, connect
+
+    from .metricsauth import MAX_CHECKS
+
+    settings = ClientSettings(qps=20.0, burst=40, timeout=10.0, max_connections=MAX_CHECKS, user_agent=user_agent)
+    try:
+        return await connect(kubeconfig, settings=settings)
+    except Exception as err:  # kubernetes_asyncio's config errors have no common base
+        raise MetricsSetupError(
+            f"--metrics-secure needs cluster credentials for TokenReviews and SubjectAccessReviews: {err}"
+        ) from err
 
 
 async def metrics_server(
@@ -228,14 +248,7 @@ async def metrics_server(
         return None
     if not options.secure:
         return MetricsServer(options, registry)
-    from kube.config import ClientSettings, connect
-
-    try:
-        client = await connect(kubeconfig, settings=ClientSettings(user_agent=user_agent))
-    except Exception as err:  # kubernetes_asyncio's config errors have no common base
-        raise MetricsSetupError(
-            f"--metrics-secure needs cluster credentials for TokenReviews and SubjectAccessReviews: {err}"
-        ) from err
+    client = await guard_client(kubeconfig, user_agent)
     return MetricsServer(
         options, registry, guard=delegating_guard(client), certificate=certificate, owned_client=client
     )

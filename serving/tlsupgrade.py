@@ -267,7 +267,7 @@ class Handshake:
     def __init__(
         self,
         sock: socket.socket,
-        factory: Callable[[], asyncio.Protocol],
+        factory: Callable[[], asyncio.BaseProtocol],
         context: SSLContext,
         timeout: float,
         over: Callable[[bool], None],
@@ -283,7 +283,7 @@ class Handshake:
         self._reading: int | None = None  # the descriptor watched until then
         self.task = asyncio.get_running_loop().create_task(self._run(factory, context, timeout))
 
-    async def _run(self, factory: Callable[[], asyncio.Protocol], context: SSLContext, timeout: float) -> None:
+    async def _run(self, factory: Callable[[], asyncio.BaseProtocol], context: SSLContext, timeout: float) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
         try:

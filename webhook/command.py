@@ -19,6 +19,7 @@ from datetime import timedelta
 from apimachinery.admission import REVIEW_BODY_LIMIT
 from certs.policy import RotationPolicy
 from fooapi import DEFAULT_IMAGE
+from fooapi.images import image_reference
 from serving.budget import (
     CLIENT_MIB,
     RESERVED_MIB,
@@ -65,7 +66,9 @@ def parser() -> argparse.ArgumentParser:
         "[env WEBHOOK_WORKERS] "
         "(default: auto)",
     )
-    parser.add_argument("--default-image", default=DEFAULT_IMAGE, help="image given to Foos that name none")
+    parser.add_argument(
+        "--default-image", type=image_reference, default=DEFAULT_IMAGE, help="image given to Foos that name none"
+    )
     parser.add_argument(
         "--admission-body-limit-mib",
         type=positive_int,

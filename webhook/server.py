@@ -26,7 +26,7 @@ from kube.metrics import count_gc_in_files, multiprocess_registry
 from serving.lifecycle import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from serving.readiness import Readiness
 from serving.reviews.server import ReviewServer
-from serving.tls import CertWatcher
+from serving.tls import CertWatcher, refused_reloads
 from serving.workers import Worker
 
 from .app import Settings, build_app
@@ -71,6 +71,7 @@ async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event 
     watcher = options.certificate(
         options.client_ca_file,
         on_load=lambda cert: metrics.certificate_expiry.set(cert.not_valid_after_utc.timestamp()),
+        on_refused=refused_reloads(metrics.registry),
     )
     rotation = await _start_rotation(options, watcher) if _rotates_here(options) else None
     try:

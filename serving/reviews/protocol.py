@@ -92,6 +92,15 @@ _BUFFER_HIGH = 256 * 1024
 # Past this many the stream is refused (after the answers before it). Real clients do not
 # pipeline: Go's net/http and client-go send one request per connection at a time.
 MAX_PIPELINED = 16
+# What one read hands llhttp: the connection reads into one buffer the process shares
+# (``Connection.get_buffer``), which llhttp has copied what it keeps from before the next read.
+# A protocol that takes ``data_received(bytes)`` instead made uvloop's TLS layer allocate 256 KiB
+# per read (``SSLObject.read(256 KiB)``, shrunk afterwards): above glibc's mmap threshold
+# (serving.limits), an mmap, a page fault, an mremap and an munmap per review (bench/README,
+# "Admission back ahead of Go"). 64 KiB: what the kernel's receive buffer hands over at once
+# (``_SOCKET_BUFFER``), so a read still adds at most that to what a connection holds unpaid.
+_READ_SIZE = 64 * 1024
+_READ_BUFFER = memoryview(bytearray(_READ_SIZE))
 # Answers from this size on are written without joining them to their head.
 _JOIN_BELOW = 64 * 1024
 # How long a connection closed before its request was read still reads (and drops) what arrives.
@@ -253,7 +262,7 @@ class _Refused(Exception):
 _NO_UPGRADES = failure(400, "protocol upgrades and CONNECT are not served here")
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client connection: parses requests, answers them one at a time, in order."""
 
     def __init__(self, app: Router, connections: set[Connection]) -> None:
@@ -348,7 +357,15 @@ class Connection(asyncio.Protocol):
         if self.unpaid is not None:
             self.unpaid.release()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return _READ_BUFFER
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # Every transport fills the buffer and calls this before it reads for anyone else, and
+        # llhttp keeps copies only (the head's bytes, each body piece), so one buffer serves all.
+        self.data_received(_READ_BUFFER[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
         if self.state in _ENDED or self.reading is REFUSED:
             return  # lingering, or past what could be parsed: dropped
         self.last_active = self.loop.time()

@@ -6,8 +6,10 @@ apiserver); tests/e2e/test_metrics_auth.py asks the real kube-apiserver the same
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import aiohttp
@@ -17,9 +19,22 @@ from prometheus_client import CollectorRegistry, Counter
 from certs.files import write_self_signed
 from hack.cluster import free_port
 from kube.client import ApiError
-from serving.metricsauth import MetricsGuard, User, access_review, user_of
+from serving.metricsauth import (
+    ALLOWED_TTL,
+    DENIED_TTL,
+    GRANTED_CAP,
+    MAX_CHECKS,
+    MAX_CHECKS_PER_ADDRESS,
+    REFUSED_CAP,
+    TOKEN_TTL,
+    MetricsGuard,
+    User,
+    access_review,
+    user_of,
+)
 from serving.metricsserver import MetricsOptions, MetricsServer
 from serving.tls import CertWatcher
+from tests.clock import FakeClock
 
 TOKENS = {
     "reader-token": User("system:serviceaccount:monitoring:prometheus", groups=("system:serviceaccounts",)),
@@ -52,8 +67,9 @@ def cluster() -> FakeCluster:
     return FakeCluster()
 
 
-@pytest.fixture
-async def url(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def guarded_metrics(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
+    """A secure metrics listener asking ``cluster``; its URL."""
     registry = CollectorRegistry()
     Counter("foo_things", "things", registry=registry).inc()
     cert, key = write_self_signed(tmp_path)
@@ -69,6 +85,12 @@ async def url(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
         yield f"https://127.0.0.1:{port}/metrics"
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def url(tmp_path: Path, cluster: FakeCluster) -> AsyncIterator[str]:
+    async with guarded_metrics(tmp_path, cluster) as url:
+        yield url
 
 
 async def _get(url: str, token: str | None = None) -> tuple[int, str, dict[str, object] | None]:
@@ -157,3 +179,108 @@ def test_reviews_are_built_and_read_as_the_apiserver_writes_them() -> None:
         "extra": {"k": ["v"]},
         "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
     }
+
+
+# --- a hostile caller at /metrics (issue 34: 12,189 TokenReviews in 20 s on the controller's client) ---
+
+
+class SlowCluster(FakeCluster):
+    """Reviews that wait until the test lets them answer: the apiserver under a flood."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+        self.under_way = 0
+        self.most_under_way = 0
+
+    async def authenticate(self, token: str) -> User | None:
+        self.under_way += 1
+        self.most_under_way = max(self.most_under_way, self.under_way)
+        try:
+            await self.answer.wait()
+            return await super().authenticate(token)
+        finally:
+            self.under_way -= 1
+
+
+async def test_reviews_under_way_are_bounded_and_the_rest_are_429_at_once() -> None:
+    cluster = SlowCluster()
+    guard = MetricsGuard(cluster.authenticate, cluster.authorize)
+    checks = [
+        asyncio.ensure_future(guard.check(f"random-{i}", "/metrics", "get", f"10.0.0.{i % 50}")) for i in range(400)
+    ]
+    await asyncio.sleep(0)  # every check has started: those past the bound are answered already
+    refused = [c.result() for c in checks if c.done()]
+    assert cluster.most_under_way == MAX_CHECKS and len(refused) == 400 - MAX_CHECKS
+    assert {code for code, _ in refused} == {429}
+    cluster.answer.set()
+    assert {code for code, _ in await asyncio.gather(*checks)} == {401, 429}
+
+
+async def test_one_address_takes_at_most_its_share_of_the_reviews() -> None:
+    cluster = SlowCluster()
+    guard = MetricsGuard(cluster.authenticate, cluster.authorize)
+    flood = [asyncio.ensure_future(guard.check(f"random-{i}", "/metrics", "get", "10.0.0.1")) for i in range(50)]
+    honest = asyncio.ensure_future(guard.check("reader-token", "/metrics", "get", "10.0.0.2"))
+    await asyncio.sleep(0)
+    assert cluster.most_under_way == MAX_CHECKS_PER_ADDRESS + 1 and not honest.done()
+    cluster.answer.set()
+    assert (await honest)[0] == 200
+    await asyncio.gather(*flood)
+
+
+async def test_a_flood_of_refused_tokens_never_evicts_an_admitted_one(cluster: FakeCluster) -> None:
+    guard = MetricsGuard(cluster.authenticate, cluster.authorize)
+    assert (await guard.check("reader-token", "/metrics", "get"))[0] == 200
+    for i in range(20_000):  # each from an address of its own: the cache, not the in-flight bound, is tested
+        assert (await guard.check(f"random-{i}", "/metrics", "get", f"a{i}"))[0] == 401
+    for i in range(1_000):  # a tenant's many valid tokens, each refused by the SubjectAccessReview
+        TOKENS[f"tenant-{i}"] = User(f"system:serviceaccount:tenant:sa-{i}")
+    try:
+        for i in range(1_000):
+            assert (await guard.check(f"tenant-{i}", "/metrics", "get", f"t{i}"))[0] == 403
+    finally:
+        for i in range(1_000):
+            del TOKENS[f"tenant-{i}"]
+    reviews = len(cluster.reviews)
+    assert (await guard.check("reader-token", "/metrics", "get"))[0] == 200
+    assert len(cluster.reviews) == reviews, "the admitted token is still answered from the cache"
+    assert guard.cached <= 2 * (GRANTED_CAP + REFUSED_CAP)
+
+
+async def test_answers_live_as_long_as_kube_apiservers_webhook_caches_keep_them(cluster: FakeCluster) -> None:
+    clock = FakeClock()
+    guard = MetricsGuard(cluster.authenticate, cluster.authorize, clock=clock)
+    for token in ("reader-token", "other-token", "forged"):
+        await guard.check(token, "/metrics", "get")
+    assert len(cluster.reviews) == 5  # two TokenReviews and SubjectAccessReviews, one TokenReview
+    clock.step(DENIED_TTL + 1)  # a denial is asked again after 30 s; the rest stand
+    for token in ("reader-token", "other-token", "forged"):
+        await guard.check(token, "/metrics", "get")
+    assert cluster.reviews[5:] == ["SubjectAccessReview"]
+    clock.step(TOKEN_TTL)  # past 2 minutes every TokenReview is asked again, a failed one too
+    for token in ("reader-token", "other-token", "forged"):
+        await guard.check(token, "/metrics", "get")
+    assert cluster.reviews[6:] == ["TokenReview", "TokenReview", "SubjectAccessReview", "TokenReview"]
+    assert TOKEN_TTL == 120 and (ALLOWED_TTL, DENIED_TTL) == (300, 30)
+
+
+async def test_a_flood_answered_429_says_so_as_a_status_with_retry_after(tmp_path: Path) -> None:
+    cluster = SlowCluster()
+    async with guarded_metrics(tmp_path, cluster) as url:
+        held = [asyncio.ensure_future(_get(url, f"random-{i}")) for i in range(MAX_CHECKS_PER_ADDRESS)]
+        await wait_for_condition(lambda: cluster.under_way == MAX_CHECKS_PER_ADDRESS)
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url, headers={"Authorization": "Bearer one-more"}, ssl=insecure) as response:
+                status = await response.json()
+                assert (response.status, response.headers.get("Retry-After")) == (429, "1")
+        assert (status["kind"], status["reason"]) == ("Status", "TooManyRequests")
+        cluster.answer.set()
+        await asyncio.gather(*held)
+
+
+async def wait_for_condition(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)

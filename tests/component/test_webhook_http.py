@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from fooapi.conversion import CONVERSION_ANNOTATION
 from serving.metricsserver import metrics_app
 from tests.component.reviews import admission_review, conversion_review, decoded_patch
 from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
@@ -221,6 +222,18 @@ async def test_convert_failure_names_the_object_and_is_not_a_500(client: Client)
     assert answer["response"]["result"] == {
         "status": "Failure",
         "message": "object 1 (ns/odd): kind must be Foo, got 'Bar'",
+    }
+
+
+async def test_convert_of_a_hostile_annotation_is_a_failure_with_a_message_not_a_500(client: Client) -> None:
+    # 100,000 unclosed brackets: json.loads recursed, and the review was answered 500 "internal error".
+    foo = foo_v1alpha1()
+    foo["metadata"]["annotations"] = {CONVERSION_ANNOTATION: "[" * 100_000}
+    status, answer = await post(client, "/convert", conversion_review([foo], V1))
+    assert status == 200
+    assert answer["response"]["result"] == {
+        "status": "Failure",
+        "message": f"object 0 (default/example): annotation {CONVERSION_ANNOTATION} is not valid JSON; remove it",
     }
 
 

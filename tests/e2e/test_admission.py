@@ -148,6 +148,16 @@ def test_kubectl_explain_describes_the_spec(foo_operator: LocalProduct) -> None:
     assert "deployment" in out and "Number of replicas, 1 to 10" in out
 
 
+def test_an_image_that_would_forge_a_log_line_or_drive_a_terminal_is_refused(
+    foo_operator: LocalProduct, namespace: str
+) -> None:
+    image = "nginx:latest\n2026-11-23T12:00:00Z INFO synced\x1b]52;c;aGk=\x07\x1b[2J"
+    result = apply_foo(foo_operator.plane, namespace, "escapes", image=image, check=False)
+    assert result.returncode != 0
+    assert 'spec.deployment.image: Invalid value: "nginx:latest\\n2026-11-23T12:00:00Z' in result.stderr
+    assert "invalid reference format" in result.stderr and "\x1b" not in result.stderr
+
+
 @pytest.mark.smoke
 def test_where_no_webhook_is_asked_the_crd_schema_still_holds_every_bound(foo_operator: LocalProduct) -> None:
     # The webhooks skip the operator's own namespace; a Foo there meets the schema alone.
@@ -164,6 +174,8 @@ def test_where_no_webhook_is_asked_the_crd_schema_still_holds_every_bound(foo_op
             'spec.deployment.name: Invalid value: "Not_A_Name": spec.deployment.name in body should match'
             in huge.stderr
         )
+        forged = apply_foo(plane, OWN_NAMESPACE, "forged-line", image="nginx:1.27\nINFO synced", check=False)
+        assert forged.returncode != 0 and "spec.deployment.image in body should match" in forged.stderr
         legacy = apply_foo(plane, OWN_NAMESPACE, "legacy-huge", replicas=100000, version="v1alpha1", check=False)
         assert legacy.returncode != 0 and "should be less than or equal to 10" in legacy.stderr
 

@@ -258,6 +258,8 @@ def test_webhook_workers_default_to_auto_and_reach_the_flag(workers: int | None,
         ({"commonLabels": {"team": 7}}, "at '/commonLabels/team'"),
         ({"webhook": {"workers": 0}}, "at '/webhook/workers'"),
         ({"webhook": {"workers": "many"}}, "at '/webhook/workers'"),
+        ({"defaultImage": "nginx:latest\n"}, "at '/defaultImage'"),
+        ({"defaultImage": " nginx:latest"}, "at '/defaultImage'"),
     ],
 )
 def test_malformed_knobs_fail_the_install_naming_the_value(values: dict[str, Any], message: str) -> None:

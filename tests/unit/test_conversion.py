@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fooapi import ConversionError, convert
-from fooapi.conversion import CONVERSION_ANNOTATION
+from fooapi.conversion import CONVERSION_ANNOTATION, CONVERSION_ANNOTATION_FIELD, field_at_legacy
 from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 
 
@@ -81,6 +81,50 @@ def test_a_corrupt_annotation_is_a_clear_error() -> None:
     foo["metadata"]["annotations"] = {CONVERSION_ANNOTATION: "{not json"}
     with pytest.raises(ConversionError, match="is not valid JSON"):
         convert(foo, V1)
+
+
+def test_an_annotation_of_brackets_that_never_close_is_a_conversion_error_not_a_crash() -> None:
+    # json.loads recursed into 100,000 of them (RecursionError: a 500 and a traceback).
+    foo = foo_v1alpha1()
+    foo["metadata"]["annotations"] = {CONVERSION_ANNOTATION: "[" * 100_000}
+    with pytest.raises(ConversionError, match="is not valid JSON"):
+        convert(foo, V1)
+
+
+@pytest.mark.parametrize(
+    ("stash", "message"),
+    [
+        ('{"spec":{"replicas":50}}', "holds 'spec', which conversion never writes there"),
+        ('{"deployment":{"name":"someone-elses"}}', "'deployment' must be an object without 'name'"),
+        ('{"deployment":"nginx"}', "'deployment' must be an object"),
+        ('{"status":{"availableReplicas":9}}', "'status' must be an object without 'availableReplicas'"),
+        ('{"status":[]}', "'status' must be an object"),
+        ("[]", "must hold a JSON object"),
+    ],
+)
+def test_an_annotation_conversion_never_wrote_is_a_conversion_error(stash: str, message: str) -> None:
+    foo = foo_v1alpha1(deployment="mine")
+    foo["metadata"]["annotations"] = {CONVERSION_ANNOTATION: stash}
+    with pytest.raises(ConversionError, match=message):
+        convert(foo, V1)
+
+
+@pytest.mark.parametrize(
+    ("v1_field", "v1alpha1_field"),
+    [
+        ("spec.deployment.name", "spec.deploymentName"),
+        ("spec.replicas", "spec.replicas"),
+        ("spec", "spec"),
+        ("status.availableReplicas", "status.availableReplicas"),
+        ("metadata.name", "metadata.name"),
+        ("spec.deployment.image", CONVERSION_ANNOTATION_FIELD),
+        ("spec.deployment", CONVERSION_ANNOTATION_FIELD),
+        ("status", CONVERSION_ANNOTATION_FIELD),
+        ("status.conditions", CONVERSION_ANNOTATION_FIELD),
+    ],
+)
+def test_each_v1_field_has_its_place_in_v1alpha1(v1_field: str, v1alpha1_field: str) -> None:
+    assert field_at_legacy(v1_field) == v1alpha1_field
 
 
 def test_metadata_other_than_the_annotation_is_untouched() -> None:

@@ -6,7 +6,9 @@ import base64
 import datetime
 
 from certs.authority import new_ca
+from kube.client import ApiError
 from kubectl_foo import cabundles, health, output
+from kubectl_foo.__main__ import explain
 
 NOW = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
 
@@ -103,3 +105,46 @@ def test_health_paths_and_wide_columns_follow_kubectl_get() -> None:
     assert health.headers(wide=False, all_namespaces=True)[:2] == ["Namespace", "Name"]
     assert "Deployment" in health.headers(wide=True, all_namespaces=False)
     assert "Deployment" not in health.headers(wide=False, all_namespaces=False)
+
+
+# --- what a tenant wrote reaches the user's terminal inert ---------------------------------------
+
+# OSC 52 writes the reader's clipboard, CSI 2J clears the screen, CR rewrites the line in place.
+HOSTILE = "nginx:latest\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\rhealthy\n\x9b31m"
+CONTROL_BYTES = {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]}
+
+
+def _hostile_health() -> dict[str, object]:
+    return {
+        "metadata": {"name": "web", "namespace": "tenant-a"},
+        "status": {"image": HOSTILE, "lastError": {"reason": "Failed", "message": HOSTILE}, "deploymentName": "web"},
+    }
+
+
+def _printed_controls(text: str, *, ours: str = "\n") -> set[str]:
+    return (set(text) & CONTROL_BYTES) - set(ours)
+
+
+def test_health_wide_escapes_the_tenants_text_as_kubectl_does() -> None:
+    rows = health.table_rows([_hostile_health()], NOW, wide=True, all_namespaces=True)
+    printed = output.table(health.headers(wide=True, all_namespaces=True), rows)
+    assert _printed_controls(printed) == set() and printed.count("\n") == 2
+    assert "nginx:latest^[]52;c;cm0gLXJmIH4=\\x07^[[2J\\rhealthy\\n\\x9b31m" in printed  # ESC ^[, CR \r: kubectl's
+
+
+def test_every_output_format_prints_no_control_byte_the_plugin_did_not_write() -> None:
+    items = [_hostile_health(), {"metadata": {"name": "odd\x1b[2J"}, "status": {"image": "\x7f"}}]
+    shown = {"apiVersion": "v1", "kind": "List", "items": items}
+    for fmt in ("json", "yaml", "name", "jsonpath={.items[*].status.image}", "custom-columns=IMAGE:.status.image"):
+        printed = output.objects(items, shown, fmt, resource=health.RESOURCE)
+        assert printed is not None and _printed_controls(printed) == set(), fmt
+
+
+def test_a_jsonpath_templates_own_newlines_are_printed_its_values_escaped() -> None:
+    printed = output.objects([], _hostile_health(), 'jsonpath={.status.image}{"\\n"}', resource=health.RESOURCE)
+    assert printed is not None and printed.endswith("\\n\\x9b31m\n") and printed.count("\n") == 1
+
+
+def test_an_error_from_the_server_is_printed_escaped() -> None:
+    err = ApiError(422, {"reason": "Invalid", "message": f"admission webhook said: {HOSTILE}"})
+    assert _printed_controls(explain(err), ours="") == set()
