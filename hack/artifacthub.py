@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import yaml
 
-from hack.release import REPO_ROOT, ReleaseError, changelog_section, project_version
+
+class ChangelogError(ValueError):
+    """CHANGELOG.md says something Artifact Hub's list cannot; the message is the user's one line."""
+
 
 # Keep a Changelog's headings -> Artifact Hub's kinds (https://artifacthub.io/docs/topics/annotations/helm/).
 KINDS = {
@@ -41,7 +44,9 @@ def changes(section: str) -> list[dict[str, str]]:
             close()
             heading = line[4:].strip()
             if heading not in KINDS:
-                raise ReleaseError(f"CHANGELOG.md: '### {heading}' is not a Keep a Changelog kind ({', '.join(KINDS)})")
+                raise ChangelogError(
+                    f"CHANGELOG.md: '### {heading}' is not a Keep a Changelog kind ({', '.join(KINDS)})"
+                )
             kind = KINDS[heading]
         elif line.startswith("- ") and kind:
             close()
@@ -54,7 +59,6 @@ def changes(section: str) -> list[dict[str, str]]:
     return found
 
 
-def changes_annotation(version: str | None = None) -> str:
-    """The value of `artifacthub.io/changes` for `version` (default: this checkout's)."""
-    listed = changes(changelog_section(version or project_version(), REPO_ROOT))
-    return str(yaml.safe_dump(listed, sort_keys=False, allow_unicode=True, width=1 << 20))
+def changes_annotation(section: str) -> str:
+    """The value of `artifacthub.io/changes` for a CHANGELOG section (hack.release.changelog_section)."""
+    return str(yaml.safe_dump(changes(section), sort_keys=False, allow_unicode=True, width=1 << 20))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack.artifacthub import KINDS, changes, changes_annotation
-from hack.release import PAST_RELEASES, REPO_ROOT, ReleaseError, changelog_section
+from hack.artifacthub import KINDS, ChangelogError, changes, changes_annotation
+from hack.release import PAST_RELEASES, REPO_ROOT, changelog_section, with_annotation
 
 from .test_chart import CHART, run_helm
 
@@ -38,25 +38,34 @@ def test_each_entry_is_one_change_of_its_headings_kind_on_one_line() -> None:
 
 
 def test_a_heading_keep_a_changelog_does_not_know_is_refused() -> None:
-    with pytest.raises(ReleaseError, match="'### Improved' is not a Keep a Changelog kind"):
+    with pytest.raises(ChangelogError, match="'### Improved' is not a Keep a Changelog kind"):
         changes("### Improved\n\n- Faster.\n")
 
 
 @pytest.mark.parametrize("version", sorted(PAST_RELEASES))
 def test_every_entry_of_a_released_section_is_listed_with_a_known_kind(version: str) -> None:
     section = changelog_section(version, REPO_ROOT)
-    listed = yaml.safe_load(changes_annotation(version))
+    listed = yaml.safe_load(changes_annotation(section))
     assert len(listed) == len(re.findall(r"^- ", section, re.M))
     assert {change["kind"] for change in listed} <= set(KINDS.values())
     assert all(change["description"] and "\n" not in change["description"] for change in listed)
 
 
-def test_a_chart_yaml_carrying_the_annotation_lints_clean() -> None:
+def test_the_chart_yaml_the_release_packages_carries_the_changes_and_lints_clean() -> None:
+    """hack/release.py's build_chart writes it so (beside the image): the annotation parses back to
+    the list, every other key of Chart.yaml stays, and helm lints the chart."""
+    annotation = changes_annotation(changelog_section("0.2.0", REPO_ROOT))
     with tempfile.TemporaryDirectory(prefix="chart-changes-") as scratch:
         chart = Path(scratch) / "foo-operator"
         shutil.copytree(CHART, chart)
+        source = (chart / "Chart.yaml").read_text()
+        (chart / "Chart.yaml").write_text(with_annotation(source, "artifacthub.io/changes", annotation))
         meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-        meta["annotations"]["artifacthub.io/changes"] = changes_annotation("0.2.0")
-        (chart / "Chart.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
         result = run_helm("lint", "--strict", str(chart))
         assert result.returncode == 0, result.stdout + result.stderr
+    assert yaml.safe_load(meta["annotations"]["artifacthub.io/changes"]) == yaml.safe_load(annotation)
+    before = yaml.safe_load(source)
+    assert {k: v for k, v in meta["annotations"].items() if k != "artifacthub.io/changes"} == before["annotations"]
+    assert {k: v for k, v in meta.items() if k != "annotations"} == {
+        k: v for k, v in before.items() if k != "annotations"
+    }
