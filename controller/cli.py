@@ -61,6 +61,12 @@ def add_migrate_flags(migrate: argparse.ArgumentParser) -> None:
         "(bare --dry-run: client)",
     )
     migrate.add_argument(
+        "--only-if-needed",
+        action="store_true",
+        help="do nothing when status.storedVersions is the storage version alone (no Foo can be stored at "
+        "another version): one read of the CRD, for a Job that runs on every deploy",
+    )
+    migrate.add_argument(
         "-o",
         "--output",
         choices=["json"],
@@ -113,6 +119,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         page_size=args.page_size,
         probe_timeout=args.probe_timeout,
         dry_run=args.dry_run,
+        only_if_needed=args.only_if_needed,
     )
     # -o json: stdout holds the summary alone, so a script can parse it; the lines go to stderr.
     say = _warn if args.output == "json" else _say

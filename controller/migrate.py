@@ -9,8 +9,10 @@ other does the command drop the other versions from ``storedVersions`` — the s
 version leave the CRD for good (kube-storage-version-migrator works the same way).
 
 Safe to run again at any time: a finished or interrupted run leaves nothing half done, and the
-next run walks everything again, finding what was done already current. Errors end the run with
-one line; they are values (``Refusal``) until the command's edge.
+next run walks everything again, finding what was done already current. ``only_if_needed`` (the
+chart's hook Job, which Argo CD runs on every sync) skips the walk when ``storedVersions`` is the
+storage version alone: nothing can be stored at another version then, so one GET of the CRD is the
+whole run. Errors end the run with one line; they are values (``Refusal``) until the command's edge.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ class MigrationSettings:
     # kubectl's --dry-run: client lists and counts; server also sends each PUT with dryRun=All,
     # so admission and validation answer for every Foo; neither writes a Foo or the CRD.
     dry_run: str = "none"
+    # Nothing to do when storedVersions is the storage version alone (see the module's doc).
+    only_if_needed: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,6 +222,9 @@ class Migration:
         facts = await self.check_crd()
         self.version = facts.storage_version
         self.stored_before = self.stored_after = facts.stored_versions
+        if self.settings.only_if_needed and facts.stored_versions == (facts.storage_version,):
+            self.say(f"every Foo is stored at {facts.storage_version} already: nothing to re-write (--only-if-needed)")
+            return 0
         await self.probe_conversion(facts)
         began = time.monotonic()
         await self.rewrite_all(facts)

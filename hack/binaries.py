@@ -199,3 +199,17 @@ def cert_manager(env: Mapping[str, str] | None = None) -> CertManager:
         cainjector=bin_dir / "cainjector",
         crds=cache_dir(env) / "share" / f"cert-manager-{version}" / "crds.yaml",
     )
+
+
+def helm4(env: Mapping[str, str] | None = None) -> Path:
+    """Helm 4 as `hack/build.sh helm4` places it, beside the plane's Helm 3."""
+    return cache_dir(env) / "bin" / f"helm-{versions(env)['HELM4_VERSION']}" / "helm"
+
+
+def gitops_crds(env: Mapping[str, str] | None = None) -> Path:
+    """Argo CD's and Flux's CRDs as `hack/build.sh gitops-crds` places them, one YAML stream."""
+    v = versions(env)
+    name = (
+        f"gitops-crds-{v['ARGOCD_VERSION']}-{v['FLUX_HELM_CONTROLLER_VERSION']}-{v['FLUX_SOURCE_CONTROLLER_VERSION']}"
+    )
+    return cache_dir(env) / "share" / name / "crds.yaml"

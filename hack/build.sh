@@ -9,6 +9,7 @@
 #
 # Usage: hack/build.sh [--force] [sample-controller] [node] [cert-manager] [prometheus]
 #        hack/build.sh [--force] [helm] [cosign] [krew] [actionlint] [release]
+#        hack/build.sh [--force] [helm4] [gitops-crds]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
 #   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
@@ -26,6 +27,12 @@
 #                      `make release` needs of the plane). Given only these, the plane is skipped;
 #                      cosign and actionlint alone take a lock of their own (their wrappers and
 #                      binaries are their own), helm the plane's
+#   helm4              Helm 4 (HELM4_VERSION) beside the plane's Helm 3, at the lowest CPU and I/O
+#                      priority: the chart's upgrade and GitOps e2e tests render and upgrade with both
+#   gitops-crds        Argo CD's Application and Flux's HelmRelease and OCIRepository CRDs, copied
+#                      from their Go modules (downloads only, nothing built): docs/gitops.md's
+#                      examples are checked against them. helm4 and gitops-crds build alone, under a
+#                      lock of their own
 #   --force            rebuild binaries that are already cached (after changing build flags)
 #
 # Idempotent: whatever is already in the cache is skipped, so a warm run takes a second.
@@ -66,6 +73,8 @@ want_cosign=false
 want_actionlint=false
 want_krew=false
 want_helm_only=false
+want_helm4=false
+want_gitops_crds=false
 for arg in "$@"; do
   case "$arg" in
     sample-controller) want_sample_controller=true ;;
@@ -77,9 +86,11 @@ for arg in "$@"; do
     krew) want_krew=true ;;
     release) want_cosign=true want_actionlint=true want_krew=true ;;
     helm) want_helm_only=true ;;
+    helm4) want_helm4=true ;;
+    gitops-crds) want_gitops_crds=true ;;
     --force) FORCE=true ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus, helm, cosign, krew, actionlint, release)" ;;
+    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus, helm, cosign, krew, actionlint, release, helm4, gitops-crds)" ;;
   esac
 done
 
@@ -92,8 +103,13 @@ lock="$CACHE/.build.lock"
 tools_only=false
 if $want_cosign || $want_actionlint || $want_krew; then tools_only=true lock="$CACHE/.build-release.lock"; fi
 if $want_helm_only; then tools_only=true lock="$CACHE/.build.lock"; fi
-if $tools_only && { $want_sample_controller || $want_node || $want_cert_manager || $want_prometheus; }; then
-  die "helm, cosign, krew, actionlint and release build alone: run the plane's targets in a call of their own"
+gitops_only=false
+if $want_helm4 || $want_gitops_crds; then gitops_only=true lock="$CACHE/.build-gitops.lock"; fi
+if { $tools_only || $gitops_only; } && { $want_sample_controller || $want_node || $want_cert_manager || $want_prometheus; }; then
+  die "helm, cosign, krew, actionlint, release, helm4 and gitops-crds build alone: run the plane's targets in a call of their own"
+fi
+if $tools_only && $gitops_only; then
+  die "helm4 and gitops-crds build alone: run helm, cosign, krew, actionlint and release in a call of their own"
 fi
 exec 9>"$lock"
 if ! flock -n 9; then
@@ -647,9 +663,65 @@ build_krew() {
     "~1-2 min with a cold Go cache" "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION"
 }
 
+# ---------------------------------------------------------------- helm 4 and the GitOps tools' CRDs
+# Helm 4 beside the plane's Helm 3 (a binary of its own name: helm-v4.x.y/helm). Its default
+# Kubernetes version for `helm template` comes from the client-go it is built with, read at run
+# time, so only its own version is stamped. Built at the lowest CPU and I/O priority: the tests
+# that need it start it and wait, while the rest of the machine keeps its cores.
+build_helm4() {
+  build_go_tool helm "$HELM4_VERSION" helm.sh/helm/v4 helm.sh/helm/v4/cmd/helm \
+    "minutes with a cold Go cache: 930 s at the lowest priority beside the plane's build here" \
+    "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM4_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+}
+
+# The CRDs docs/gitops.md's examples are objects of, one YAML stream: Argo CD's Application (and
+# AppProject), Flux's HelmRelease and OCIRepository. Downloaded with their Go modules (`go mod
+# download`: the proxy's zip, checked against go.sum's database), nothing compiled.
+build_gitops_crds() {
+  local out="$SHARE/gitops-crds-$ARGOCD_VERSION-$FLUX_HELM_CONTROLLER_VERSION-$FLUX_SOURCE_CONTROLLER_VERSION/crds.yaml"
+  if ! $FORCE && [[ -f "$out" ]]; then log "GitOps CRDs: cached"; return; fi
+  log "copying Argo CD $ARGOCD_VERSION and Flux (helm-controller $FLUX_HELM_CONTROLLER_VERSION, source-controller $FLUX_SOURCE_CONTROLLER_VERSION) CRDs from their modules"
+  timed "GitOps CRDs" build_gitops_crds_in "$out"
+}
+
+build_gitops_crds_in() {
+  local out="$1" argocd helm_controller source_controller f
+  argocd="$(module_dir github.com/argoproj/argo-cd/v3 "$ARGOCD_VERSION")"
+  helm_controller="$(module_dir github.com/fluxcd/helm-controller "$FLUX_HELM_CONTROLLER_VERSION")"
+  source_controller="$(module_dir github.com/fluxcd/source-controller "$FLUX_SOURCE_CONTROLLER_VERSION")"
+  mkdir -p "$(dirname "$out")"
+  : > "$out.tmp"
+  for f in "$argocd/manifests/crds/application-crd.yaml" "$argocd/manifests/crds/appproject-crd.yaml" \
+    "$helm_controller/config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml" \
+    "$source_controller/config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml"; do
+    [[ -f "$f" ]] || die "$f is not in its module"
+    { echo "---"; cat "$f"; } >> "$out.tmp"
+  done
+  mv -f "$out.tmp" "$out"
+}
+
+# The directory `go mod download` unpacked module $1 at version $2 into.
+module_dir() {
+  local dir
+  dir="$(cd "$SRC" && go mod download -json "$1@$2" \
+    | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or "error: " + " ".join(d.get("Error", "?").split()))')"
+  [[ "$dir" != error:* ]] || die "cannot download $1@$2: ${dir#error: }"
+  printf '%s' "$dir"
+}
+
 # ---------------------------------------------------------------- main
 total_start=$SECONDS
 log "cache: $CACHE"
+if $gitops_only; then
+  if $want_gitops_crds; then build_gitops_crds; fi
+  if $want_helm4; then
+    renice -n 19 -p $$ >/dev/null
+    ionice -c 3 -p $$ 2>/dev/null || true
+    build_helm4
+  fi
+  log "GitOps tools ready in $((SECONDS - total_start))s under $CACHE"
+  exit 0
+fi
 if $tools_only; then
   if $want_helm_only; then build_helm; fi
   if $want_cosign; then build_cosign; fi

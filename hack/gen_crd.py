@@ -41,7 +41,9 @@ Regenerate with `.venv/bin/python -m hack.gen_crd`; tests/unit/test_chart_crd.py
 
 The CRD lives in templates/ (not crds/) so `helm upgrade` updates it, the conversion webhook's
 Service and caBundle can be templated, and `helm.sh/resource-policy: keep` stops
-`helm uninstall` from deleting it together with every Foo in the cluster.
+`helm uninstall` from deleting it together with every Foo in the cluster. Argo CD's
+`Prune=false,Delete=false` does the same under GitOps: neither a sync after `crd.install=false`
+(pruning) nor deleting the Application removes the CRD, which Argo CD reads from the live object.
 */ -}}
 {{- if .Values.crd.install }}
 """
@@ -68,6 +70,7 @@ def _template_line(line: str) -> list[str]:
         return [
             f"{indent}{{{{- if .Values.crd.keep }}}}",
             f"{indent}helm.sh/resource-policy: keep",
+            f"{indent}argocd.argoproj.io/sync-options: Prune=false,Delete=false",
             f"{indent}{{{{- end }}}}",
             f'{indent}{{{{- with include "foo-operator.caInjectionAnnotations" . }}}}',
             f"{indent}{{{{- . | nindent {len(indent)} }}}}",

@@ -13,7 +13,8 @@ them together), into DIR/assets, the files the GitHub release carries, and nothi
 
     foo-operator-<v>.tgz            the chart (`helm package`, then packed again so that the same tree
                                     gives the same bytes; Chart.yaml's `artifacthub.io/images` names the
-                                    image by digest)
+                                    image by digest, `artifacthub.io/changes` lists CHANGELOG.md's
+                                    section, hack/artifacthub.py)
     foo-operator-<v>.cdx.json       the image's SBOM (CycloneDX: every Debian package and Python distribution)
     foo-operator-<v>.yaml           the plain manifests (deploy/foo-operator.yaml, the image by digest)
     foo-operator-crds-<v>.yaml      the Foo CRD alone, for clusters that manage CRDs apart
@@ -57,7 +58,7 @@ from pathlib import Path
 
 import yaml
 
-from hack import krew
+from hack import artifacthub, krew
 from hack.binaries import cache_dir, find_binaries, versions
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +67,10 @@ NAME = "foo-operator"
 # the chart oci://<prefix>/charts/foo-operator.
 REGISTRY_PREFIX = "ghcr.io/foo-operator"
 # Releases cut before this command, by the commit each stands for (CHANGELOG.md says why that one).
-PAST_RELEASES = {"0.1.0": "853341c332685036d8cc305d0e6d57644fa792ca"}
+PAST_RELEASES = {
+    "0.1.0": "853341c332685036d8cc305d0e6d57644fa792ca",
+    "0.2.0": "1363a7229f03c514b980d5a2a8d70a404f6809d7",
+}
 
 
 class ReleaseError(RuntimeError):
@@ -184,14 +188,21 @@ def image_by_digest(release: Release) -> str:
 
 def with_artifacthub_images(chart_yaml: str, image: str) -> str:
     """Chart.yaml with `artifacthub.io/images` naming `image` (tag and digest): the image Artifact Hub
-    lists and scans. Written into the text, nothing else of it changed (helm package then writes the
-    file anew from what it parsed); an entry already there is replaced."""
-    entry = f"  artifacthub.io/images: |\n    - name: {NAME}\n      image: {image}\n"
+    lists and scans."""
+    return with_annotation(chart_yaml, "artifacthub.io/images", f"- name: {NAME}\n  image: {image}\n")
+
+
+def with_annotation(chart_yaml: str, key: str, value: str) -> str:
+    """Chart.yaml with the annotation `key` holding `value` (YAML, as a block string). Written into
+    the text, nothing else of it changed (helm package then writes the file anew from what it
+    parsed); an entry already there is replaced."""
+    block = "".join(f"    {line}" if line.strip() else line for line in value.splitlines(keepends=True))
+    entry = f"  {key}: |\n{block}"
     lines = chart_yaml.splitlines(keepends=True)
     kept: list[str] = []
     skipping = False
     for line in lines:
-        if line.startswith("  artifacthub.io/images:"):
+        if line.startswith(f"  {key}:"):
             skipping = True
             continue
         if skipping and (line.startswith("    ") or not line.strip()):
@@ -226,7 +237,13 @@ def build_chart(release: Release) -> None:
         chart_dir = Path(scratch) / NAME
         shutil.copytree(release.source / "charts" / NAME, chart_dir, ignore=shutil.ignore_patterns("*.tgz", "charts"))
         chart_yaml = chart_dir / "Chart.yaml"
-        chart_yaml.write_text(with_artifacthub_images(chart_yaml.read_text(), image_by_digest(release)))
+        text = with_artifacthub_images(chart_yaml.read_text(), image_by_digest(release))
+        # Today's CHANGELOG.md, also for a past release built from its commit (as the notes are).
+        try:
+            changes = artifacthub.changes_annotation(changelog_section(release.version))
+        except artifacthub.ChangelogError as err:
+            raise ReleaseError(str(err)) from None
+        chart_yaml.write_text(with_annotation(text, "artifacthub.io/changes", changes))
         run([helm, "package", chart_dir, "--destination", release.assets])
     chart = release.assets / f"{NAME}-{release.version}.tgz"
     if not chart.is_file():

@@ -29,6 +29,11 @@ def parser() -> argparse.ArgumentParser:
     add_serving_flags(parser, default_port=8443)
     parser.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     parser.add_argument(
+        "--namespace",
+        help="watch only this namespace (default: all): the controller's, so FooHealths are the Foos it "
+        "reconciles and the informers need read access there alone",
+    )
+    parser.add_argument(
         "--default-image", type=image_reference, default=DEFAULT_IMAGE, help="image FooReviews default a Foo to"
     )
     parser.add_argument(
@@ -69,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     config = AggregatedConfig(
         default_image=args.default_image,
         kubeconfig=args.kubeconfig,
+        namespace=args.namespace or None,
         requestheader_ca_file=args.requestheader_ca_file,
         memory_limit_mib=args.memory_limit_mib,
         history_window=args.list_history_seconds,

@@ -5,9 +5,9 @@
   against (the listener reloads it like its own certificate).
 * SubjectAccessReviews for authorization.
 * Informers on Foos (v1), Deployments, Pods labelled `controller` and Events about Foos, feeding
-  the FooHealth view: each caches a bounded projection of what FooHealth reads (Foos and
-  Deployments as ``fooapi.projections`` keeps them, Pods and Events below), at most
-  EVENTS_PER_FOO Events per Foo.
+  the FooHealth view, in every namespace or in the one the controller watches: each caches a
+  bounded projection of what FooHealth reads (Foos and Deployments as ``fooapi.projections``
+  keeps them, Pods and Events below), at most EVENTS_PER_FOO Events per Foo.
 """
 
 from __future__ import annotations
@@ -169,16 +169,22 @@ def cached_event(event: Object) -> Object:
     return kept
 
 
-def health_informers(client: KubeClient) -> dict[str, Informer]:
+def health_informers(client: KubeClient, namespace: str | None = None) -> dict[str, Informer]:
+    """The view's four informers, over every namespace or over ``namespace`` alone."""
     return {
-        "foos": Informer(client, FOOS, indexers=INDEXERS["foos"], transform=cached_foo),
-        "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"], transform=cached_deployment),
+        "foos": Informer(client, FOOS, namespace=namespace, indexers=INDEXERS["foos"], transform=cached_foo),
+        "deployments": Informer(
+            client, DEPLOYMENTS, namespace=namespace, indexers=INDEXERS["deployments"], transform=cached_deployment
+        ),
         # Only Pods of Foo Deployments carry the label; everything else stays out of memory.
-        "pods": Informer(client, PODS, label_selector=POD_LABEL, indexers=INDEXERS["pods"], transform=cached_pod),
+        "pods": Informer(
+            client, PODS, namespace=namespace, label_selector=POD_LABEL, indexers=INDEXERS["pods"], transform=cached_pod
+        ),
         # Only Events about Foos (kube-apiserver selects core/v1 Events by involvedObject.kind).
         "events": Informer(
             client,
             EVENTS,
+            namespace=namespace,
             field_selector=f"involvedObject.kind={KIND}",
             indexers=INDEXERS["events"],
             capacities={BY_FOO: EVENTS_PER_FOO},

@@ -21,6 +21,9 @@ class AggregatedConfig:
     default_image: str = DEFAULT_IMAGE
     # Where to reach the cluster: a kubeconfig path, or None for the pod's service account.
     kubeconfig: str | None = None
+    # The one namespace whose Foos, Deployments, Pods and Events FooHealth is computed from (the
+    # controller's, and all RBAC grants then); None: every namespace.
+    namespace: str | None = None
     # The requestheader CA is written here; give the same path to the TLS layer
     # (ServerOptions.client_ca_file) so the listener asks clients for a certificate.
     requestheader_ca_file: Path | None = None

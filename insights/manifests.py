@@ -4,7 +4,8 @@ Plain dicts, one builder per object, so the e2e suite applies exactly these and 
 mirrors them (charts/foo-operator/templates/): the APIService, the two bindings every
 extension apiserver needs (`system:auth-delegator` for TokenReviews/SubjectAccessReviews,
 `extension-apiserver-authentication-reader` for the front-proxy ConfigMap), read access to what
-FooHealth is computed from, and roles that aggregate into the built-in view and edit roles.
+FooHealth is computed from (cluster-wide, or a Role in the one namespace insights watches), and
+roles that aggregate into the built-in view and edit roles.
 """
 
 from __future__ import annotations
@@ -88,17 +89,18 @@ def authentication_reader_binding(
     }
 
 
-def reader_cluster_role(*, name: str, labels: dict[str, str] | None = None) -> Object:
-    """What FooHealth is computed from: Foos, Deployments, Pods and Events, read-only.
+def reader_role(*, name: str, watch_namespace: str | None = None, labels: dict[str, str] | None = None) -> Object:
+    """What FooHealth is computed from: Foos, Deployments, Pods and Events, read-only; a ClusterRole,
+    or a Role in ``watch_namespace`` when insights watches that one alone (`--namespace`).
 
     list and watch only: the informers (insights/cluster.py) never GET one object, so `get` would
-    be a right granted cluster-wide and never used.
+    be a right granted and never used.
     """
     read = ["list", "watch"]
     return {
         "apiVersion": RBAC,
-        "kind": "ClusterRole",
-        "metadata": _meta(f"{name}:insights-reader", labels),
+        "kind": "ClusterRole" if watch_namespace is None else "Role",
+        "metadata": _meta(f"{name}:insights-reader", labels, watch_namespace),
         "rules": [
             {"apiGroups": [FOO_GROUP], "resources": [FOO_PLURAL], "verbs": read},
             {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": read},
@@ -107,12 +109,21 @@ def reader_cluster_role(*, name: str, labels: dict[str, str] | None = None) -> O
     }
 
 
-def reader_binding(*, name: str, namespace: str, service_account: str, labels: dict[str, str] | None = None) -> Object:
+def reader_binding(
+    *,
+    name: str,
+    namespace: str,
+    service_account: str,
+    watch_namespace: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> Object:
+    """reader_role's binding: cluster-wide, or in ``watch_namespace`` alone."""
+    kind = "ClusterRole" if watch_namespace is None else "Role"
     return {
         "apiVersion": RBAC,
-        "kind": "ClusterRoleBinding",
-        "metadata": _meta(f"{name}:insights-reader", labels),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{name}:insights-reader"},
+        "kind": f"{kind}Binding",
+        "metadata": _meta(f"{name}:insights-reader", labels, watch_namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": f"{name}:insights-reader"},
         "subjects": [_service_account(service_account, namespace)],
     }
 
@@ -149,14 +160,22 @@ def aggregated_api_manifests(
     ca_bundle: bytes | str,
     port: int = 443,
     name: str = "foo-operator",
+    watch_namespace: str | None = None,
     labels: dict[str, str] | None = None,
 ) -> list[Object]:
-    """Everything above, in an order that applies cleanly (RBAC before the APIService goes live)."""
+    """Everything above, in an order that applies cleanly (RBAC before the APIService goes live).
+    ``watch_namespace``: the one namespace insights reads (its `--namespace`), else all."""
     return [
         auth_delegator_binding(name=name, namespace=namespace, service_account=service_account, labels=labels),
         authentication_reader_binding(name=name, namespace=namespace, service_account=service_account, labels=labels),
-        reader_cluster_role(name=name, labels=labels),
-        reader_binding(name=name, namespace=namespace, service_account=service_account, labels=labels),
+        reader_role(name=name, watch_namespace=watch_namespace, labels=labels),
+        reader_binding(
+            name=name,
+            namespace=namespace,
+            service_account=service_account,
+            watch_namespace=watch_namespace,
+            labels=labels,
+        ),
         aggregate_to_view_role(name=name, labels=labels),
         aggregate_to_edit_role(name=name, labels=labels),
         api_service(namespace=namespace, service=service, ca_bundle=ca_bundle, port=port, labels=labels),

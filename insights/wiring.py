@@ -81,7 +81,7 @@ def _cluster_lifecycle(config: AggregatedConfig) -> Callable[[web.Application], 
                     denied_ttl=config.authorization_denied_ttl,
                 )
             if config.view is None:
-                by_kind = health_informers(client)
+                by_kind = health_informers(client, config.namespace)
                 insights.view = health_view(
                     by_kind, history=config.history, history_window=config.history_window, budget=insights.budget
                 )

@@ -4,6 +4,11 @@ The insights server runs in its own network namespace, like a pod on another nod
 reaches it through a selector-less Service whose endpoints name the namespace's address
 (`--enable-aggregator-routing` dials endpoints), and it reaches kube-apiserver with a
 ServiceAccount token, authorized only by the RBAC that `insights.manifests` builds.
+
+A module importing the `insights` fixture may set INSIGHTS_FLAGS (more flags for the server) and
+INSIGHTS_WATCH_NAMESPACE (the server watches that namespace alone, `--namespace`, with the
+namespaced RBAC the chart gives then, under a ServiceAccount of its own so that no other module's
+cluster-wide binding lends it more).
 """
 
 from __future__ import annotations
@@ -110,9 +115,13 @@ def insights(
 ) -> Iterator[Insights]:
     plane = foo_operator.plane
     workdir = tmp_path_factory.mktemp("insights")
+    watched: str | None = getattr(request.module, "INSIGHTS_WATCH_NAMESPACE", None)
+    account = SERVICE_ACCOUNT if watched is None else f"{SERVICE_ACCOUNT}-one-namespace"
     plane.kubectl("create", "namespace", SERVICE_NAMESPACE, check=False)
-    plane.kubectl("create", "serviceaccount", SERVICE_ACCOUNT, "-n", SERVICE_NAMESPACE, check=False)
-    token = plane.kubectl("create", "token", SERVICE_ACCOUNT, "-n", SERVICE_NAMESPACE, "--duration=2h").stdout.strip()
+    if watched is not None:
+        plane.kubectl("create", "namespace", watched, check=False)
+    plane.kubectl("create", "serviceaccount", account, "-n", SERVICE_NAMESPACE, check=False)
+    token = plane.kubectl("create", "token", account, "-n", SERVICE_NAMESPACE, "--duration=2h").stdout.strip()
     kubeconfig = _kubeconfig(plane, token, workdir / "kubeconfig")
 
     suffix = os.getpid() % 200 + 20
@@ -125,7 +134,12 @@ def insights(
         plane.apply(*_service_objects(netns.ns_ip), field_manager="e2e")
         plane.apply(
             *aggregated_api_manifests(
-                namespace=SERVICE_NAMESPACE, service=SERVICE, service_account=SERVICE_ACCOUNT, ca_bundle=ca.cert_pem
+                namespace=SERVICE_NAMESPACE,
+                service=SERVICE,
+                service_account=account,
+                ca_bundle=ca.cert_pem,
+                name=account,
+                watch_namespace=watched,
             ),
             field_manager="e2e",
         )
@@ -149,6 +163,7 @@ def insights(
             "debug",
             # A module that imports this fixture may start its server with more flags.
             *getattr(request.module, "INSIGHTS_FLAGS", ()),
+            *(("--namespace", watched) if watched is not None else ()),
         ]
         server = Component(
             "insights",

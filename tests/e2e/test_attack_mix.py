@@ -87,7 +87,9 @@ def release(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
                 "--timeout=120s", timeout=150,
             )  # fmt: skip
             secret = json.loads(
-                plane.kubectl("get", "secret", f"{RELEASE}-webhook-tls", "-n", RELEASE_NAMESPACE, "-o", "json").stdout
+                plane.kubectl(
+                    "get", "secret", f"{RELEASE}-webhook-generated-tls", "-n", RELEASE_NAMESPACE, "-o", "json"
+                ).stdout
             )
             create_foos(plane, HEAVY_FOOS)
             ca_pem = base64.b64decode(secret["data"]["ca.crt"]).decode()

@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from certs.authority import issue_serving, new_ca, service_dns_names
@@ -52,7 +53,7 @@ RELEASE = "real-foo-operator"
 NAMESPACE = "foo-real"
 FOOS = "foo-real-foos"
 SERVICE = f"{RELEASE}-webhook"
-TLS_SECRET = f"{RELEASE}-webhook-tls"
+TLS_SECRET = f"{RELEASE}-webhook-generated-tls"  # tls.mode generated
 APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
 # Not nginx:latest: a Foo defaulted to this went through the chart's webhook pod.
 DEFAULT_IMAGE = "registry.example/real-node-e2e/nginx:1.27"
@@ -416,14 +417,15 @@ def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
 
 # ----------------------------------------------------------------------------- upgrades, rotation
 def _upgrade(release: Cluster, *settings: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`helm upgrade --reuse-values` of the release with ``settings``, waiting for its pods and hooks."""
+    """`helm upgrade --reset-then-reuse-values` (docs/install.md's) of the release with ``settings``,
+    waiting for its pods and hooks."""
     return release.plane.helm(
         "upgrade",
         RELEASE,
         str(CHART),
         "-n",
         NAMESPACE,
-        "--reuse-values",
+        "--reset-then-reuse-values",
         *settings,
         "--wait",
         "--timeout=180s",
@@ -546,62 +548,117 @@ def test_a_rotated_secret_reaches_the_pod_through_the_kubelet_without_restart_or
     _set_ca_bundles(plane, base64.b64encode(ca.cert_pem).decode())
 
 
-def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Cluster) -> None:
-    """A second release in rotator mode, its webhook pod on the real node: the service itself
-    fills the chart's empty Secret and patches its caBundles; `helm upgrade` leaves both alone."""
-    plane, name, namespace = release.plane, "rot-foo-operator", f"{NAMESPACE}-rotator"
+def _webhook_only_release(release: Cluster, name: str, namespace: str, tls_mode: str, **webhook: Any) -> list[str]:
+    """`helm install` of a second release, the webhook alone (no CRD, APIService, insights or
+    controller of its own: nothing of the first release's is touched), its pod on the real node;
+    `webhook` adds to its webhook values. Returns the flags its upgrades repeat."""
     placement = chart_values(release.node, release.image)
     values = {
-        **{k: placement[k] for k in ("image",)},
-        "webhook": {**placement["webhook"], "failurePolicy": "Ignore", "timeoutSeconds": 1},
-        # No CRD or APIService of its own: nothing of the first release's is touched.
-        "tls": {"mode": "rotator"},
+        "image": placement["image"],
+        "tls": {"mode": tls_mode},
+        "webhook": {**placement["webhook"], **webhook},
         "crd": {"install": False},
         "insights": {"enabled": False},
         "controller": {"enabled": False},
         "tests": {"enabled": False},
     }
-    values_file = release.values.with_name("rotator-values.yaml")
+    values_file = release.values.with_name(f"{name}-values.yaml")
     values_file.write_text(yaml.safe_dump(values))
-    plane.helm(
-        "install",
-        name,
-        str(CHART),
-        "--namespace",
-        namespace,
-        "--create-namespace",
-        "-f",
-        str(values_file),
-        "--wait",
-        "--timeout=120s",
-        timeout=180,
+    release.plane.helm(
+        "install", name, str(CHART), "--namespace", namespace, "--create-namespace", "-f", str(values_file),
+        "--wait", "--timeout=120s", timeout=180,
+    )  # fmt: skip
+    return ["--namespace", namespace]
+
+
+def _uninstall_webhook_only_release(release: Cluster, name: str, namespace: str, *more_namespaces: str) -> None:
+    release.plane.helm("uninstall", name, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
+    wait_for(f"{name}'s pods to be gone", lambda: not release.get("pods", "-n", namespace)["items"], timeout=60)
+    release.plane.kubectl(
+        "delete", "namespace", namespace, *more_namespaces, "--wait=false", "--ignore-not-found", check=False
     )
+
+
+def _rotator_secret(release: Cluster, name: str, namespace: str) -> dict[str, str] | None:
+    """The rotator's Secret data once it has written it and put its bundle in both caBundles."""
+    data: dict[str, str] | None = release.get("secret", f"{name}-webhook-tls", "-n", namespace).get("data")
+    bundles = {
+        release.get(kind, name)["webhooks"][0]["clientConfig"].get("caBundle")
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+    }
+    return data if data and bundles == {data["ca-bundle.crt"]} else None
+
+
+def test_in_rotator_mode_helm_upgrade_keeps_what_the_service_wrote(release: Cluster) -> None:
+    """A second release in rotator mode, its webhook pod on the real node: the service itself
+    fills the chart's empty Secret and patches its caBundles; `helm upgrade` leaves both alone."""
+    plane, name, namespace = release.plane, "rot-foo-operator", f"{NAMESPACE}-rotator"
+    # Ignore: its webhooks see every Foo of the cluster, and it must not refuse the first release's.
+    where = _webhook_only_release(release, name, namespace, "rotator", failurePolicy="Ignore", timeoutSeconds=1)
     try:
-        secret = f"{name}-webhook-tls"
-
-        def written() -> dict[str, str] | None:
-            data: dict[str, str] | None = release.get("secret", secret, "-n", namespace).get("data")
-            bundles = {
-                release.get(kind, name)["webhooks"][0]["clientConfig"].get("caBundle")
-                for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
-            }
-            return data if data and bundles == {data["ca.crt"]} else None
-
-        data = wait_for("the rotator in the webhook pod to fill the Secret and the caBundles", written, timeout=60)
-        plane.helm(
-            "upgrade", name, str(CHART), "--namespace", namespace, "--reuse-values", "--set", "webhook.logLevel=debug"
-        )
-        assert release.get("secret", secret, "-n", namespace)["data"] == data
-        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-            assert release.get(kind, name)["webhooks"][0]["clientConfig"]["caBundle"] == data["ca.crt"], kind
-    finally:
-        plane.helm("uninstall", name, "--namespace", namespace, "--wait", "--timeout=60s", check=False)
-        wait_for(
-            "the rotator release's pods to be gone",
-            lambda: not release.get("pods", "-n", namespace)["items"],
+        data = wait_for(
+            "the rotator in the webhook pod to fill the Secret and the caBundles",
+            lambda: _rotator_secret(release, name, namespace),
             timeout=60,
         )
-        plane.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
+        plane.helm("upgrade", name, str(CHART), *where, "--reset-then-reuse-values", "--set", "webhook.logLevel=debug")
+        assert release.get("secret", f"{name}-webhook-tls", "-n", namespace)["data"] == data
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            assert release.get(kind, name)["webhooks"][0]["clientConfig"]["caBundle"] == data["ca-bundle.crt"], kind
+    finally:
+        _uninstall_webhook_only_release(release, name, namespace)
+
+
+def test_a_generated_release_switches_to_rotator_in_place(release: Cluster) -> None:
+    """docs/install.md, "Switching the TLS mode": `helm upgrade --reset-then-reuse-values --set
+    tls.mode=rotator` over a live generated release goes through (the generated Secret and the
+    rotator's have different names, as a Secret's type cannot change), and afterwards the webhook
+    pod serves the rotator's certificate, which every caBundle trusts. A second release, scoped by
+    namespaceSelector to one namespace of its own, so its window of refused writes is its own."""
+    plane, name, namespace = release.plane, "switch-foo-operator", f"{NAMESPACE}-switch"
+    foos = f"{FOOS}-switch"
+    plane.kubectl("create", "namespace", foos, check=False)
+    plane.kubectl("label", "namespace", foos, "switch-test=true", "--overwrite")
+    selector = {"matchLabels": {"switch-test": "true"}}
+    where = _webhook_only_release(release, name, namespace, "generated", namespaceSelector=selector)
+    try:
+        generated = release.get("secret", f"{name}-webhook-generated-tls", "-n", namespace)
+        assert generated["type"] == "kubernetes.io/tls"
+        with steady_requests(plane, [dry_run_foo_create(foos)]) as (outcomes, failures):
+            wait_for_more("writes through the generated release's webhook", lambda: outcomes["write"], 10)
+            began = time.monotonic()
+            plane.helm(
+                "upgrade", name, str(CHART), *where, "--reset-then-reuse-values", "--set", "tls.mode=rotator",
+                "--wait", "--timeout=120s", timeout=180,
+            )  # fmt: skip
+            print(f"helm upgrade to rotator: {time.monotonic() - began:.1f}s")
+            data = wait_for(
+                "the rotator to fill its Secret and both caBundles",
+                lambda: _rotator_secret(release, name, namespace),
+                timeout=60,
+            )
+            ca = x509.load_pem_x509_certificate(base64.b64decode(data["ca.crt"]))
+            rotators_ca = str(ca.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+            (pod,) = [
+                p
+                for p in release.get("pods", "-n", namespace, "-l", "app.kubernetes.io/component=webhook")["items"]
+                if not p["metadata"].get("deletionTimestamp")
+            ]
+            wait_for(
+                "the webhook pod to serve the rotator's certificate",
+                lambda: _serving_issuer(pod["status"]["podIP"], 9443) == rotators_ca,
+                timeout=60,
+            )
+            window = len(failures)  # writes refused between the upgrade and the rotator's first round
+            print(f"writes refused in the switch's window: {window}, {time.monotonic() - began:.1f}s after it began")
+            wait_for_more("writes through the rotator release's webhook", lambda: outcomes["write"], 10)
+        print(f"writes during the switch: {dict(outcomes)}; refused in the window: {window}: {failures[:3]}")
+        assert failures[window:] == [], "a write failed after the rotator's certificate was served"
+        assert release.get("secret", f"{name}-webhook-tls", "-n", namespace)["type"] == "Opaque"
+        gone = plane.kubectl("get", "secret", f"{name}-webhook-generated-tls", "-n", namespace, check=False)
+        assert gone.returncode != 0 and "NotFound" in gone.stderr, "the generated Secret went with the switch"
+    finally:
+        _uninstall_webhook_only_release(release, name, namespace, foos)
 
 
 # ----------------------------------------------------------------------------- migrate-storage hook

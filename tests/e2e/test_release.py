@@ -14,8 +14,9 @@ Signatures are made with a cosign key pair made for this module and no transpare
 leaves the machine), so the docs' `--insecure-ignore-tlog` commands are the ones run here.
 
 0.1.0 is built from its commit (hack.release.PAST_RELEASES) with today's tools; the upgrade to
-this checkout's version and the rollback run under load through kube-apiserver: Foo writes at
-both versions, v1alpha1 reads (the conversion webhook) and FooHealth reads (the aggregated API).
+this checkout's version (docs/install.md's `helm upgrade --reset-then-reuse-values`, as written)
+and the rollback run under load through kube-apiserver: Foo writes at both versions, v1alpha1
+reads (the conversion webhook) and FooHealth reads (the aggregated API).
 
 One journey (`story`): each step stands on the one before, in file order.
 """
@@ -31,7 +32,7 @@ import subprocess
 import tarfile
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -289,13 +290,14 @@ def assert_every_foo_readable_and_stored_at_v1(installation: Installation) -> No
     assert crd["status"]["storedVersions"] == ["v1"]
 
 
-def upgrade_under_load(installation: Installation, version: str, *helm_args: str) -> None:
+def change_under_load(installation: Installation, version: str, what: str, change: Callable[[], object]) -> None:
+    """`change` (a helm upgrade or rollback to `version`, waiting for it) under steady requests."""
     plane = installation.plane
     with steady_requests(plane, load(FOOS)) as (answered, failures):
         wait_for_more("answers before the change", lambda: sum(answered.values()), 20)
         began = time.monotonic()
-        plane.helm(*helm_args, "-n", NAMESPACE, "--wait", "--timeout=240s", timeout=300)
-        print(f"helm {helm_args[0]} to {version}: {time.monotonic() - began:.1f}s")
+        change()
+        print(f"{what} to {version}: {time.monotonic() - began:.1f}s")
         wait_for(f"every pod to run {version} alone", lambda: installation.running(version), timeout=180)
         wait_for_more("answers after the change", lambda: sum(answered.values()), 20)
     print(f"answers during the change to {version}: {dict(answered)}")
@@ -392,16 +394,25 @@ def test_upgrading_to_this_release_from_the_verified_chart_fails_no_request(inst
     verified = installation.verify_image(CURRENT)
     assert verified.returncode == 0, verified.stderr
     assert installation.verify_chart(CURRENT).returncode == 0
-    chart = installation.pull_chart(CURRENT)
+    # docs/install.md's upgrade, as written: step 1 for the new version (which pulls and verifies
+    # foo-operator-$VERSION.tgz), then the documented `helm upgrade --reset-then-reuse-values`.
+    user = installation.user("upgrade")
+    user.run("docs/install.md", "verify")
+    chart = user.cwd / f"{NAME}-{CURRENT}.tgz"
     assert sha256(chart) == sha256(installation.releases.assets(CURRENT) / chart.name)
-    upgrade_under_load(installation, CURRENT, "upgrade", RELEASE, str(chart), "-f", str(installation.values))
+    change_under_load(
+        installation, CURRENT, "install.md's helm upgrade", lambda: user.run("docs/install.md", "upgrade")
+    )
+    values = json.loads(installation.plane.helm("get", "values", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+    assert values == yaml.safe_load(installation.values.read_text()), "the values set at install, kept"
     assert_every_foo_readable_and_stored_at_v1(installation)
     history = json.loads(installation.plane.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert [(h["revision"], h["app_version"]) for h in history] == [(1, PREVIOUS), (2, CURRENT)]
 
 
 def test_rolling_back_to_the_previous_release_fails_no_request(installation: Installation) -> None:
-    upgrade_under_load(installation, PREVIOUS, "rollback", RELEASE, "1")
+    rollback = ("rollback", RELEASE, "1", "-n", NAMESPACE, "--wait", "--timeout=240s")
+    change_under_load(installation, PREVIOUS, "helm rollback", lambda: installation.plane.helm(*rollback, timeout=300))
     assert_every_foo_readable_and_stored_at_v1(installation)
 
 

@@ -27,7 +27,8 @@ CHART = REPO_ROOT / "charts" / "foo-operator"
 RELEASE = "foo-operator"
 NAMESPACE = "foo-system"
 SERVICE = "foo-operator-webhook"  # <fullname>-webhook, fullname = the release name here
-TLS_SECRET = "foo-operator-webhook-tls"
+TLS_SECRET = "foo-operator-webhook-tls"  # certManager and rotator modes
+GENERATED_SECRET = "foo-operator-webhook-generated-tls"  # generated mode (a Secret's type never changes)
 MODES = ("generated", "certManager", "existingSecret", "rotator")
 
 Values = dict[str, Any]
@@ -101,6 +102,17 @@ def find(objects: Objects, kind: str, name: str | None = None) -> dict[str, Any]
     matches = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
     assert len(matches) == 1, f"expected one {kind} {name or ''}, found {[o['metadata']['name'] for o in matches]}"
     return matches[0]
+
+
+def pod_specs(objects: Objects) -> dict[str, dict[str, Any]]:
+    """Every pod spec the chart makes, by `<kind>/<name>`: Deployments', Jobs' and bare Pods'."""
+    specs = {}
+    for o in objects:
+        if o["kind"] in ("Deployment", "Job"):
+            specs[f"{o['kind']}/{o['metadata']['name']}"] = o["spec"]["template"]["spec"]
+        elif o["kind"] == "Pod":
+            specs[f"Pod/{o['metadata']['name']}"] = o["spec"]
+    return specs
 
 
 def kinds(objects: Objects) -> list[tuple[str, str]]:

@@ -32,15 +32,22 @@ def test_rendered_crd_is_crd_manifest_converting_through_the_chart_service() -> 
     assert crd["spec"] == expected["spec"]
 
 
-def test_crd_is_kept_on_uninstall_and_keeps_the_api_approval_annotation() -> None:
+def test_crd_is_kept_on_uninstall_and_by_argo_cd_and_keeps_the_api_approval_annotation() -> None:
+    """Helm's keep, and Argo CD's own: no prune once the chart stops rendering it (crd.install=false),
+    no delete with the Application. Either would delete every Foo in the cluster."""
     annotations = find(render(), "CustomResourceDefinition")["metadata"]["annotations"]
-    assert annotations == {"api-approved.kubernetes.io": API_APPROVAL, "helm.sh/resource-policy": "keep"}
+    assert annotations == {
+        "api-approved.kubernetes.io": API_APPROVAL,
+        "helm.sh/resource-policy": "keep",
+        "argocd.argoproj.io/sync-options": "Prune=false,Delete=false",
+    }
 
 
 def test_crd_can_be_left_to_someone_else_or_left_unkept() -> None:
     assert not [o for o in render({"crd": {"install": False}}) if o["kind"] == "CustomResourceDefinition"]
     annotations = find(render({"crd": {"keep": False}}), "CustomResourceDefinition")["metadata"]["annotations"]
     assert "helm.sh/resource-policy" not in annotations
+    assert "argocd.argoproj.io/sync-options" not in annotations
 
 
 def test_crd_carries_the_release_labels() -> None:

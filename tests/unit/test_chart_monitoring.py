@@ -114,7 +114,8 @@ def _endpoints(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 )
 def test_the_scrape_verifies_each_metrics_certificate_against_the_serving_secrets_ca(mode: str, key: str) -> None:
     objects = render({"tls": {"mode": mode}, "metrics": {"serviceMonitor": {"enabled": True}}})
-    ca = {"secret": {"name": f"{RELEASE}-webhook-tls", "key": key}}
+    secret = f"{RELEASE}-webhook-generated-tls" if mode == "generated" else f"{RELEASE}-webhook-tls"
+    ca = {"secret": {"name": secret, "key": key}}
     service = {"webhook": f"{RELEASE}-webhook", "insights": f"{RELEASE}-insights", "controller": f"{RELEASE}-webhook"}
     for component, endpoint in _endpoints(objects).items():
         assert endpoint["tlsConfig"] == {"ca": ca, "serverName": f"{service[component]}.{NAMESPACE}.svc"}

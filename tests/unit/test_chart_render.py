@@ -25,6 +25,7 @@ from webhook.manifests import (
 from webhook.server import RotationOptions
 
 from .test_chart import (
+    GENERATED_SECRET,
     MODES,
     NAMESPACE,
     PEM_CA,
@@ -36,6 +37,7 @@ from .test_chart import (
     find,
     kinds,
     mode_values,
+    pod_specs,
     render,
     render_error,
 )
@@ -44,12 +46,6 @@ WEBHOOK = "foo-operator-webhook"
 CONTROLLER = "foo-operator-controller"
 INSIGHTS = "foo-operator-insights"
 APISERVICE = "v1alpha1.insights.samplecontroller.k8s.io"
-
-
-def _pods(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pod specs: of both Deployments and of the `helm test` Pod."""
-    specs = [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Deployment"]
-    return specs + [o["spec"] for o in objects if o["kind"] == "Pod"]
 
 
 # ----------------------------------------------------------------------------- the objects
@@ -78,7 +74,7 @@ def test_default_install_has_every_object_of_the_operator() -> None:
             ("Role", f"{CONTROLLER}-leader-election"),
             ("RoleBinding", f"{CONTROLLER}-leader-election"),
             ("RoleBinding", "foo-operator:extension-apiserver-authentication-reader"),
-            ("Secret", TLS_SECRET),
+            ("Secret", GENERATED_SECRET),
             ("Service", INSIGHTS),
             ("Service", f"{CONTROLLER}-metrics"),
             ("Service", f"{INSIGHTS}-metrics"),
@@ -186,7 +182,7 @@ def test_webhook_flags_are_ones_python_m_webhook_accepts() -> None:
     )
     mounts = {m["mountPath"]: m["name"] for m in webhook["volumeMounts"]}
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
-    assert volumes[mounts["/etc/foo-operator/tls"]]["secret"]["secretName"] == TLS_SECRET
+    assert volumes[mounts["/etc/foo-operator/tls"]]["secret"]["secretName"] == GENERATED_SECRET
 
 
 def test_insights_runs_in_its_own_deployment_with_flags_python_m_insights_accepts() -> None:
@@ -205,7 +201,7 @@ def test_insights_runs_in_its_own_deployment_with_flags_python_m_insights_accept
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == INSIGHTS and pod["automountServiceAccountToken"] is True
     tls = next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]
-    assert tls["secretName"] == TLS_SECRET
+    assert tls["secretName"] == GENERATED_SECRET
     assert [i["key"] for i in tls["items"]] == ["tls.crt", "tls.key"], "never the rotator's CA key"
     service = find(objects, "Service", INSIGHTS)["spec"]
     assert service["ports"][0]["targetPort"] == "https" and insights["ports"][0]["containerPort"] == 8443
@@ -263,7 +259,7 @@ def test_every_component_is_probed_on_a_health_port_of_its_own_that_its_process_
 
 
 def test_every_pod_is_hardened_and_every_container_has_resources() -> None:
-    for pod in _pods(render()):
+    for pod in pod_specs(render()).values():
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         for c in pod["containers"]:
@@ -327,14 +323,14 @@ def test_helm_test_pod_runs_the_charts_own_image_where_the_values_place_it() -> 
 # ----------------------------------------------------------------------------- TLS
 def test_generated_mode_puts_one_ca_in_the_secret_and_all_four_ca_bundles() -> None:
     objects = render()
-    secret = find(objects, "Secret", TLS_SECRET)
+    secret = find(objects, "Secret", GENERATED_SECRET)
     assert secret["type"] == "kubernetes.io/tls"
     bundles = {kind: holder["caBundle"] for kind, holder in ca_bundle_holders(objects).items()}
     assert set(bundles.values()) == {secret["data"]["ca.crt"]}, "every caBundle must be the Secret's CA"
 
 
 def test_generated_certificate_is_signed_by_that_ca_for_every_service_name() -> None:
-    data = find(render(), "Secret", TLS_SECRET)["data"]
+    data = find(render(), "Secret", GENERATED_SECRET)["data"]
     ca = x509.load_pem_x509_certificate(base64.b64decode(data["ca.crt"]))
     cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
     key = serialization.load_pem_private_key(base64.b64decode(data["tls.key"]), password=None)
@@ -348,7 +344,7 @@ def test_generated_certificate_is_signed_by_that_ca_for_every_service_name() -> 
 
 
 def test_generated_names_follow_the_cluster_domain() -> None:
-    data = find(render({"clusterDomain": "corp.internal"}), "Secret", TLS_SECRET)["data"]
+    data = find(render({"clusterDomain": "corp.internal"}), "Secret", GENERATED_SECRET)["data"]
     cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
     assert f"{SERVICE}.{NAMESPACE}.svc.corp.internal" in names
@@ -473,11 +469,18 @@ def test_controller_may_touch_foos_their_status_deployments_events_and_its_lease
     ]
 
 
-def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_service_account() -> None:
-    objects = render()
+@pytest.mark.parametrize("watched", [None, "team-a"])
+def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_service_account(watched: str | None) -> None:
+    """Cluster-wide read for insights, or (controller.watchNamespace) a Role in that namespace alone."""
+    objects = render({"controller": {"watchNamespace": watched or ""}})
     ca_bundle = base64.b64decode(find(objects, "APIService")["spec"]["caBundle"])
     expected = aggregated_api_manifests(
-        namespace=NAMESPACE, service=INSIGHTS, service_account=INSIGHTS, ca_bundle=ca_bundle, name="foo-operator"
+        namespace=NAMESPACE,
+        service=INSIGHTS,
+        service_account=INSIGHTS,
+        ca_bundle=ca_bundle,
+        name="foo-operator",
+        watch_namespace=watched,
     )
     for want in expected:
         got = find(objects, want["kind"], want["metadata"]["name"])
@@ -485,6 +488,12 @@ def test_aggregated_api_objects_are_the_local_planes_bound_to_the_insights_servi
         assert want["metadata"].get("namespace") == got["metadata"].get("namespace")
         body = {k: v for k, v in got.items() if k != "metadata"}
         assert body == {k: v for k, v in want.items() if k != "metadata"}, want["metadata"]["name"]
+    insights = parse_insights_flags(container(find(objects, "Deployment", INSIGHTS))["args"])
+    assert insights.namespace == watched
+    if watched:
+        assert not [
+            o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith(":insights-reader")
+        ]
 
 
 @pytest.mark.parametrize("mode", [m for m in MODES if m != "rotator"])

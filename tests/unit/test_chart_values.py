@@ -13,7 +13,7 @@ import pytest
 from webhook.app import admission_deadline
 from webhook.command import parse_args as parse_webhook_flags
 
-from .test_chart import Objects, container, find, render, render_error
+from .test_chart import Objects, container, find, pod_specs, render, render_error
 
 DEPLOYMENTS = ("foo-operator-webhook", "foo-operator-insights", "foo-operator-controller")
 
@@ -296,5 +296,77 @@ def test_the_migrate_storage_job_runs_the_real_command_as_a_hook_with_its_own_rb
     assert main["command"] == ["foo-operator", "migrate-storage"]
     args = migrate_parser().parse_args(["migrate-storage", *main["args"]])
     assert (args.qps, args.page_size, args.dry_run) == (20.0, 500, "server")
+    assert args.only_if_needed, "Argo CD runs the hook on every sync: a no-op once storedVersions is [v1]"
     subject = ours[("ClusterRoleBinding", name)]["subjects"][0]
     assert (subject["name"], subject["namespace"]) == (name, "foo-system")
+
+
+# ---- where the pods may run: the image's architectures --------------------------------------------
+
+EVERY_POD = {
+    "Deployment/foo-operator-webhook",
+    "Deployment/foo-operator-insights",
+    "Deployment/foo-operator-controller",
+    "Job/foo-operator-migrate-storage",
+    "Pod/foo-operator-test-readyz",
+}
+WITH_THE_JOB = {"migrateStorage": {"job": {"enabled": True}}}
+
+
+def required_arch_terms(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The matchExpressions of each required nodeSelectorTerm."""
+    node = (pod.get("affinity") or {}).get("nodeAffinity") or {}
+    terms = (node.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
+    return [term.get("matchExpressions") or [] for term in terms]
+
+
+AMD64 = {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+
+
+def test_every_pod_requires_a_node_of_the_images_architecture_by_default() -> None:
+    """The release's image is linux/amd64: on a mixed cluster no pod lands on an arm64 node, where it
+    would only fail with `exec format error`."""
+    specs = pod_specs(render(WITH_THE_JOB))
+    assert set(specs) == EVERY_POD
+    for name, pod in specs.items():
+        assert required_arch_terms(pod) == [[AMD64]], name
+
+
+def test_image_architectures_widens_or_drops_the_requirement() -> None:
+    for name, pod in pod_specs(render({"image": {"architectures": ["amd64", "arm64"]}, **WITH_THE_JOB})).items():
+        assert required_arch_terms(pod) == [[{**AMD64, "values": ["amd64", "arm64"]}]], name
+    for name, pod in pod_specs(render({"image": {"architectures": []}, **WITH_THE_JOB})).items():
+        assert not required_arch_terms(pod), name
+
+
+def test_the_architecture_is_anded_into_the_users_own_node_affinity_and_keeps_the_rest() -> None:
+    """Terms of a required node affinity are ORed: the architecture joins each of them, so no term
+    of yours can bring a pod to a node the image does not run on."""
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}
+    gpu = {"key": "example.com/pool", "operator": "Exists"}
+    preferred = [{"weight": 1, "preference": {"matchExpressions": [gpu]}}]
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [zone]}, {"matchExpressions": [gpu]}]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": preferred,
+        }
+    }
+    values = {component: {"affinity": affinity} for component in ("webhook", "insights", "controller")}
+    specs = pod_specs(render({**values, "tests": {"affinity": affinity}}))
+    for name in (
+        "Deployment/foo-operator-webhook",
+        "Deployment/foo-operator-controller",
+        "Pod/foo-operator-test-readyz",
+    ):
+        pod = specs[name]
+        assert required_arch_terms(pod) == [[zone, AMD64], [gpu, AMD64]], name
+        assert pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == preferred
+    # Your affinity replaces the default anti-affinity between replicas, as it did before.
+    assert "podAntiAffinity" not in specs["Deployment/foo-operator-webhook"]["affinity"]
+
+
+def test_the_test_pod_with_an_image_of_your_own_goes_where_you_say() -> None:
+    pod = pod_specs(render({"tests": {"image": "registry.example/python:3"}}))["Pod/foo-operator-test-readyz"]
+    assert "affinity" not in pod

@@ -279,7 +279,9 @@ async def test_a_foo_whose_image_the_cache_refused_gets_no_deployment_and_says_w
     # Deployment of the default image. The Foo's conditions and a Warning say why instead.
     reconciler, api, _ = world(project_foo(cached_foo(image="nginx:" + "1" * 10_000)))
     outcome = await reconciler.reconcile("ns/f")
-    assert outcome == PermanentFailure("InvalidSpec", f"spec.deployment.image: Too long: must have at most {IMAGE_MAX_LENGTH} bytes")
+    assert outcome == PermanentFailure(
+        "InvalidSpec", f"spec.deployment.image: Too long: must have at most {IMAGE_MAX_LENGTH} bytes"
+    )
     assert [w[0] for w in api.writes] == ["patch-status"]
     ready = api.writes[0][2]["status"]["conditions"][0]
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")

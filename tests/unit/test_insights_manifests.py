@@ -99,3 +99,21 @@ def _walk(node: object) -> list[object]:
     if isinstance(node, list):
         return [v for value in node for v in [value, *_walk(value)]]
     return []
+
+
+def test_watching_one_namespace_grants_read_there_alone() -> None:
+    manifests = aggregated_api_manifests(
+        namespace="foo-system",
+        service="foo-operator-insights",
+        service_account="foo-operator",
+        ca_bundle=b"-----BEGIN CERTIFICATE-----\n",
+        watch_namespace="team-a",
+    )
+    readers = [m for m in manifests if m["metadata"]["name"].endswith("insights-reader")]
+    assert sorted((m["kind"], m["metadata"].get("namespace")) for m in readers) == [
+        ("Role", "team-a"),
+        ("RoleBinding", "team-a"),
+    ]
+    (binding,) = (m for m in readers if m["kind"] == "RoleBinding")
+    assert binding["roleRef"]["kind"] == "Role"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "foo-operator", "namespace": "foo-system"}]

@@ -287,6 +287,28 @@ async def test_a_second_run_writes_nothing_and_says_every_foo_is_already_at_v1()
     assert output.out[-1] == "status.storedVersions: already [v1]"
 
 
+async def test_only_if_needed_reads_the_crd_alone_once_every_foo_is_stored_at_v1() -> None:
+    """The chart's hook Job, which Argo CD runs on every sync: no walk, no probe, no PUT per Foo."""
+    server = FakeApiserver(our_crd(stored=("v1",)), legacy_foos(3))
+    server.webhook_up = False  # nothing but the CRD is read: not even the conversion probe
+    output = Output()
+    settings = MigrationSettings(only_if_needed=True)
+    migration = Migration(cast(KubeClient, server), settings, output.out.append, output.err.append, sleep=_no_sleep)
+    assert await migration.run() == 0
+    assert output.out[-1] == "every Foo is stored at v1 already: nothing to re-write (--only-if-needed)"
+    assert migration.tally.total == 0 and server.writes == [] and output.err == []
+
+
+async def test_only_if_needed_walks_every_foo_while_another_version_may_be_stored() -> None:
+    server = FakeApiserver(our_crd(stored=("v1alpha1", "v1")), legacy_foos(3))
+    output = Output()
+    settings = MigrationSettings(only_if_needed=True)
+    migration = Migration(cast(KubeClient, server), settings, output.out.append, output.err.append, sleep=_no_sleep)
+    assert await migration.run() == 0
+    assert migration.tally.rewritten == 3
+    assert server.crd is not None and server.crd["status"]["storedVersions"] == ["v1"]
+
+
 async def test_only_foos_still_at_v1alpha1_are_written_when_a_run_is_resumed() -> None:
     server = FakeApiserver(our_crd(), legacy_foos(4))
     server.concurrent_write("legacy/foo-01", replicas=2)  # written at v1 since the CRD changed

@@ -138,13 +138,53 @@ objectSelector: {{ $own.objectSelector | default $webhook.objectSelector | toJso
 
 {{/* ------------------------------------------------------------------ TLS */}}
 
-{{/* The Secret the webhook pods mount: the user's in existingSecret mode, else the chart's. */}}
+{{/*
+The Secret the serving certificate is in: the user's in existingSecret mode; in generated mode a
+kubernetes.io/tls Secret of its own name; else (certManager, rotator) `<webhook>-tls`. generated has
+a name of its own because a Secret's type never changes: rotator's is Opaque, so a release switched
+from generated to rotator needs a new Secret, not the old one turned Opaque.
+*/}}
 {{- define "foo-operator.tlsSecretName" -}}
 {{- if eq .Values.tls.mode "existingSecret" }}
 {{- include "foo-operator.checkExistingSecret" . }}
 {{- .Values.tls.existingSecret.name }}
+{{- else if eq .Values.tls.mode "generated" }}
+{{- printf "%s-generated-tls" (include "foo-operator.webhookName" .) | trunc 63 | trimSuffix "-" }}
 {{- else }}
+{{- include "foo-operator.webhookTLSSecretName" . }}
+{{- end }}
+{{- end }}
+
+{{/* certManager's and rotator's Secret; generated mode's too, in charts up to 0.2.0. */}}
+{{- define "foo-operator.webhookTLSSecretName" -}}
 {{- printf "%s-tls" (include "foo-operator.webhookName" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The live Secret `name` if this release's Helm made it (meta.helm.sh/release-name), else {}. */}}
+{{- define "foo-operator.ownSecret" -}}
+{{- $secret := lookup "v1" "Secret" .root.Release.Namespace .name | default dict }}
+{{- if eq (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $secret) .root.Release.Name }}
+{{- toJson $secret }}
+{{- else }}
+{{- "{}" }}
+{{- end }}
+{{- end }}
+
+{{/*
+tls.mode=rotator over `<webhook>-tls` of another type (generated mode of a chart up to 0.2.0, or
+cert-manager's): the rotator's Opaque Secret cannot replace it in place. Refused here, saying what
+to do, rather than by the apiserver halfway through the upgrade. A lookup that only refuses:
+without a cluster (helm template, Argo CD) nothing renders differently.
+*/}}
+{{- define "foo-operator.checkRotatorSecret" -}}
+{{- $name := include "foo-operator.webhookTLSSecretName" . }}
+{{- $live := lookup "v1" "Secret" .Release.Namespace $name | default dict }}
+{{- if and $live (ne ($live.type | default "Opaque") "Opaque") }}
+{{- if eq (include "foo-operator.ownSecret" (dict "root" . "name" $name)) "{}" }}
+{{- fail (printf "tls.mode=rotator: Secret %s/%s exists with type %s (made by cert-manager or by hand), and a Secret's type never changes: delete it, then upgrade again" .Release.Namespace $name $live.type) }}
+{{- else }}
+{{- fail (printf "tls.mode=rotator: Secret %s/%s is generated mode's kubernetes.io/tls Secret of an older chart, and a Secret's type never changes: upgrade to this chart with tls.mode=generated first (it moves the certificate to %s-generated-tls), then switch to rotator" .Release.Namespace $name (include "foo-operator.webhookName" .)) }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -213,8 +253,15 @@ caBundle does not match.
 {{- define "foo-operator.generatedTLS" -}}
 {{- if not (hasKey .Values "__fooOperatorGeneratedTLS") }}
 {{- $tls := dict }}
-{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "foo-operator.tlsSecretName" .) }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "foo-operator.tlsSecretName" .) | default dict }}
 {{- $data := dig "data" dict $existing }}
+{{- if not (and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key")) }}
+{{- /* Upgrading from a chart up to 0.2.0: the same pair from the Secret it kept under the old name. */}}
+{{- $old := include "foo-operator.ownSecret" (dict "root" . "name" (include "foo-operator.webhookTLSSecretName" .)) | fromJson }}
+{{- if eq ($old.type | default "") "kubernetes.io/tls" }}
+{{- $data = dig "data" dict $old }}
+{{- end }}
+{{- end }}
 {{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") }}
 {{- $tls = pick $data "ca.crt" "tls.crt" "tls.key" }}
 {{- else }}
@@ -375,6 +422,38 @@ second pod crash-looping on "address already in use". Refused at install, naming
 podAntiAffinity:
   preferredDuringSchedulingIgnoredDuringExecution:
     {{- list (dict "weight" 100 "podAffinityTerm" $term) | toYaml | nindent 4 }}
+{{- end }}
+
+{{/*
+A pod's affinity: `affinity` (the component's own, or the chart's default for it; a map, or empty)
+with a required node affinity `kubernetes.io/arch In image.architectures` ANDed into each of its
+nodeSelectorTerms (or a term of its own), so the pods land only on nodes the image runs on, and a
+node of another architecture never sees "exec format error". image.architectures empty: no such term.
+Values without the key (0.2.0's, kept by `helm upgrade --reuse-values`) get values.yaml's default,
+the release image's (test_chart_upgrades holds the two equal).
+Call with (dict "root" $ "affinity" <map>).
+*/}}
+{{- define "foo-operator.affinity" -}}
+{{- $affinity := deepCopy (.affinity | default dict) }}
+{{- $architectures := list "amd64" }}
+{{- if hasKey .root.Values.image "architectures" }}
+{{- $architectures = .root.Values.image.architectures }}
+{{- end }}
+{{- with $architectures }}
+{{- $arch := dict "key" "kubernetes.io/arch" "operator" "In" "values" . }}
+{{- $node := get $affinity "nodeAffinity" | default dict }}
+{{- $required := get $node "requiredDuringSchedulingIgnoredDuringExecution" | default dict }}
+{{- $terms := list }}
+{{- range get $required "nodeSelectorTerms" | default (list dict) }}
+{{- $terms = append $terms (merge (dict "matchExpressions" (append (get . "matchExpressions" | default list) $arch)) .) }}
+{{- end }}
+{{- $_ := set $required "nodeSelectorTerms" $terms }}
+{{- $_ = set $node "requiredDuringSchedulingIgnoredDuringExecution" $required }}
+{{- $_ = set $affinity "nodeAffinity" $node }}
+{{- end }}
+{{- with $affinity }}
+{{- toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "foo-operator.insightsAffinity" -}}
