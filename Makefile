@@ -77,23 +77,27 @@ image: venv
 
 # What a real node needs (docs/real-node.md): Debian's containerd, runc, CNI plugins (installed
 # when missing), kubelet, kube-proxy, the pause image, CoreDNS, the product image; and
-# cert-manager's controller, webhook and cainjector for the chart's certManager mode on it; cosign for the release
-# e2e (tests/e2e/test_release.py: signs and verifies what it installs). Not root: one line and
+# cert-manager's controller, webhook and cainjector for the chart's certManager mode on it; cosign and krew for
+# the release e2e (tests/e2e/test_release.py: signs and verifies what it installs; installs the plugin with krew). Not root: one line and
 # nothing done; the real-node e2e tier then skips (under CI=true it fails).
 build-node: venv
 	@if [ "$$(id -u)" != 0 ]; then echo "build-node: not root, so no real node here (its e2e tier is skipped)"; \
-	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && nice -n 10 bash hack/build.sh cosign \
+	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && nice -n 10 bash hack/build.sh cosign krew \
 	  && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
 
-# A release from a clean checkout (hack/release.py; docs/install.md, Making a release): the image
-# (OCI archive, root: hack/image.sh), its SBOM, the chart packaged, the chart's cosign signature
-# (RELEASE_KEY: a cosign private key; COSIGN_PASSWORD its password), SHA256SUMS and the release
-# notes from CHANGELOG.md, into RELEASE_DIST (gitignored). `push` takes them to a registry.
+# A release from a clean checkout (hack/release.py; docs/install.md, Making a release): into
+# RELEASE_DIST/assets exactly what the GitHub release carries (the chart, packed reproducibly; the
+# image's SBOM; the plain and CRD-only manifests; the kubectl plugin; release.json; SHA256SUMS and,
+# with RELEASE_KEY, its cosign signature), beside them the image as an OCI archive (root:
+# hack/image.sh) and the notes from CHANGELOG.md. RELEASE_KEY: a cosign private key (COSIGN_PASSWORD
+# its password) whose public half must be RELEASE_PUBLIC_KEY (the committed cosign.pub; empty: any
+# key, e.g. one made for a test). `python -m hack.release push` takes them to a registry.
 RELEASE_DIST ?= dist/release
 RELEASE_KEY ?=
+RELEASE_PUBLIC_KEY ?= cosign.pub
 release: venv
 	bash hack/build.sh helm cosign
-	$(PY) -m hack.release build --dist $(RELEASE_DIST) $(if $(RELEASE_KEY),--key $(RELEASE_KEY))
+	$(PY) -m hack.release build --dist $(RELEASE_DIST) $(if $(RELEASE_KEY),--key $(RELEASE_KEY) $(if $(RELEASE_PUBLIC_KEY),--public-key $(RELEASE_PUBLIC_KEY)))
 
 # The one run command: a local real control plane with the webhook and controller registered.
 # REAL_NODE=1 (root): the chart from the image built here, on a real kubelet (docs/real-node.md).

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hack.audit import WriteAudit
 from hack.cluster import LocalControlPlane, free_port
 from hack.procs import Component, wait_until
 from hack.product import LocalProduct
@@ -34,59 +35,22 @@ from .planes import AdminClient, plain_foo, plane
 from .report import LOGS_DIR, REPO, RESULTS_DIR, fmt, ratio, save, say, table
 from .servers import process_cpu_seconds
 
-AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  verbs: ["create", "update", "patch", "delete", "deletecollection"]
-- level: None
-"""
 OUR_USER_AGENT = "foo-controller"
 PEER_USER_AGENT = "sample-controller"
 GROUP_PATH = "/apis/samplecontroller.k8s.io"
 
 
-class Audit:
-    """The write verbs the apiserver audited, read from a mark on."""
+class Audit(WriteAudit):
+    """The write verbs the apiserver audited, read from a mark on (hack.audit)."""
 
     def __init__(self, name: str) -> None:
-        self.dir = RESULTS_DIR / "planes" / f"{name}-audit"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.policy = self.dir / "policy.yaml"
-        self.policy.write_text(AUDIT_POLICY)
-        self.log = self.dir / "audit.log"
-        self.log.unlink(missing_ok=True)
-
-    def apiserver_args(self) -> list[str]:
-        return [
-            f"--audit-policy-file={self.policy}",
-            f"--audit-log-path={self.log}",
-            "--audit-log-format=json",
-            "--audit-log-maxsize=0",
-        ]
-
-    def mark(self) -> int:
-        return self.log.stat().st_size if self.log.exists() else 0
+        super().__init__(RESULTS_DIR / "planes" / f"{name}-audit")
 
     def writes_since(self, mark: int, user_agent: str) -> Counter[str]:
         """Writes by ``user_agent`` (prefix) since ``mark``, counted by 'verb resource[/sub]'."""
-        counts: Counter[str] = Counter()
-        with open(self.log, "rb") as f:
-            f.seek(mark)
-            for line in f:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if event.get("stage") != "ResponseComplete" or not str(event.get("userAgent", "")).startswith(
-                    user_agent
-                ):
-                    continue
-                ref = event.get("objectRef") or {}
-                resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-                counts[f"{event['verb']} {resource}"] += 1
-        return counts
+        return Counter(
+            f"{write.verb} {write.resource}" for write in self.writes(mark) if write.user_agent.startswith(user_agent)
+        )
 
 
 def _rss_mib(pid: int | None) -> tuple[float | None, float | None]:

@@ -38,7 +38,7 @@ def parser(prog: str = "foo-operator") -> argparse.ArgumentParser:
 
 
 def add_migrate_flags(migrate: argparse.ArgumentParser) -> None:
-    """The flags of ``migrate-storage``, here and in ``kubectl foo migrate-storage``."""
+    """The flags of ``migrate-storage``, here and in ``kubectl foo-operator migrate-storage``."""
     defaults = MigrationSettings()
     migrate.add_argument("--kubeconfig", help=KUBECONFIG_HELP)
     migrate.add_argument("--context", help="kubeconfig context to use (default: the current one)")

@@ -17,9 +17,9 @@ from apimachinery.objects import Object, namespaced_key
 from fooapi.defaults import DEFAULT_IMAGE
 from fooapi.names import FOOS
 from fooapi.views import BY_DEPLOYMENT, DeploymentView, deployment_index
-from kube.client import DEPLOYMENTS, KubeClient
+from kube.client import DEPLOYMENTS, FencedWrite, KubeClient
 from kube.events import EventRecorder
-from kube.informer import Informer, compact, object_key
+from kube.informer import Informer, compact, object_key, split_key
 from kube.metrics import Metrics
 from kube.workqueue import ShutDown, WorkQueue
 
@@ -38,6 +38,11 @@ def owning_foo_key(deployment: Object) -> str | None:
     view = DeploymentView(deployment)
     foo = view.controlling_foo
     return namespaced_key(view.namespace, foo) if foo else None
+
+
+def namespace_of(key: str) -> str:
+    """The queue's flow of a Foo key: namespaces are served in turn."""
+    return split_key(key)[0] or ""
 
 
 class FooController:
@@ -106,35 +111,41 @@ class FooController:
 
     def _on_foo_update(self, old: Object, new: Object) -> None:
         key = object_key(new)
-        self.reconciler.recent_foos.observe(key, new)
-        self._enqueue(key)
+        if not self.reconciler.recent_foos.observe(key, new, old):  # our own status write needs no look
+            self._enqueue(key)
 
     def _on_foo_delete(self, foo: Object) -> None:
         key = object_key(foo)
         self.reconciler.recent_foos.forget(key)
         self._enqueue(key)
 
-    def _foos_for(self, deployment: Object) -> set[str]:
-        """The owning Foo, plus any Foo naming this Deployment (so a foreign one going away is noticed)."""
-        keys = self.foos.store.index_keys(BY_DEPLOYMENT, object_key(deployment))
+    # A Deployment change reconciles its owner only: the Foos that merely name it were refused
+    # (ErrResourceExists, once, in their status) and nothing about the Deployment changes that,
+    # but its deletion, which lets one of them create it. 5,000 Foos naming one Deployment that
+    # a tenant edits every second cost 5,000 reconciles an edit when every one was told.
+
+    def _on_deployment(self, deployment: Object, previous: Object | None = None) -> None:
+        if self.reconciler.recent_deployments.observe(object_key(deployment), deployment, previous):
+            return  # our own create or patch coming back: the reconcile that wrote it judged it
         owner = owning_foo_key(deployment)
         if owner is not None:
-            keys.add(owner)
-        return keys
-
-    def _on_deployment(self, deployment: Object) -> None:
-        self.reconciler.recent_deployments.observe(object_key(deployment), deployment)
-        for key in self._foos_for(deployment):
-            self._enqueue(key)
+            self._enqueue(owner)
 
     def _on_deployment_update(self, old: Object, new: Object) -> None:
         if DeploymentView(old).resource_version == DeploymentView(new).resource_version:
             return  # a resync, not a change
-        self._on_deployment(new)
+        self._on_deployment(new, old)
+        previous = owning_foo_key(old)
+        if previous is not None and previous != owning_foo_key(new):
+            self._enqueue(previous)  # it lost its Deployment: it must say so
 
     def _on_deployment_delete(self, deployment: Object) -> None:
         self.reconciler.recent_deployments.forget(object_key(deployment))
-        for key in self._foos_for(deployment):
+        keys = self.foos.store.index_keys(BY_DEPLOYMENT, object_key(deployment))
+        owner = owning_foo_key(deployment)
+        if owner is not None:
+            keys.add(owner)
+        for key in keys:
             self._enqueue(key)
 
     # ---- workers -----------------------------------------------------------------------------
@@ -143,7 +154,7 @@ class FooController:
         """Begin a term: a fresh queue holding every cached Foo, and the worker tasks."""
         if self._queue is not None:
             raise RuntimeError("workers are already running")
-        queue: WorkQueue[str] = WorkQueue(NAME, metrics=self.metrics)
+        queue: WorkQueue[str] = WorkQueue(NAME, flow_of=namespace_of, metrics=self.metrics)
         self._queue = queue
         for key in self.foos.store.keys():
             queue.add(key)
@@ -189,6 +200,14 @@ class FooController:
             outcome = await self.reconciler.reconcile(key)
         except asyncio.CancelledError:
             raise
+        except FencedWrite as exc:
+            # This replica may no longer lead: the term is over. Hand out no more keys (the next
+            # term, ours or another replica's, starts from every cached Foo); reconciles still in
+            # flight meet the fence at their next write.
+            if not queue.shutting_down:
+                log.warning("%s: not written, ending this term's work: %s", key, exc, extra={"key": key})
+                queue.shutdown(discard_queued=True)
+            outcome = Retry(f"not written: {exc}")
         except Exception as exc:  # a bug, not a cluster condition: back off and say so loudly
             log.exception("%s: reconcile crashed", key, extra={"key": key})
             outcome = Retry(f"unexpected {type(exc).__name__}: {exc}")
@@ -204,6 +223,8 @@ class FooController:
             queue.forget(key)
             queue.add_after(key, outcome.delay)
             log.info("%s: retrying in %.1fs: %s", key, outcome.delay, outcome.reason, extra={"key": key})
+        elif isinstance(outcome, Retry) and queue.shutting_down:
+            log.debug("%s: not retried, the term is over: %s", key, outcome.reason, extra={"key": key})
         elif isinstance(outcome, Retry):
             requeues = queue.num_requeues(key)
             queue.add_rate_limited(key)
@@ -211,9 +232,12 @@ class FooController:
         elif isinstance(outcome, PermanentFailure):
             queue.forget(key)
             foo = self.foos.store.get(key)
-            if foo is not None:
-                self.recorder.event(foo, "Warning", outcome.reason, outcome.message)
-            log.warning("%s: not retrying: %s: %s", key, outcome.reason, outcome.message, extra={"key": key})
+            if outcome.already_reported:
+                log.debug("%s: still refused: %s", key, outcome.reason, extra={"key": key})
+            else:
+                if foo is not None:
+                    self.recorder.event(foo, "Warning", outcome.reason, outcome.message)
+                log.warning("%s: not retrying: %s: %s", key, outcome.reason, outcome.message, extra={"key": key})
 
         if self.metrics is not None:
             self.metrics.reconcile_total.labels(NAME, result_label(outcome)).inc()

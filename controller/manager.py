@@ -96,9 +96,26 @@ class _Parts:
     @classmethod
     def build(cls, settings: Settings, client: KubeClient) -> _Parts:
         metrics = metrics_for(REGISTRY)
-        recorder = EventRecorder(client, COMPONENT, metrics=metrics)
+        elector = (
+            LeaderElector(
+                client,
+                namespace=settings.leader_elect_namespace,
+                name=settings.leader_elect_name,
+                identity=settings.identity,
+                lease_duration=settings.lease_duration,
+                renew_deadline=settings.renew_deadline,
+                retry_period=settings.retry_period,
+                metrics=metrics,
+            )
+            if settings.leader_elect
+            else None
+        )
+        # Reconciles and Events write through the lease's fence; the elector itself and the
+        # metrics guard's reviews use the plain client (same connections).
+        writer = client.fenced(elector.check_write) if elector is not None else client
+        recorder = EventRecorder(writer, COMPONENT, metrics=metrics)
         controller = FooController(
-            client,
+            writer,
             recorder,
             namespace=settings.namespace,
             workers=settings.workers,
@@ -112,20 +129,6 @@ class _Parts:
                 settings.health_port,
             )
             if settings.health_port
-            else None
-        )
-        elector = (
-            LeaderElector(
-                client,
-                namespace=settings.leader_elect_namespace,
-                name=settings.leader_elect_name,
-                identity=settings.identity,
-                lease_duration=settings.lease_duration,
-                renew_deadline=settings.renew_deadline,
-                retry_period=settings.retry_period,
-                metrics=metrics,
-            )
-            if settings.leader_elect
             else None
         )
         self_signed = tempfile.TemporaryDirectory(prefix="foo-operator-metrics-") if settings.metrics.secure else None

@@ -486,7 +486,7 @@ async def migrate_storage(
     try:
         client = await connect(settings.kubeconfig, context=settings.context, settings=_client_settings(settings))
     except MissingContextError as exc:
-        warn(f"Error in configuration: {exc}")  # kubectl's line, as `kubectl foo health` says it
+        warn(f"Error in configuration: {exc}")  # kubectl's line, as `kubectl foo-operator health` says it
         return 1
     except KubeconfigError as exc:
         warn(f"error: {exc}")

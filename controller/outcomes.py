@@ -29,10 +29,15 @@ class RetryAfter:
 
 @dataclass(frozen=True)
 class PermanentFailure:
-    """Retrying will not help until something changes: Warning event, no requeue."""
+    """Retrying will not help until something changes: Warning event, no requeue.
+
+    ``already_reported``: the Foo's status said so before this reconcile, and its Warning was
+    recorded then; a Foo is told once, not on every look (a new term, a Deployment deleted).
+    """
 
     reason: str
     message: str
+    already_reported: bool = False
 
 
 ReconcileOutcome = Done | Retry | RetryAfter | PermanentFailure

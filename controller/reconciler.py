@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import fooapi
 from apimachinery.errors import aggregate_message
-from apimachinery.objects import Object
+from apimachinery.objects import Object, ObjectView
 from fooapi.defaults import DEFAULT_IMAGE
 from fooapi.names import FOOS
 from fooapi.views import DeploymentView, FooView
@@ -135,7 +135,8 @@ class FooReconciler:
         desired = desired_deployment(foo, default_image=self.default_image)
         namespace = desired["metadata"]["namespace"]
         try:
-            created = await self.client.create(DEPLOYMENTS, desired, namespace=namespace)
+            with self.recent_deployments.writing(deployment_key, None):
+                created = await self.client.create(DEPLOYMENTS, desired, namespace=namespace)
         except ApiError as exc:
             if exc.status in (400, 422):  # the Deployment itself is invalid: retrying will not fix it
                 return PermanentFailure(DEPLOYMENT_REJECTED, f"Deployment {deployment_key} rejected: {exc.message}")
@@ -153,13 +154,14 @@ class FooReconciler:
 
     async def _fix_drift(self, key: str, deployment_key: str, deployment: Object, patch: Object) -> Object:
         namespace, name = split_key(deployment_key)
-        uid = DeploymentView(deployment).uid
-        if uid:
-            # A precondition: if the Deployment we judged was replaced meanwhile (deleted and
-            # re-created by someone else under the same name), the apiserver answers 409 and the
-            # retry sees the newcomer, which is not ours to touch.
-            patch = {"metadata": {"uid": uid}, **patch}
-        patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
+        # Preconditions: the patch applies to the Deployment we judged or not at all (409, and
+        # the retry judges it afresh). uid: it was not replaced meanwhile by someone else's of the
+        # same name, which is not ours to touch. resourceVersion: nobody changed it since, so a
+        # patch from stale state (a leader that was frozen while the user scaled) cannot undo
+        # a newer one.
+        patch = {"metadata": _preconditions(deployment), **patch}
+        with self.recent_deployments.writing(deployment_key, deployment):
+            patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
         self.recent_deployments.remember(
             deployment_key, deployment, patched, cached=self.deployments.get(deployment_key)
         )
@@ -173,20 +175,34 @@ class FooReconciler:
         if not status_changed(foo, status):
             return False
         namespace, name = split_key(key)
-        written = await self.client.patch(FOOS, name, {"status": status}, namespace=namespace, subresource="status")
+        # Judged from this resourceVersion: a Foo changed meanwhile gets a 409 and a fresh look,
+        # never a status of an older generation over a newer one.
+        patch = {"metadata": _preconditions(foo, uid=False), "status": status}
+        with self.recent_foos.writing(key, foo):
+            written = await self.client.patch(FOOS, name, patch, namespace=namespace, subresource="status")
         self.recent_foos.remember(key, foo, written, cached=self.foos.get(key))
         log.debug("%s: status written: %s", key, _summary(status), extra={"key": key})
         return True
 
     async def _refuse(self, key: str, foo: Object, problem: Problem) -> ReconcileOutcome:
-        """Leave things as they are, say why in the Foo's conditions; the worker records the Warning."""
+        """Leave things as they are, say why in the Foo's conditions; the worker records the Warning
+        when that is news (the status changed), so a refused Foo is told once."""
         try:
-            await self._write_status(key, foo, None, problem)
+            written = await self._write_status(key, foo, None, problem)
         except ApiError as exc:
             if exc.not_found:
                 return Done("Foo is gone")
             raise
-        return PermanentFailure(problem.reason, problem.message)
+        return PermanentFailure(problem.reason, problem.message, already_reported=not written)
+
+
+def _preconditions(obj: Object, *, uid: bool = True) -> Object:
+    """``metadata`` for a patch that the apiserver applies only to this very version of ``obj``."""
+    view = ObjectView(obj)
+    preconditions: Object = {"uid": view.uid} if uid and view.uid else {}
+    if view.resource_version:
+        preconditions["resourceVersion"] = view.resource_version
+    return preconditions
 
 
 def _summary(status: Object) -> str:

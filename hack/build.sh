@@ -8,7 +8,7 @@
 #   the Prometheus server on request.
 #
 # Usage: hack/build.sh [--force] [sample-controller] [node] [cert-manager] [prometheus]
-#        hack/build.sh [--force] [helm] [cosign] [actionlint] [release]
+#        hack/build.sh [--force] [helm] [cosign] [krew] [actionlint] [release]
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
 #   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
@@ -20,8 +20,9 @@
 #   prometheus         the Prometheus server (same module and version as promtool, no web UI
 #                      assets), for `make dashboard`'s picture of the Grafana dashboard
 #   cosign             only cosign (signs and verifies the release's image and chart: `make
-#                      release`, the release e2e); actionlint: only actionlint (checks
-#                      .github/workflows in `make lint`); release: both; helm: only helm (what
+#                      release`, the release e2e); krew: only krew (installs the release's kubectl
+#                      plugin in the release e2e); actionlint: only actionlint (checks
+#                      .github/workflows in `make lint`); release: all three; helm: only helm (what
 #                      `make release` needs of the plane). Given only these, the plane is skipped;
 #                      cosign and actionlint alone take a lock of their own (their wrappers and
 #                      binaries are their own), helm the plane's
@@ -63,6 +64,7 @@ want_cert_manager=false
 want_prometheus=false
 want_cosign=false
 want_actionlint=false
+want_krew=false
 want_helm_only=false
 for arg in "$@"; do
   case "$arg" in
@@ -72,11 +74,12 @@ for arg in "$@"; do
     prometheus) want_prometheus=true ;;
     cosign) want_cosign=true ;;
     actionlint) want_actionlint=true ;;
-    release) want_cosign=true want_actionlint=true ;;
+    krew) want_krew=true ;;
+    release) want_cosign=true want_actionlint=true want_krew=true ;;
     helm) want_helm_only=true ;;
     --force) FORCE=true ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus, helm, cosign, actionlint, release)" ;;
+    *) die "unknown target '$arg' (known: sample-controller, node, cert-manager, prometheus, helm, cosign, krew, actionlint, release)" ;;
   esac
 done
 
@@ -87,10 +90,10 @@ mkdir -p "$BIN" "$SRC" "$SHARE"
 # wrapper modules and half-written binaries; serialise them.
 lock="$CACHE/.build.lock"
 tools_only=false
-if $want_cosign || $want_actionlint; then tools_only=true lock="$CACHE/.build-release.lock"; fi
+if $want_cosign || $want_actionlint || $want_krew; then tools_only=true lock="$CACHE/.build-release.lock"; fi
 if $want_helm_only; then tools_only=true lock="$CACHE/.build.lock"; fi
 if $tools_only && { $want_sample_controller || $want_node || $want_cert_manager || $want_prometheus; }; then
-  die "helm, cosign, actionlint and release build alone: run the plane's targets in a call of their own"
+  die "helm, cosign, krew, actionlint and release build alone: run the plane's targets in a call of their own"
 fi
 exec 9>"$lock"
 if ! flock -n 9; then
@@ -637,6 +640,13 @@ build_actionlint() {
     "~40 s with a cold Go cache" "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
 }
 
+# krew, kubectl's plugin manager: the release e2e installs the release's plugin with it
+# (`kubectl krew install --manifest --archive`), as docs/install.md tells users to.
+build_krew() {
+  build_go_tool krew "$KREW_VERSION" sigs.k8s.io/krew sigs.k8s.io/krew/cmd/krew \
+    "~1-2 min with a cold Go cache" "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION"
+}
+
 # ---------------------------------------------------------------- main
 total_start=$SECONDS
 log "cache: $CACHE"
@@ -644,6 +654,7 @@ if $tools_only; then
   if $want_helm_only; then build_helm; fi
   if $want_cosign; then build_cosign; fi
   if $want_actionlint; then build_actionlint; fi
+  if $want_krew; then build_krew; fi
   log "release tools ready in $((SECONDS - total_start))s; binaries under $BIN"
   exit 0
 fi

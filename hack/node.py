@@ -264,12 +264,21 @@ class RealNode(Started):
         loopback): a hosts.toml of its own beside the ones that send every other registry to
         NO_REGISTRY. containerd reads these at each pull, so no restart. Loopback bypasses the
         HTTPS_PROXY that stops every other pull (Go's proxy rules never proxy loopback)."""
-        directory = self.workdir / "containerd" / "certs.d" / host
+        self._registry_hosts(host, server=f"https://{host}", host=host, ca_file=ca_file)
+
+    def mirror_registry(self, upstream: str, host: str, ca_file: Path) -> None:
+        """Let containerd pull `upstream`'s images (e.g. ghcr.io) from `host`, a registry of ours on
+        loopback holding the same paths, verified by `ca_file`: a pod naming the published image
+        runs what the test pushed, and nothing reaches `upstream` (its own server is never tried)."""
+        self._registry_hosts(upstream, server=NO_REGISTRY, host=host, ca_file=ca_file)
+
+    def _registry_hosts(self, name: str, *, server: str, host: str, ca_file: Path) -> None:
+        """certs.d/<name>/hosts.toml: pull and resolve from https://<host> (its CA `ca_file`), then `server`."""
+        directory = self.workdir / "containerd" / "certs.d" / name
         directory.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ca_file, directory / "ca.crt")
-        server = f"https://{host}"
         (directory / "hosts.toml").write_text(
-            f'server = "{server}"\n[host."{server}"]\n  capabilities = ["pull", "resolve"]\n'
+            f'server = "{server}"\n[host."https://{host}"]\n  capabilities = ["pull", "resolve"]\n'
             f'  ca = "{directory / "ca.crt"}"\n'
         )
 

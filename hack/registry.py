@@ -80,13 +80,35 @@ class LocalRegistry(Started):
 
     def get(self, path: str) -> object:
         """A JSON answer of the registry API (tags, catalogue), over its own CA."""
+        with self._opener().open(f"https://{self.host}{path}", timeout=5) as answer:
+            return json.loads(answer.read() or b"{}")
+
+    def retag(self, repository: str, digest: str, tag: str) -> None:
+        """Point `tag` at the manifest `digest` again (the registry API's GET and PUT of a manifest): how a
+        test puts back what it replaced, since pushing the same chart again makes a new manifest (helm
+        stamps it with the time) that nothing signed."""
+        media_type = "application/vnd.oci.image.manifest.v1+json"
+        opener = self._opener()
+        fetch = urllib.request.Request(
+            f"https://{self.host}/v2/{repository}/manifests/{digest}", headers={"Accept": media_type}
+        )
+        with opener.open(fetch, timeout=5) as answer:
+            manifest, media_type = answer.read(), answer.headers["Content-Type"]
+        put = urllib.request.Request(
+            f"https://{self.host}/v2/{repository}/manifests/{tag}",
+            data=manifest,
+            method="PUT",
+            headers={"Content-Type": media_type},
+        )
+        with opener.open(put, timeout=5):
+            pass
+
+    def _opener(self) -> urllib.request.OpenerDirector:
         context = ssl.create_default_context(cafile=str(self.ca_file))
         # Straight to loopback, whatever proxy the environment names (urllib would use it).
-        opener = urllib.request.build_opener(
+        return urllib.request.build_opener(
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
         )
-        with opener.open(f"https://{self.host}{path}", timeout=5) as answer:
-            return json.loads(answer.read() or b"{}")
 
     def stop(self) -> None:
         if self._component is not None:

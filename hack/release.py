@@ -1,32 +1,45 @@
 """One release command: everything a user installs, from a clean checkout, into a dist directory.
 
-    python -m hack.release build [--dist DIR] [--key cosign.key] [--commit REF] [--allow-dirty]
-    python -m hack.release push  --dist DIR --registry HOST[/PATH] --key cosign.key [--ca-file CA]
+    python -m hack.release build [--dist DIR] [--key cosign.key] [--public-key cosign.pub] [--commit REF]
+                                 [--allow-dirty] [--no-tlog-upload]
+    python -m hack.release push  --dist DIR --registry HOST[/PATH] --key cosign.key [--ca-file CA] [--no-tlog-upload]
+    python -m hack.release keygen --out DIR     # the project's key pair: cosign.pub at the root, the key in DIR
     python -m hack.release notes [VERSION]      # CHANGELOG.md's section for a version
     python -m hack.release version              # the one version (pyproject.toml)
 
 `build` writes, for the version in pyproject.toml (the one version source: the chart's `version`
 and `appVersion`, every command's `--version` and the image tag follow it, and a unit test holds
-them together):
+them together), into DIR/assets, the files the GitHub release carries, and nothing else:
 
-    foo-operator-<v>.oci.tar        the image (hack/image.sh: the same inputs give the same digest)
-    foo-operator-<v>.cdx.json       its SBOM (CycloneDX: every Debian package and Python distribution)
-    foo-operator-<v>.tgz            the chart (`helm package`)
-    foo-operator-<v>.tgz.sig        the chart's cosign signature (with --key)
-    RELEASE_NOTES.md                CHANGELOG.md's section for <v>
-    release.json                    version, image digest, the files
-    SHA256SUMS                      sha256sum of every file above (`sha256sum -c SHA256SUMS`)
+    foo-operator-<v>.tgz            the chart (`helm package`, then packed again so that the same tree
+                                    gives the same bytes; Chart.yaml's `artifacthub.io/images` names the
+                                    image by digest)
+    foo-operator-<v>.cdx.json       the image's SBOM (CycloneDX: every Debian package and Python distribution)
+    foo-operator-<v>.yaml           the plain manifests (deploy/foo-operator.yaml, the image by digest)
+    foo-operator-crds-<v>.yaml      the Foo CRD alone, for clusters that manage CRDs apart
+    kubectl-foo-operator-<v>-<os>-<arch>.tar.gz  the kubectl plugin, one self-contained archive per
+                                    platform (hack/krew.py); foo-operator.yaml, its krew manifest;
+                                    kubectl-foo-operator-<v>.cdx.json, the SBOM of what they carry
+    release.json                    version, revision, image digest, the assets
+    SHA256SUMS                      sha256sum of every asset above (`sha256sum -c SHA256SUMS`)
+    SHA256SUMS.cosign.bundle        its cosign signature (with --key)
+
+and beside them, not uploaded: DIR/image/foo-operator-<v>.oci.tar (the image: pushed to the
+registry, where it is signed) and DIR/RELEASE_NOTES.md (CHANGELOG.md's section: the release's text).
 
 `--commit REF` builds a past release from that commit's tree with today's tools (0.1.0 was cut
 before this command existed; its commit is PAST_RELEASES'). `push` copies the image and the chart
-to a registry (`<registry>/foo-operator:<v>`, `oci://<registry>/charts/foo-operator`) and signs
-the image there with cosign. The kubectl plugin's krew archive and manifest (hack/krew.py) are
-built beside them; every builder in ARTIFACTS adds its files before the checksums are written.
+to a registry (`<registry>/foo-operator:<v>`, `oci://<registry>/charts/foo-operator`), signs both
+there and attaches the SBOM to the image as a CycloneDX attestation (cosign). Signatures go to the
+public transparency log (Rekor) unless `--no-tlog-upload`: the tests, whose registry is on
+loopback and which reach nothing else, sign without it (docs/install.md says what each choice
+means for whoever verifies).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import io
 import json
@@ -92,34 +105,56 @@ class Release:
     revision: str
     epoch: int
     key: Path | None = None
+    tlog: bool = True  # upload signatures to the public transparency log (Rekor)
     rebuild_image: bool = False  # hack/image.sh --force: build again rather than take the cached archive
-    files: list[Path] = field(default_factory=list)
+    # The kubectl plugin's platforms (krew's os, arch); the tests build the one they run on.
+    plugin_platforms: tuple[tuple[str, str], ...] = tuple(krew.PLATFORMS)
+    files: list[Path] = field(default_factory=list)  # the assets written so far (all under `assets`)
     image_digest: str = ""
+
+    @property
+    def assets(self) -> Path:
+        """What the GitHub release carries: exactly these files, each in SHA256SUMS."""
+        return self.dist / "assets"
+
+    @property
+    def image_archive(self) -> Path:
+        return self.dist / "image" / f"{NAME}-{self.version}.oci.tar"
 
 
 Builder = Callable[[Release], None]
 
 
-def run(argv: Sequence[str | os.PathLike[str]], *, env: dict[str, str] | None = None, timeout: float = 3600) -> str:
+def run(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 3600,
+    with_stderr: bool = False,
+) -> str:
     result = subprocess.run(
         [str(a) for a in argv], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
     )
     if result.returncode != 0:
         tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
         raise ReleaseError(f"{Path(str(argv[0])).name} {' '.join(map(str, argv[1:3]))} failed:\n{tail}")
-    return result.stdout
+    return result.stdout + (result.stderr if with_stderr else "")
 
 
 def cosign() -> Path:
     path = cache_dir() / "bin" / f"cosign-{versions()['COSIGN_VERSION']}" / "cosign"
     if not path.is_file():
-        raise ReleaseError(f"{path} is missing: run `bash hack/build.sh release`")
+        raise ReleaseError(f"{path} is missing: run `bash hack/build.sh cosign`")
     return path
 
 
 def cosign_env() -> dict[str, str]:
     # A key made for the test has an empty password; a real one comes from COSIGN_PASSWORD.
     return {"COSIGN_PASSWORD": os.environ.get("COSIGN_PASSWORD", "")}
+
+
+def tlog_flag(tlog: bool) -> str:
+    return f"--tlog-upload={str(tlog).lower()}"
 
 
 def build_image(release: Release) -> None:
@@ -135,48 +170,120 @@ def build_image(release: Release) -> None:
         env |= {"IMAGE_SOURCE_DIR": str(release.source), "IMAGE_OUT_DIR": str(out), "IMAGE_REVISION": release.revision}
     run([REPO_ROOT / "hack" / "image.sh", *(["--force"] if release.rebuild_image else [])], env=env)
     meta = json.loads((out / "image.json").read_text())
-    image = release.dist / f"{NAME}-{release.version}.oci.tar"
-    sbom = release.dist / f"{NAME}-{release.version}.cdx.json"
-    shutil.copyfile(meta["archive"], image)
+    release.image_archive.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(meta["archive"], release.image_archive)
+    sbom = release.assets / f"{NAME}-{release.version}.cdx.json"
     shutil.copyfile(meta["sbom"], sbom)
     release.image_digest = meta["digest"]
-    release.files += [image, sbom]
+    release.files.append(sbom)
+
+
+def image_by_digest(release: Release) -> str:
+    return f"{REGISTRY_PREFIX}/{NAME}:{release.version}@{release.image_digest}"
+
+
+def with_artifacthub_images(chart_yaml: str, image: str) -> str:
+    """Chart.yaml with `artifacthub.io/images` naming `image` (tag and digest): the image Artifact Hub
+    lists and scans. Written into the text, nothing else of it changed (helm package then writes the
+    file anew from what it parsed); an entry already there is replaced."""
+    entry = f"  artifacthub.io/images: |\n    - name: {NAME}\n      image: {image}\n"
+    lines = chart_yaml.splitlines(keepends=True)
+    kept: list[str] = []
+    skipping = False
+    for line in lines:
+        if line.startswith("  artifacthub.io/images:"):
+            skipping = True
+            continue
+        if skipping and (line.startswith("    ") or not line.strip()):
+            continue
+        skipping = False
+        kept.append(line)
+    at = next((i for i, line in enumerate(kept) if re.match(r"annotations:\s*(#.*)?$", line)), None)
+    if at is None:
+        return "".join(kept).rstrip("\n") + "\nannotations:\n" + entry
+    return "".join(kept[: at + 1]) + entry + "".join(kept[at + 1 :])
+
+
+def repack_reproducibly(archive: Path, epoch: int) -> None:
+    """`helm package` stamps each member with the time it writes it (helm v3's chartutil.writeToTar:
+    time.Now(); v4 takes the files' mtimes, which a checkout sets): the same tree gave a new archive
+    each time. Same members, same order, the commit's time, no owner, and a gzip header without a time."""
+    with tarfile.open(archive, "r:gz") as tar:
+        members = [(m, tar.extractfile(m).read() if m.isfile() else b"") for m in tar.getmembers()]  # type: ignore[union-attr]
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for member, data in members:
+            member.mtime, member.uid, member.gid, member.uname, member.gname = epoch, 0, 0, "", ""
+            member.pax_headers = {}
+            tar.addfile(member, io.BytesIO(data) if member.isfile() else None)
+    with open(archive, "wb") as out, gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="") as gz:
+        gz.write(raw.getvalue())
 
 
 def build_chart(release: Release) -> None:
     helm = find_binaries().helm
-    run([helm, "package", release.source / "charts" / NAME, "--destination", release.dist])
-    chart = release.dist / f"{NAME}-{release.version}.tgz"
+    with tempfile.TemporaryDirectory(prefix="foo-operator-chart-") as scratch:
+        chart_dir = Path(scratch) / NAME
+        shutil.copytree(release.source / "charts" / NAME, chart_dir, ignore=shutil.ignore_patterns("*.tgz", "charts"))
+        chart_yaml = chart_dir / "Chart.yaml"
+        chart_yaml.write_text(with_artifacthub_images(chart_yaml.read_text(), image_by_digest(release)))
+        run([helm, "package", chart_dir, "--destination", release.assets])
+    chart = release.assets / f"{NAME}-{release.version}.tgz"
     if not chart.is_file():
         raise ReleaseError(f"helm package wrote no {chart.name}: is the chart's version {release.version}?")
+    repack_reproducibly(chart, release.epoch)
     release.files.append(chart)
-    if release.key:
-        signature = chart.with_name(chart.name + ".sig")
-        sign: list[str | os.PathLike[str]] = [cosign(), "sign-blob", "--yes", "--key", release.key]
-        run([*sign, "--tlog-upload=false", "--output-signature", signature, chart], env=cosign_env())
-        release.files.append(signature)
+
+
+def crds_only(manifests: str) -> str:
+    """The CustomResourceDefinitions of a multi-document manifest, alone."""
+    crds = [d for d in yaml.safe_load_all(manifests) if d and d.get("kind") == "CustomResourceDefinition"]
+    return str(yaml.safe_dump_all(crds, sort_keys=False, explicit_start=True))
+
+
+def build_manifests(release: Release) -> None:
+    """deploy/foo-operator.yaml (kubectl apply, no Helm) with the image pinned to its digest, and its CRD
+    alone. A past release that had no plain manifests gets none."""
+    plain = release.source / "deploy" / f"{NAME}.yaml"
+    if not plain.is_file():
+        return
+    tagged = f"image: {REGISTRY_PREFIX}/{NAME}:{release.version}\n"
+    text = plain.read_text()
+    if tagged not in text:
+        raise ReleaseError(f"deploy/{NAME}.yaml does not run {tagged.strip()}: run `python -m hack.manifests`")
+    manifests = release.assets / f"{NAME}-{release.version}.yaml"
+    manifests.write_text(text.replace(tagged, f"image: {image_by_digest(release)}\n"))
+    crds = release.assets / f"{NAME}-crds-{release.version}.yaml"
+    crds.write_text(
+        f"# The Foo CRD of foo-operator {release.version} alone (docs/install.md, Plain manifests).\n" + crds_only(text)
+    )
+    release.files += [manifests, crds]
 
 
 def write_notes(release: Release) -> None:
     # Today's CHANGELOG.md, also for a past release built from its commit: it has every section.
+    # The release's text, not one of its files.
     notes = release.dist / "RELEASE_NOTES.md"
     notes.write_text(f"# foo-operator {release.version}\n\n" + changelog_section(release.version))
-    release.files.append(notes)
 
 
 def build_plugin(release: Release) -> None:
-    """The kubectl plugin's krew archive and manifest (hack/krew.py), from this release's wheel."""
-    with tempfile.TemporaryDirectory(prefix="foo-operator-wheel-") as wheels:
-        run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", wheels, release.source])
-        (wheel,) = Path(wheels).glob("*.whl")
-        name = f"kubectl-{krew.PLUGIN}-{release.version}.tar.gz"
-        uri = f"{krew.HOMEPAGE}/releases/download/v{release.version}/{name}"
-        archive, manifest = krew.release_plugin(wheel, version=release.version, out_dir=release.dist, uri=uri)
-    release.files += [archive, manifest]
+    """The kubectl plugin's krew archives (one per platform), manifest and SBOM (hack/krew.py). A
+    past release from before the plugin ships none."""
+    if not (release.source / "kubectl_foo").is_dir():
+        return
+    uri = f"{krew.HOMEPAGE}/releases/download/v{release.version}/{{name}}"
+    release.files += krew.release_plugin(
+        release.source, version=release.version, out_dir=release.assets, uri=uri, platforms=release.plugin_platforms
+    )
 
 
-# Run in order; a builder that needs another's output comes after it.
-ARTIFACTS: list[Builder] = [build_image, build_chart, build_plugin, write_notes]
+# Run in order; a builder that needs another's output comes after it (the chart and the plain
+# manifests name the image's digest).
+ARTIFACTS: list[Builder] = [build_image, build_chart, build_manifests, build_plugin, write_notes]
+
+CHECKSUMS = "SHA256SUMS"
+CHECKSUMS_BUNDLE = f"{CHECKSUMS}.cosign.bundle"
 
 
 def sha256(path: Path) -> str:
@@ -188,14 +295,15 @@ def sha256(path: Path) -> str:
 
 
 def write_checksums(release: Release) -> None:
-    manifest = release.dist / "release.json"
+    manifest = release.assets / "release.json"
     manifest.write_text(
         json.dumps(
             {
                 "version": release.version,
                 "revision": release.revision,
-                "image": {"digest": release.image_digest, "archive": f"{NAME}-{release.version}.oci.tar"},
-                "files": sorted(p.name for p in release.files),
+                "image": {"name": f"{REGISTRY_PREFIX}/{NAME}", "digest": release.image_digest},
+                "chart": f"oci://{REGISTRY_PREFIX}/charts/{NAME}",
+                "assets": sorted([p.name for p in release.files] + ["release.json"]),
             },
             indent=1,
         )
@@ -203,7 +311,21 @@ def write_checksums(release: Release) -> None:
     )
     release.files.append(manifest)
     lines = [f"{sha256(p)}  {p.name}\n" for p in sorted(release.files, key=lambda p: p.name)]
-    (release.dist / "SHA256SUMS").write_text("".join(lines))
+    checksums = release.assets / CHECKSUMS
+    checksums.write_text("".join(lines))
+    if release.key:
+        bundle = release.assets / CHECKSUMS_BUNDLE
+        flags = ["--yes", "--key", str(release.key), tlog_flag(release.tlog), "--bundle", str(bundle)]
+        run([cosign(), "sign-blob", *flags, checksums], env=cosign_env())
+
+
+def assets_are_exactly_the_checksummed(assets: Path) -> list[str]:
+    """What is wrong with `assets` as a release: files SHA256SUMS does not name, or names and lacks."""
+    named = {line.split(maxsplit=1)[1].strip() for line in (assets / CHECKSUMS).read_text().splitlines()}
+    present = {p.name for p in assets.iterdir()} - {CHECKSUMS, CHECKSUMS_BUNDLE}
+    return [f"not in {CHECKSUMS}: {n}" for n in sorted(present - named)] + [
+        f"in {CHECKSUMS} but missing: {n}" for n in sorted(named - present)
+    ]
 
 
 def git(*args: str) -> str:
@@ -227,20 +349,41 @@ def source_tree(commit: str | None, allow_dirty: bool, scratch: Path) -> tuple[P
     return tree, revision, int(git("log", "-1", "--format=%ct", revision))
 
 
+def public_key_of(key: Path) -> str:
+    return run([cosign(), "public-key", "--key", key], env=cosign_env()).strip()
+
+
+def check_key(key: Path, public_key: Path) -> None:
+    """Refuse to sign with a key whose public half is not the published one (the root's cosign.pub):
+    a release nobody could verify with the documented key must not ship."""
+    if public_key_of(key) != public_key.read_text().strip():
+        raise ReleaseError(f"the signing key's public half is not {public_key}: users could not verify this release")
+
+
 def build(
-    dist: Path, *, key: Path | None, commit: str | None = None, allow_dirty: bool = False, rebuild_image: bool = False
+    dist: Path,
+    *,
+    key: Path | None,
+    commit: str | None = None,
+    allow_dirty: bool = False,
+    rebuild_image: bool = False,
+    tlog: bool = True,
+    public_key: Path | None = None,
+    plugin_platforms: tuple[tuple[str, str], ...] = tuple(krew.PLATFORMS),
 ) -> Release:
+    if key and public_key:
+        check_key(key, public_key)
     with tempfile.TemporaryDirectory(prefix="foo-operator-release-") as scratch:
         source, revision, epoch = source_tree(commit, allow_dirty, Path(scratch))
         version = project_version(source)
         if chart_versions(source) != (version, version):
             raise ReleaseError(f"Chart.yaml's version/appVersion {chart_versions(source)} are not {version}")
         changelog_section(version)  # fail before the long part
-        dist.mkdir(parents=True, exist_ok=True)
-        names = ("SHA256SUMS", "release.json", "RELEASE_NOTES.md", f"{krew.PLUGIN}.yaml")
-        for stale in [*dist.glob(f"{NAME}-*"), *dist.glob(f"kubectl-{krew.PLUGIN}-*"), *(dist / n for n in names)]:
-            stale.unlink(missing_ok=True)  # an earlier build's files: SHA256SUMS lists this build's alone
-        release = Release(version, source, dist, revision, epoch, key=key, rebuild_image=rebuild_image)
+        release = Release(version, source, dist, revision, epoch, key, tlog, rebuild_image, plugin_platforms)
+        # An earlier build's files: the assets are this build's alone.
+        shutil.rmtree(release.assets, ignore_errors=True)
+        shutil.rmtree(release.image_archive.parent, ignore_errors=True)
+        release.assets.mkdir(parents=True)
         for builder in ARTIFACTS:
             builder(release)
         write_checksums(release)
@@ -251,12 +394,22 @@ def build(
 @dataclass(frozen=True)
 class Published:
     image: str  # <registry>/foo-operator@sha256:...
-    chart: str  # oci://<registry>/charts/foo-operator
+    chart: str  # <registry>/charts/foo-operator@sha256:... (helm's oci:// without the scheme)
 
 
-def push(dist: Path, registry: str, *, key: Path, ca_file: Path | None = None) -> Published:
-    """Copy the built image and chart to `registry` (host[:port][/path]) and sign the image there."""
-    meta = json.loads((dist / "release.json").read_text())
+def pushed_chart_digest(helm_output: str) -> str:
+    """The chart's manifest digest from `helm push`'s `Digest: sha256:...` line: what cosign signs."""
+    match = re.search(r"^Digest: (sha256:[0-9a-f]{64})$", helm_output, re.M)
+    if not match:
+        raise ReleaseError(f"helm push printed no digest:\n{helm_output}")
+    return match.group(1)
+
+
+def push(dist: Path, registry: str, *, key: Path, ca_file: Path | None = None, tlog: bool = True) -> Published:
+    """Copy the built image and chart to `registry` (host[:port][/path]); sign both there and attach the
+    SBOM to the image as a CycloneDX attestation."""
+    assets = dist / "assets"
+    meta = json.loads((assets / "release.json").read_text())
     version, digest = meta["version"], meta["image"]["digest"]
     repository = f"{registry}/{NAME}"
     tls: list[str] = []
@@ -268,25 +421,62 @@ def push(dist: Path, registry: str, *, key: Path, ca_file: Path | None = None) -
         shutil.copyfile(ca_file, cert_dir / "ca.crt")
         tls = ["--dest-cert-dir", str(cert_dir)]
         env["SSL_CERT_FILE"] = str(ca_file)
+    archive = dist / "image" / f"{NAME}-{version}.oci.tar"
     run(
-        ["skopeo", "copy", "--quiet", "--preserve-digests", *tls]
-        + [f"oci-archive:{dist / meta['image']['archive']}", f"docker://{repository}:{version}"]
+        [
+            "skopeo",
+            "copy",
+            "--quiet",
+            "--preserve-digests",
+            *tls,
+            f"oci-archive:{archive}",
+            f"docker://{repository}:{version}",
+        ]
     )
     image = f"{repository}@{digest}"
-    run([cosign(), "sign", "--yes", "--key", key, "--tlog-upload=false", image], env=env)
+    signing: list[str | os.PathLike[str]] = ["--yes", "--key", key, tlog_flag(tlog)]
+    run([cosign(), "sign", *signing, image], env=env)
+    sbom = assets / f"{NAME}-{version}.cdx.json"
+    run([cosign(), "attest", *signing, "--type", "cyclonedx", "--predicate", sbom, image], env=env)
     helm = find_binaries().helm
-    chart_repo = f"oci://{registry}/charts"
-    run([helm, "push", dist / f"{NAME}-{version}.tgz", chart_repo, *(["--ca-file", str(ca_file)] if ca_file else [])])
-    return Published(image=image, chart=f"{chart_repo}/{NAME}")
+    chart_repo = f"{registry}/charts"
+    ca = ["--ca-file", str(ca_file)] if ca_file else []
+    pushed = run([helm, "push", assets / f"{NAME}-{version}.tgz", f"oci://{chart_repo}", *ca], with_stderr=True)
+    chart = f"{chart_repo}/{NAME}@{pushed_chart_digest(pushed)}"
+    run([cosign(), "sign", *signing, chart], env=env)
+    return Published(image=image, chart=chart)
+
+
+# ---------------------------------------------------------------------- the project's key
+def keygen(out: Path, root: Path = REPO_ROOT) -> Path:
+    """A new key pair for the project: the private key (COSIGN_PASSWORD encrypts it) into `out`, which
+    must lie outside the repository, and its public half to `root`/cosign.pub, to commit. The release
+    workflow takes the private key and its password from the secrets COSIGN_PRIVATE_KEY and
+    COSIGN_PASSWORD and refuses to sign unless its public half is the committed cosign.pub."""
+    out = out.resolve()
+    if out == root or root in out.parents:
+        raise ReleaseError(f"{out} is inside the repository: a private key is never committed")
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "cosign.key").exists():
+        raise ReleaseError(f"{out / 'cosign.key'} exists already: keep it or move it away first")
+    run([cosign(), "generate-key-pair", "--output-key-prefix", out / "cosign"], env=cosign_env())
+    shutil.copyfile(out / "cosign.pub", root / "cosign.pub")
+    return out / "cosign.key"
 
 
 # ---------------------------------------------------------------------- command line
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hack.release", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
+    tlog = {
+        "action": argparse.BooleanOptionalAction,
+        "default": True,
+        "help": "record signatures in the public transparency log, Rekor (default: yes; the tests: no)",
+    }
     b = commands.add_parser("build", help="build the release into --dist")
     b.add_argument("--dist", type=Path, default=REPO_ROOT / "dist" / "release")
-    b.add_argument("--key", type=Path, help="cosign private key: sign the chart")
+    b.add_argument("--key", type=Path, help="cosign private key: sign SHA256SUMS")
+    b.add_argument("--public-key", type=Path, help="refuse to sign unless the key's public half is this file")
     b.add_argument("--commit", help="build a past release from this commit (e.g. v0.1.0) with today's tools")
     b.add_argument(
         "--allow-dirty", action="store_true", help="build from uncommitted changes (never for a real release)"
@@ -294,11 +484,15 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument(
         "--rebuild-image", action="store_true", help="build the image again even when cached (proves the digest)"
     )
-    p = commands.add_parser("push", help="push --dist's image and chart to --registry and sign the image")
+    b.add_argument("--tlog-upload", **tlog)  # type: ignore[arg-type]
+    p = commands.add_parser("push", help="push --dist's image and chart to --registry, sign and attest them")
     p.add_argument("--dist", type=Path, default=REPO_ROOT / "dist" / "release")
     p.add_argument("--registry", default=REGISTRY_PREFIX, help="host[:port][/path] (default %(default)s)")
     p.add_argument("--key", type=Path, required=True)
     p.add_argument("--ca-file", type=Path, help="the registry's CA, if not a public one")
+    p.add_argument("--tlog-upload", **tlog)  # type: ignore[arg-type]
+    k = commands.add_parser("keygen", help="a new project key pair: cosign.pub at the root, the private key in --out")
+    k.add_argument("--out", type=Path, required=True, help="a directory outside the repository")
     n = commands.add_parser("notes", help="print CHANGELOG.md's section for a version")
     n.add_argument("version", nargs="?")
     commands.add_parser("version", help="print the one version")
@@ -316,13 +510,21 @@ def main(argv: list[str] | None = None) -> int:
                 commit=commit,
                 allow_dirty=args.allow_dirty,
                 rebuild_image=args.rebuild_image,
+                tlog=args.tlog_upload,
+                public_key=args.public_key,
             )
             print(f"==> foo-operator {release.version} ({release.revision[:12]}) in {release.dist}")
-            print((release.dist / "SHA256SUMS").read_text(), end="")
+            print((release.assets / CHECKSUMS).read_text(), end="")
             print(f"image digest {release.image_digest}")
+        elif args.command == "push":
+            published = push(
+                args.dist.resolve(), args.registry, key=args.key, ca_file=args.ca_file, tlog=args.tlog_upload
+            )
+            print(f"==> pushed, signed and attested {published.image}; pushed and signed {published.chart}")
         else:
-            published = push(args.dist.resolve(), args.registry, key=args.key, ca_file=args.ca_file)
-            print(f"==> pushed {published.image} and {published.chart}")
+            key = keygen(args.out)
+            print(f"==> {key} (the private key: into the secret COSIGN_PRIVATE_KEY, never into git)")
+            print(f"==> {REPO_ROOT / 'cosign.pub'} (its public half: commit it)")
     except ReleaseError as err:
         print(f"hack.release: error: {err}", file=sys.stderr)
         return 1

@@ -101,8 +101,16 @@ def python_distributions(rootfs: Path) -> list[Component]:
 
 
 def cyclonedx(
-    components: list[Component], *, name: str, version: str, epoch: int, extra_properties: dict[str, str] | None = None
+    components: list[Component],
+    *,
+    name: str,
+    version: str,
+    epoch: int,
+    extra_properties: dict[str, str] | None = None,
+    kind: str = "container",
 ) -> dict[str, Any]:
+    """The BOM of `components`, describing a `kind` ("container": the image; "application": the
+    kubectl plugin's archives) named `name`."""
     ordered = sorted(set(components), key=lambda c: (c.kind, c.name.lower(), c.version))
     entries = []
     for c in ordered:
@@ -127,8 +135,8 @@ def cyclonedx(
             "timestamp": datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "tools": {"components": [{"type": "application", "name": "foo-operator hack/sbom.py"}]},
             "component": {
-                "type": "container",
-                "bom-ref": f"pkg:oci/{name}@{version}",
+                "type": kind,
+                "bom-ref": f"pkg:oci/{name}@{version}" if kind == "container" else f"pkg:generic/{name}@{version}",
                 "name": name,
                 "version": version,
             },

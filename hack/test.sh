@@ -51,7 +51,7 @@ export -f matrix_built
 
 hack/timed.sh "install (virtualenv)" "$MAKE" --no-print-directory venv
 hack/timed.sh "build (control plane from Go modules)" "$MAKE" --no-print-directory build-plane
-hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image, cert-manager, cosign)" \
+hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, CoreDNS, image, cert-manager, cosign, krew)" \
   "$MAKE" --no-print-directory build-node
 if [[ ${#matrix[@]} -gt 0 ]]; then
   # setsid: a process group of its own, so that stopping it stops go and its compilers too.

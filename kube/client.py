@@ -9,9 +9,10 @@ resources more than one process reads or writes are named here, once.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -145,6 +146,16 @@ def no_answer(err: ApiError) -> str:
 # client-go's rest client: how many times an answer with Retry-After is retried.
 MAX_RETRIES = 10
 
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class FencedWrite(Exception):
+    """A write the client's fence refused before it went on the wire (e.g. the lease may be lost)."""
+
+
+# Called right before a write is sent; raises FencedWrite to refuse it.
+WriteFence = Callable[[str, str], None]
+
 
 class KubeClient:
     """JSON calls against the apiserver an ``ApiClient`` is configured for."""
@@ -161,6 +172,18 @@ class KubeClient:
         self.limiter = limiter
         self.timeout = timeout
         self.field_manager = field_manager
+        self.fence: WriteFence | None = None
+
+    def fenced(self, fence: WriteFence) -> KubeClient:
+        """This client (same connections and limiter) with every write passing ``fence`` first.
+
+        The one choke point for "may this process still write": the fence is asked after the
+        client-side limiter, right before the request is handed to the connection, so no write
+        that waited in line can slip past it. Reads are never fenced.
+        """
+        clone = copy.copy(self)
+        clone.fence = fence
+        return clone
 
     async def close(self) -> None:
         await self.api.close()
@@ -187,6 +210,8 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         if self.limiter is not None:
             await self.limiter.acquire()
+        if self.fence is not None and method in WRITE_METHODS:
+            self.fence(method, path)
         try:
             response: aiohttp.ClientResponse = await self.api.call_api(
                 path,

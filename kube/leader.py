@@ -6,6 +6,13 @@ skew. A leader that cannot renew within the renew deadline stops leading; on shu
 releases the lease (empty ``holderIdentity``) so a successor need not wait for expiry.
 The decisions are pure functions (``observe``, ``can_acquire``, ``next_record``); the
 ``LeaderElector`` only adds the apiserver calls and the timing loop around them.
+
+Fencing: no other candidate can take the lease before ``lease_duration`` has passed since it
+*saw* our last renewal, which it cannot see before we sent it. So ``check_write`` lets a write
+go only within ``renew_deadline`` of the moment our last successful renewal was *sent* (not
+answered): a leader frozen (SIGSTOP, a stalled VM, a long GC) or cut off past that writes
+nothing, whatever its workers were doing, and the margin up to the lease duration covers a
+write that was checked just before the deadline and is still on its way.
 """
 
 from __future__ import annotations
@@ -19,13 +26,23 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from .client import LEASES, ApiError, KubeClient
+from .client import LEASES, ApiError, FencedWrite, KubeClient
 from .metrics import Metrics
 from .ratelimit import Clock
 
 log = logging.getLogger(__name__)
 
 WallClock = Callable[[], datetime]
+
+
+def _boot_time() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+# The lease's clock: monotonic, and on Linux counting time the machine was suspended too
+# (CLOCK_BOOTTIME). CLOCK_MONOTONIC stops while a VM or laptop sleeps, and a leader woken from
+# that would think its lease young while the other replicas, awake all along, took it over.
+lease_clock: Clock = _boot_time if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic
 
 
 def micro_time(moment: datetime) -> str:
@@ -129,7 +146,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         metrics: Metrics | None = None,
-        clock: Clock = time.monotonic,
+        clock: Clock = lease_clock,
         wall_clock: WallClock = _utcnow,
     ) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
@@ -147,11 +164,28 @@ class LeaderElector:
         self._observation: Observation | None = None
         self._lease: dict[str, Any] | None = None  # the last Lease object we read or wrote
         self._leader = False
+        self._renewed_at = float("-inf")  # when the last successful acquire/renew was *sent*
         self._set_gauge()
 
     @property
     def is_leader(self) -> bool:
         return self._leader
+
+    @property
+    def write_deadline(self) -> float:
+        """Until when (on ``clock``) this replica may write: renew deadline after its last renewal was sent."""
+        return self._renewed_at + self.renew_deadline
+
+    def check_write(self, method: str = "", path: str = "") -> None:
+        """The write fence (``KubeClient.fenced``): raise ``FencedWrite`` unless we surely lead."""
+        if not self._leader:
+            raise FencedWrite(f"{self.identity} does not hold lease {self.namespace}/{self.name}")
+        late = self._clock() - self.write_deadline
+        if late >= 0:
+            raise FencedWrite(
+                f"lease {self.namespace}/{self.name} was last renewed {late + self.renew_deadline:.1f}s ago"
+                f" (renew deadline {self.renew_deadline:.0f}s): another replica may lead"
+            )
 
     @property
     def holder(self) -> str:
@@ -175,6 +209,7 @@ class LeaderElector:
         """One attempt (client-go's tryAcquireOrRenew); True if we hold the lease afterwards."""
         timeout = self.renew_deadline if timeout is None else max(0.1, timeout)
         seconds = max(1, round(self.lease_duration))
+        attempt = self._clock()  # the lease we may win runs, for others, from no earlier than now
         try:
             lease = await self.client.request("GET", LEASES.path(self.namespace, self.name), timeout=timeout)
         except ApiError as exc:
@@ -194,6 +229,7 @@ class LeaderElector:
                 log.info("lease %s/%s: cannot create: %s", self.namespace, self.name, create_exc)
                 return False
             self._observation = Observation(record, self._clock())
+            self._renewed_at = attempt
             return True
 
         self._lease = lease
@@ -212,6 +248,7 @@ class LeaderElector:
             log.info("lease %s/%s: cannot update: %s", self.namespace, self.name, exc)
             return False
         self._observation = Observation(wanted, self._clock())
+        self._renewed_at = attempt
         return True
 
     async def acquire(self) -> None:
@@ -238,15 +275,14 @@ class LeaderElector:
         """Renew every retry period; return when a renewal has failed for the renew deadline.
 
         Returns immediately if we do not lead. Cancel it to stop renewing (then ``release``).
+        The deadline counts from when the last successful renewal was sent, as ``check_write``'s.
         """
-        last_renew = self._clock()
         while self._leader:
             await asyncio.sleep(self.retry_period)
-            remaining = last_renew + self.renew_deadline - self._clock()
+            remaining = self.write_deadline - self._clock()
             if remaining > 0 and await self.try_acquire_or_renew(timeout=remaining):
-                last_renew = self._clock()
                 continue
-            if self._clock() >= last_renew + self.renew_deadline or self.holder not in ("", self.identity):
+            if self._clock() >= self.write_deadline or self.holder not in ("", self.identity):
                 log.warning(
                     "lease %s/%s: could not renew within %.0fs (holder now %r)",
                     self.namespace,

@@ -106,22 +106,6 @@ class ItemExponentialFailureRateLimiter:
         return self._failures.get(item, 0)
 
 
-class BucketRateLimiter:
-    """An overall token bucket shared by all items: bounds the retry rate of the whole queue."""
-
-    def __init__(self, qps: float = 10.0, burst: int = 100, *, clock: Clock = time.monotonic) -> None:
-        self.bucket = TokenBucket(qps, burst, clock=clock)
-
-    def when(self, item: Hashable) -> float:
-        return self.bucket.reserve()
-
-    def forget(self, item: Hashable) -> None:
-        pass
-
-    def num_requeues(self, item: Hashable) -> int:
-        return 0
-
-
 class MaxOfRateLimiter:
     """The longest wait any of its limiters asks for (client-go's MaxOfRateLimiter)."""
 
@@ -142,9 +126,14 @@ class MaxOfRateLimiter:
         return max(limiter.num_requeues(item) for limiter in self.limiters)
 
 
-def default_controller_rate_limiter(*, clock: Clock = time.monotonic) -> MaxOfRateLimiter:
-    """client-go's DefaultControllerRateLimiter: per-item 5 ms → 1000 s, overall 10 qps / burst 100."""
-    return MaxOfRateLimiter(
-        ItemExponentialFailureRateLimiter(0.005, 1000.0),
-        BucketRateLimiter(10.0, 100, clock=clock),
-    )
+def default_controller_rate_limiter() -> ItemExponentialFailureRateLimiter:
+    """Per-item backoff, 5 ms → 1000 s, and nothing shared between items.
+
+    client-go's DefaultControllerRateLimiter adds an overall token bucket (10 qps, burst 100)
+    that answers every failure with a slot *reserved* in the future: n failures of one tenant's
+    objects push every other object's retry n/10 seconds out, and the debt outlives the objects
+    that made it (kubernetes/kubernetes#104554). Here a retry waits for its own failures only;
+    what one namespace's retries may take from another's turn is bounded by the queue's round
+    robin between namespaces instead.
+    """
+    return ItemExponentialFailureRateLimiter(0.005, 1000.0)

@@ -3,13 +3,15 @@
 A controller that just created or patched an object may reconcile again before the watch
 delivers its own write; the stale cache then asks for the same write again (an AlreadyExists
 error or a redundant patch). ``RecentWrites`` remembers each write's answer until the cache
-shows it, and ``resolve`` hands out whichever of the two is current.
+shows it, and ``resolve`` hands out whichever of the two is current. ``observe`` also tells the
+event handlers when an event is our own write coming back, which needs no other look.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from apimachinery.objects import Object
@@ -31,6 +33,8 @@ class RecentWrites:
         #         the object the apiserver answered with, expiry)
         self._entries: dict[str, tuple[str | None, Object, float]] = {}
         self._next_purge = 1024  # size at which expired entries are swept out
+        # key -> resourceVersion a write on its way was judged from (None for a create)
+        self._in_flight: dict[str, str | None] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -55,11 +59,34 @@ class RecentWrites:
         """Call on a delete event for ``key``: the cache is the truth again."""
         self._entries.pop(key, None)
 
-    def observe(self, key: str, obj: Mapping[str, Any]) -> None:
-        """Call on add/update events: once the cache holds our write, the entry has done its job."""
+    @contextmanager
+    def writing(self, key: str, before: Mapping[str, Any] | None) -> Iterator[None]:
+        """Around a write to ``key`` judged from ``before`` (None for a create).
+
+        The write carries ``before``'s resourceVersion as a precondition, so the version that
+        follows ``before`` is ours if the write succeeds; if it fails (409), that version is
+        someone else's, and the failed write's retry judges it anyway. Either way an event that
+        follows ``before`` while the write is on its way, ahead of its answer, needs no look.
+        """
+        self._in_flight[key] = _rv(before)
+        try:
+            yield
+        finally:
+            self._in_flight.pop(key, None)
+
+    def observe(self, key: str, obj: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> bool:
+        """Call on add (``previous`` None) and update events; True when ``obj`` is our own write
+        coming back, which the reconcile that made it already judged.
+
+        Once the cache holds our write, its entry has done its job.
+        """
+        if key in self._in_flight and self._in_flight[key] == _rv(previous):
+            return True
         entry = self._entries.get(key)
         if entry is not None and _rv(obj) == _rv(entry[1]):
             del self._entries[key]
+            return True
+        return False
 
     def resolve(self, key: str, cached: Object | None) -> Object | None:
         """The cached object, unless it still predates our last write to ``key``."""

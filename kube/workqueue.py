@@ -4,8 +4,13 @@
 * An item is never handed to two workers at once: re-added while it is being processed, it is
   queued again only when the worker calls ``done`` (the *processing* set).
 * ``add_after`` delays an add; ``add_rate_limited`` delays it by the rate limiter's answer
-  (per-item exponential backoff combined with an overall token bucket by default).
+  (per-item exponential backoff by default: one item's failures never delay another's).
 * ``shutdown`` stops new adds and wakes idle workers; ``drain`` waits for in-flight items.
+
+Unlike client-go's single FIFO, queued items wait in one line per *flow* (``flow_of``: the
+controller's is the namespace) and ``get`` serves the lines round robin, so an item of a quiet
+flow waits for one item of each busy flow, not for all of them. A flow's line exists only while
+it holds items. With no ``flow_of`` every item is in one flow: client-go's FIFO.
 
 Time comes in through two seams, ``clock`` (now) and ``timers`` (call me after a delay), so tests
 drive delays on a fake clock instead of sleeping (client-go's queue takes a clock likewise).
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
@@ -44,14 +49,61 @@ class ShutDown(Exception):
     """The queue is shutting down and has nothing more to hand out."""
 
 
+def _one_flow(item: Hashable) -> Hashable:
+    return None
+
+
+class _RoundRobin(Generic[T]):
+    """FIFO lines, one per flow, served in turn: the flow just served goes to the back.
+
+    A flow that has nothing queued has no line, so state lives only as long as work does (a
+    deleted namespace leaves nothing behind).
+    """
+
+    def __init__(self, flow_of: Callable[[T], Hashable]) -> None:
+        self._flow_of = flow_of
+        self._lines: OrderedDict[Hashable, deque[T]] = OrderedDict()
+        self._length = 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def flows(self) -> int:
+        return len(self._lines)
+
+    def append(self, item: T) -> None:
+        flow = self._flow_of(item)
+        line = self._lines.get(flow)
+        if line is None:
+            line = self._lines[flow] = deque()
+        line.append(item)
+        self._length += 1
+
+    def popleft(self) -> T:
+        flow, line = next(iter(self._lines.items()))
+        item = line.popleft()
+        self._length -= 1
+        if line:
+            self._lines.move_to_end(flow)
+        else:
+            del self._lines[flow]
+        return item
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._length = 0
+
+
 class WorkQueue(Generic[T]):
-    """client-go's rate-limiting workqueue (Type + delaying + rate-limiting) in one class."""
+    """client-go's rate-limiting workqueue (Type + delaying + rate-limiting) in one class, fair between flows."""
 
     def __init__(
         self,
         name: str = "",
         *,
         rate_limiter: RateLimiter | None = None,
+        flow_of: Callable[[T], Hashable] = _one_flow,
         metrics: Metrics | None = None,
         clock: Clock = time.monotonic,
         timers: Timers | None = None,
@@ -61,7 +113,7 @@ class WorkQueue(Generic[T]):
         self._metrics = metrics
         self._clock = clock
         self._timers: Timers = timers or _LoopTimers()
-        self._queue: deque[T] = deque()
+        self._queue: _RoundRobin[T] = _RoundRobin(flow_of)
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
         self._added_at: dict[T, float] = {}
@@ -84,6 +136,11 @@ class WorkQueue(Generic[T]):
     @property
     def processing(self) -> frozenset[T]:
         return frozenset(self._processing)
+
+    @property
+    def flows(self) -> int:
+        """Flows with items waiting to be handed out (each has a line of its own)."""
+        return self._queue.flows
 
     @property
     def delayed(self) -> int:

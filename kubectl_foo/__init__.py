@@ -1,4 +1,4 @@
-"""``kubectl foo``: a kubectl plugin (``kubectl-foo`` on PATH) for the people who run foo-operator.
+"""``kubectl foo-operator``: a kubectl plugin (``kubectl-foo_operator`` on PATH) for the people who run foo-operator.
 
 ``health`` reads FooHealths from the aggregated API, ``migrate-storage`` is ``foo-operator
 migrate-storage``, ``certs`` says when the CA in each caBundle the apiserver trusts expires.

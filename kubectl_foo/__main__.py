@@ -1,4 +1,4 @@
-"""``kubectl-foo``: kubectl's flags in, kubectl's output and errors out. Only wiring.
+"""``kubectl-foo_operator``: kubectl's flags in, kubectl's output and errors out. Only wiring.
 
 kubectl runs a plugin with the user's arguments and environment and nothing else, so the
 plugin reads --kubeconfig, --context and -n itself, and defaults the namespace to the
@@ -25,7 +25,7 @@ from serving.escaping import escape_controls
 
 from . import cabundles, health, output
 
-PROG = "kubectl-foo"  # kubectl shows it as `kubectl foo`
+PROG = "kubectl-foo_operator"  # kubectl shows it as `kubectl foo-operator`
 
 
 def _cluster_flags(parser: argparse.ArgumentParser) -> None:
@@ -74,7 +74,7 @@ def _output_flag(parser: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = command_parser(
-        "kubectl foo",
+        "kubectl foo-operator",
         "kubectl plugin for foo-operator: Foo health, storage migration, and where the CA of every caBundle expires.",
     )
     commands = subcommands(p)
@@ -118,7 +118,7 @@ def explain(err: ApiError) -> str:
 
 async def _client(args: argparse.Namespace) -> KubeClient:
     settings = ClientSettings(
-        user_agent="kubectl-foo",
+        user_agent="kubectl-foo-operator",
         impersonate_user=args.as_user,
         impersonate_groups=tuple(args.as_group),
         **({} if args.request_timeout is None else {"timeout": args.request_timeout}),
@@ -180,7 +180,7 @@ def _context_user(kubeconfig: str | None, context: str | None) -> str:
 
 
 # kubectl takes its global flags anywhere (cobra's persistent flags), so users write
-# `kubectl foo --context prod health`; argparse reads a subcommand's flags only after it.
+# `kubectl foo-operator --context prod health`; argparse reads a subcommand's flags only after it.
 LEADING_FLAGS = frozenset({"--kubeconfig", "--context", "--as", "--as-group", "--request-timeout", "-n", "--namespace"})
 
 

@@ -1,7 +1,7 @@
-"""``kubectl_complete-foo``: shell completion of ``kubectl foo`` (kubectl >= 1.26 runs it).
+"""``kubectl_complete-foo_operator``: shell completion of ``kubectl foo-operator`` (kubectl >= 1.26 runs it).
 
-kubectl finds this executable next to ``kubectl-foo`` on PATH and runs it with the words typed
-after ``kubectl foo``, the last one being the word to complete (``""`` for a new word). It prints
+kubectl finds this executable next to ``kubectl-foo_operator`` on PATH and runs it with the words typed
+after ``kubectl foo-operator``, the last one being the word to complete (``""`` for a new word). It prints
 one candidate per line, then Cobra's directive line (``:4``: no file names). Subcommands and flags
 come from the plugin's own parser, so they never drift; Foo names, namespaces and contexts come
 from the cluster and the kubeconfig, with a short timeout, and nothing at all when either fails
@@ -54,7 +54,7 @@ def _value_of(words: Sequence[str], *flags: str) -> str | None:
 
 async def _names(path: str, kubeconfig: str | None, context: str | None) -> list[str]:
     client: KubeClient = await connect(
-        kubeconfig, context=context, settings=ClientSettings(user_agent="kubectl-foo", timeout=TIMEOUT)
+        kubeconfig, context=context, settings=ClientSettings(user_agent="kubectl-foo-operator", timeout=TIMEOUT)
     )
     async with client:
         answer = await client.request("GET", path, timeout=TIMEOUT)

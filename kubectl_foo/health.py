@@ -1,4 +1,4 @@
-"""``kubectl foo health [NAME]``: FooHealths from the aggregated API, in kubectl get's columns.
+"""``kubectl foo-operator health [NAME]``: FooHealths from the aggregated API, in kubectl get's columns.
 
 The columns are the server's own (``insights.table``), so this and ``kubectl get foohealths``
 never disagree; ``-o wide`` adds the priority-1 columns, as kubectl does.

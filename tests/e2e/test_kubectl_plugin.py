@@ -1,4 +1,5 @@
-"""`kubectl foo` as a user runs it: kubectl finds `kubectl-foo` on PATH and runs it against the real plane.
+"""`kubectl foo-operator` as a user runs it: kubectl finds `kubectl-foo_operator` on PATH and runs it
+against the real plane.
 
 The plugin is installed the way users install it (the console script in a bin directory on
 PATH); every command here goes through the real kubectl binary's plugin lookup.
@@ -28,15 +29,15 @@ BIN = Path(sys.executable).parent
 @pytest.fixture(autouse=True)
 def plugin_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """kubectl looks plugins up on PATH; the plane's kubectl runs with os.environ plus KUBECONFIG."""
-    assert (BIN / "kubectl-foo").is_file(), "kubectl-foo is not installed (make venv)"
+    assert (BIN / "kubectl-foo_operator").is_file(), "kubectl-foo_operator is not installed (make venv)"
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 def kubectl_foo(plane: LocalControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """`kubectl foo ARGS`: kubectl refuses flags before a plugin's name, so the plane is named by
+    """`kubectl foo-operator ARGS`: kubectl refuses flags before a plugin's name, so the plane is named by
     $KUBECONFIG, which kubectl hands the plugin in its environment (as a user's shell would)."""
     result = subprocess.run(
-        [str(plane.bin.kubectl), "foo", *args], capture_output=True, text=True, timeout=300, env=plane.env()
+        [str(plane.bin.kubectl), "foo-operator", *args], capture_output=True, text=True, timeout=300, env=plane.env()
     )
     if check and result.returncode != 0:
         raise KubectlError(result.returncode, result.args, result.stdout, result.stderr)
@@ -56,11 +57,11 @@ def _foo(name: str) -> str:
 
 def test_kubectl_lists_the_plugin(foo_operator: LocalProduct) -> None:
     result = foo_operator.plane.kubectl("plugin", "list", check=False)
-    assert str(BIN / "kubectl-foo") in result.stdout
+    assert str(BIN / "kubectl-foo_operator") in result.stdout
 
 
 def test_kubectl_foo_version_and_help(foo_operator: LocalProduct) -> None:
-    assert kubectl_foo(foo_operator.plane, "--version").stdout.startswith("kubectl foo ")
+    assert kubectl_foo(foo_operator.plane, "--version").stdout.startswith("kubectl foo-operator ")
     help_text = kubectl_foo(foo_operator.plane, "--help").stdout
     assert all(command in help_text for command in ("health", "migrate-storage", "certs"))
 
@@ -99,7 +100,7 @@ def test_kubectl_foo_certs_includes_the_insights_apiservice(available: Insights)
 def test_kubectl_foo_health_reads_foohealths_from_the_aggregated_api(available: Insights, namespace: str) -> None:
     available.kubectl("apply", "-n", namespace, "-f", "-", input=_foo("web"))
     table = wait_for(
-        "kubectl foo health to list web",
+        "kubectl foo-operator health to list web",
         lambda: kubectl_foo(available.plane, "health", "-n", namespace).stdout.splitlines(),
     )
     assert table[0].split()[:3] == ["NAME", "HEALTH", "READY"]
@@ -182,14 +183,14 @@ def test_kubectl_foo_impersonates_with_as_and_as_group(available: Insights, name
     assert own.returncode == 1 and own.stderr.startswith("Error from server (Forbidden): ")
 
 
-def test_kubectl_completes_kubectl_foo_through_kubectl_complete_foo(foo_operator: LocalProduct) -> None:
-    assert (BIN / "kubectl_complete-foo").is_file(), "kubectl_complete-foo is not installed (make venv)"
+def test_kubectl_completes_the_plugin_through_its_completion_command(foo_operator: LocalProduct) -> None:
+    assert (BIN / "kubectl_complete-foo_operator").is_file(), "kubectl_complete-foo_operator is not installed"
     plane = foo_operator.plane
 
     def complete(*words: str) -> list[str]:
         # kubectl registers plugins for completion only when __complete is its first argument, so
         # the plane is named by $KUBECONFIG (as in a user's shell), not by --kubeconfig before it.
-        argv = [str(plane.bin.kubectl), "__complete", "foo", *words]
+        argv = [str(plane.bin.kubectl), "__complete", "foo-operator", *words]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=plane.env(), check=True)
         return result.stdout.splitlines()
 

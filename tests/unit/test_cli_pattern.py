@@ -30,15 +30,16 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "foo-operator-controller": controller.settings.parser,
     "foo-operator-certs": certs_main.parser,
     "foo-operator": controller.cli.parser,
-    "kubectl-foo": kubectl_foo_main.parser,
+    "kubectl-foo_operator": kubectl_foo_main.parser,
+    "kubectl-foo": kubectl_foo_main.parser,  # the plugin's name before 0.3, an alias
 }
 # kubectl shows a plugin by the command a user types.
-SHOWN_AS = {"kubectl-foo": "kubectl foo"}
+SHOWN_AS = {"kubectl-foo_operator": "kubectl foo-operator", "kubectl-foo": "kubectl foo-operator"}
 
 
 # Not commands a person types: kubectl runs it with the words to complete and reads Cobra's
 # completion protocol back (tests/unit/test_kubectl_foo_flags.py, tests/e2e/test_kubectl_plugin.py).
-PROTOCOL_ENDPOINTS = {"kubectl_complete-foo"}
+PROTOCOL_ENDPOINTS = {"kubectl_complete-foo_operator", "kubectl_complete-foo"}
 
 
 def console_scripts() -> list[str]:

@@ -13,10 +13,10 @@ from apimachinery.resources import Resource
 from controller.controller import FooController
 from controller.outcomes import Done, PermanentFailure, Retry, RetryAfter
 from controller.reconciler import FooReconciler
-from kube.client import ApiError
+from kube.client import ApiError, FencedWrite
 from kube.informer import Store
 from kube.metrics import metrics_for
-from kube.workqueue import WorkQueue
+from kube.workqueue import ShutDown, WorkQueue
 from tests.objects import foo_v1
 
 UID = "uid-foo"
@@ -197,11 +197,14 @@ async def test_a_converged_foo_costs_zero_writes_and_zero_events() -> None:
 @pytest.mark.parametrize(
     ("deployment", "patch"),
     [
-        (live_deployment(replicas=5), {"metadata": {"uid": DEPLOYMENT_UID}, "spec": {"replicas": 2}}),
+        (
+            live_deployment(replicas=5),
+            {"metadata": {"uid": DEPLOYMENT_UID, "resourceVersion": "50"}, "spec": {"replicas": 2}},
+        ),
         (
             live_deployment(image="nginx:1.0"),
             {
-                "metadata": {"uid": DEPLOYMENT_UID},
+                "metadata": {"uid": DEPLOYMENT_UID, "resourceVersion": "50"},
                 "spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]}}},
             },
         ),
@@ -389,25 +392,151 @@ async def test_a_new_term_queues_every_cached_foo() -> None:
     assert queue.shutting_down and controller.queue is None
 
 
-async def test_deployment_events_enqueue_the_owner_and_any_foo_naming_it() -> None:
-    from fooapi.views import deployment_index
+def foo_naming(name: str, deployment: str = "web") -> dict[str, Any]:
+    """A Foo ns/<name> whose spec names ``deployment`` (which it may or may not own)."""
+    return foo_v1(name, namespace="ns", deployment=deployment, uid=f"uid-{name}", resource_version="1")
 
+
+def leading_controller(*foos: dict[str, Any]) -> tuple[FooController, WorkQueue[str]]:
     controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
-    named_web = {**cached_foo(), "metadata": {**cached_foo()["metadata"], "name": "g", "uid": "uid-g"}}
-    named_web["spec"] = {"deployment": {"name": "web"}}
-    controller.foos.store.put("ns/g", named_web)
-    assert deployment_index(named_web) == ["ns/web"]
-    queue = controller.start_workers()
+    for the_foo in foos:
+        controller.foos.store.put(f"ns/{the_foo['metadata']['name']}", the_foo)
+    return controller, controller.start_workers()
+
+
+async def test_a_deployment_change_reconciles_its_owner_only() -> None:
+    # Issue 34: 5,000 Foos naming one Deployment made 5,000 reconciles per edit of it.
+    controller, queue = leading_controller(cached_foo(), *(foo_naming(f"g{i}") for i in range(5000)))
     await drained(queue)
 
-    controller.deployments.store.put("ns/web", live_deployment())
-    controller._on_deployment(live_deployment())  # owned by f, also named by g
-    assert await drained(queue) == ["ns/f", "ns/g"]
+    edited = live_deployment(replicas=3)
+    edited["metadata"]["resourceVersion"] = "51"
+    controller._on_deployment_update(live_deployment(), edited)
+    assert await drained(queue) == ["ns/f"]
+    controller._on_deployment(live_deployment(owner_uid=None))  # a foreign one appears: no owner, nothing to do
+    assert len(queue) == 0
     controller._on_deployment_update(live_deployment(), live_deployment())  # same resourceVersion: a resync
     assert len(queue) == 0
-    controller._on_deployment_delete(live_deployment(owner_uid=None))  # a foreign one going away
-    assert await drained(queue) == ["ns/g"]
     await controller.stop_workers()
+
+
+async def test_a_foreign_deployment_going_away_reconciles_the_foos_naming_it() -> None:
+    # The contract (e2e test_a_foreign_deployment_is_left_alone_and_reported): once its owner
+    # removes it, a refused Foo gets its own Deployment without anyone touching the Foo.
+    controller, queue = leading_controller(foo_naming("g"), foo_naming("h"), foo_naming("other", deployment="db"))
+    await drained(queue)
+    controller._on_deployment_delete(live_deployment(owner_uid=None))
+    assert await drained(queue) == ["ns/g", "ns/h"]
+    await controller.stop_workers()
+
+
+async def test_a_deployment_changing_hands_reconciles_the_foo_that_lost_it() -> None:
+    controller, queue = leading_controller(cached_foo())
+    await drained(queue)
+    taken = live_deployment(owner_uid=None)
+    taken["metadata"]["resourceVersion"] = "51"
+    controller._on_deployment_update(live_deployment(), taken)
+    assert await drained(queue) == ["ns/f"]
+    await controller.stop_workers()
+
+
+async def test_our_own_writes_coming_back_reconcile_nothing() -> None:
+    # A tenant's edit of a Deployment costs one reconcile, not a second one for the echo of the revert.
+    controller, queue = leading_controller(cached_foo())
+    reconciler, api, _ = world(cached_foo(), live_deployment(replicas=5))
+    reconciler.foos, reconciler.deployments = controller.foos.store, controller.deployments.store
+    controller.reconciler = reconciler
+    controller.deployments.store.put("ns/web", live_deployment(replicas=5))
+    await drained(queue)
+    await reconciler.reconcile("ns/f")
+    assert [w[0] for w in api.writes] == ["patch", "patch-status"]
+    controller._on_deployment_update(live_deployment(replicas=5), api.objects["deployments"])
+    controller._on_foo_update(cached_foo(), api.objects["foos"])
+    assert len(queue) == 0
+    someone_else = copy.deepcopy(api.objects["deployments"])
+    someone_else["metadata"]["resourceVersion"] = "999"
+    controller._on_deployment_update(api.objects["deployments"], someone_else)
+    assert await drained(queue) == ["ns/f"]
+    await controller.stop_workers()
+
+
+async def test_an_echo_ahead_of_the_writes_answer_reconciles_nothing_either() -> None:
+    # The watch often delivers our write before the write's own answer comes back.
+    controller, queue = leading_controller(cached_foo(status=synced_status()))
+    reconciler, api, _ = world(cached_foo(status=synced_status()), live_deployment(replicas=5))
+    reconciler.foos, reconciler.deployments = controller.foos.store, controller.deployments.store
+    controller.reconciler = reconciler
+    controller.deployments.store.put("ns/web", live_deployment(replicas=5))
+    answer = api._answer
+
+    def watch_first(verb: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        written = answer(verb, plural, obj)
+        if plural != "deployments":
+            return written
+        judged = live_deployment(replicas=5)
+        controller.deployments.store.put("ns/web", written)
+        controller._on_deployment_update(judged, written)  # the echo, before the answer
+        return written
+
+    api._answer = watch_first  # type: ignore[method-assign]
+    key = await queue.get()
+    await controller.process(queue, key)
+    queue.done(key)
+    assert api.writes[0][0] == "patch"
+    assert len(queue) == 0  # not queued again by the echo
+    await controller.stop_workers()
+
+
+async def test_a_refused_foo_is_told_once() -> None:
+    reconciler, api, _ = world(cached_foo(), live_deployment(owner_uid=None))
+    events = Events()
+    controller = FooController(None, events, workers=0)  # type: ignore[arg-type]
+    controller.reconciler = reconciler
+    controller.foos.store.put("ns/f", cached_foo())
+    queue: WorkQueue[str] = WorkQueue("foo")
+    first = await controller.process(queue, "ns/f")
+    assert isinstance(first, PermanentFailure) and not first.already_reported
+    # The status now says so; a second look (a new term, the Deployment deleted and back) writes
+    # nothing and records nothing.
+    reported = cached_foo(status=api.writes[-1][2]["status"])
+    reconciler.foos.put("ns/f", reported)
+    controller.foos.store.put("ns/f", reported)
+    second = await controller.process(queue, "ns/f")
+    assert isinstance(second, PermanentFailure) and second.already_reported
+    assert events.recorded == [
+        ("Warning", "ErrResourceExists", 'Resource "web" already exists and is not managed by Foo')
+    ]
+    assert [w[0] for w in api.writes] == ["patch-status"]
+
+
+async def test_a_status_write_applies_only_to_the_foo_version_judged() -> None:
+    reconciler, api, _ = world(cached_foo(), live_deployment())
+    await reconciler.reconcile("ns/f")
+    (patch,) = [w[2] for w in api.writes if w[0] == "patch-status"]
+    assert patch["metadata"] == {"resourceVersion": "1"}
+
+
+async def test_a_new_term_serves_a_lone_namespace_second_not_last() -> None:
+    controller = FooController(None, Events(), workers=0)  # type: ignore[arg-type]
+    for i in range(5000):
+        controller.foos.store.put(f"busy/foo-{i}", cached_foo())
+    controller.foos.store.put("quiet/lone", cached_foo())
+    queue = controller.start_workers()
+    served = [await queue.get() for _ in range(2)]
+    assert "quiet/lone" in served
+    await controller.stop_workers()
+
+
+async def test_a_write_stopped_by_the_lease_fence_ends_the_terms_work(caplog: pytest.LogCaptureFixture) -> None:
+    controller, queue, _, _ = controller_with(FencedWrite("lease ns/lock was last renewed 16.0s ago"))
+    queue.add("ns/queued")
+    outcome = await controller.process(queue, "ns/f")
+    assert isinstance(outcome, Retry) and "last renewed" in outcome.reason
+    assert "crashed" not in caplog.text
+    # No more keys for this term: the next one, ours or another replica's, starts from the caches.
+    assert queue.shutting_down and len(queue) == 0 and queue.delayed == 0
+    with pytest.raises(ShutDown):
+        await queue.get()
 
 
 async def test_no_keys_are_queued_while_not_leading() -> None:

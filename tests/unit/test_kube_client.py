@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from apimachinery.resources import Resource
-from kube.client import DEPLOYMENTS, EVENTS, LEASES, MAX_RETRIES, ApiError, KubeClient
+from kube.client import DEPLOYMENTS, EVENTS, LEASES, MAX_RETRIES, ApiError, FencedWrite, KubeClient
 from kube.config import ClientSettings, connect, load_configuration
 from kube.kubeconfig import KubeconfigError
 
@@ -176,6 +176,49 @@ async def test_retries_stop_after_ten_as_client_go_stops(standin: tuple[StandIn,
         await client.get(DEPLOYMENTS, "busy-99", namespace="ns")
     assert caught.value.status == 503 and caught.value.retry_after == 0.0
     assert len(server.requests) == 1 + MAX_RETRIES
+
+
+async def test_a_fenced_client_asks_the_fence_before_every_write_and_never_for_reads(
+    standin: tuple[StandIn, KubeClient],
+) -> None:
+    server, client = standin
+    asked: list[tuple[str, str]] = []
+
+    def refuse(method: str, path: str) -> None:
+        asked.append((method, path))
+        raise FencedWrite("lease lost")
+
+    fenced = client.fenced(refuse)
+    writes = [
+        fenced.create(DEPLOYMENTS, {"metadata": {"name": "web"}}, namespace="ns"),
+        fenced.patch(DEPLOYMENTS, "web", {"spec": {}}, namespace="ns"),
+        fenced.replace(DEPLOYMENTS, "web", {}, namespace="ns"),
+        fenced.delete(DEPLOYMENTS, "web", namespace="ns"),
+    ]
+    for write in writes:
+        with pytest.raises(FencedWrite):
+            await write
+    assert [method for method, _ in asked] == ["POST", "PATCH", "PUT", "DELETE"]
+    assert server.requests == []  # nothing went on the wire
+    await fenced.get(DEPLOYMENTS, "web", namespace="ns")
+    await client.patch(DEPLOYMENTS, "web", {"spec": {}}, namespace="ns")  # the plain client is not fenced
+    assert [r[0] for r in server.requests] == ["GET", "PATCH"] and len(asked) == 4
+
+
+async def test_the_fence_is_asked_after_the_client_limiter_let_the_write_go(
+    standin: tuple[StandIn, KubeClient],
+) -> None:
+    # A write that waited for the limiter past the lease's deadline must not go out.
+    _, client = standin
+    order: list[str] = []
+
+    class Limiter:
+        async def acquire(self) -> None:
+            order.append("limiter")
+
+    client.limiter = Limiter()  # type: ignore[assignment]
+    await client.fenced(lambda method, path: order.append("fence")).patch(DEPLOYMENTS, "web", {}, namespace="ns")
+    assert order == ["limiter", "fence"]
 
 
 async def test_list_passes_paging_and_selectors(standin: tuple[StandIn, KubeClient]) -> None:

@@ -86,6 +86,68 @@ def test_a_hot_loop_cannot_flood_the_apiserver_per_object_budget() -> None:
     assert correlator.correlate(FOO, "Warning", "R", "later", NOW) is None
 
 
+def test_more_objects_than_the_cache_never_buy_a_fresh_burst() -> None:
+    # Issue 34: client-go's LRUs (4,096 keys) forget a spent budget before the object comes back,
+    # so 5,000 objects with an event each a second made 401 new Events a second. Scaled down:
+    # 150 objects, a cache of 100, 30 seconds.
+    clock = FakeClock()
+    correlator = EventCorrelator("c", "h", cache_size=100, clock=clock)
+    creates_per_second = []
+    for _ in range(30):
+        writes = [correlator.correlate(other(f"o{i}"), "Warning", "R", "m", NOW) for i in range(150)]
+        creates_per_second.append(sum(w is not None and w.action == "create" for w in writes))
+        clock.step(1)
+    assert creates_per_second[0] <= 100 + 25  # first occurrences: the cached ones, and the overflow's burst
+    assert sum(creates_per_second[1:]) <= 29  # then one a second for everything beyond the cache
+    assert len(correlator) == 100
+
+
+def test_a_record_makes_room_only_once_its_budget_has_refilled() -> None:
+    clock = FakeClock()
+    correlator = EventCorrelator("c", "h", cache_size=2, clock=clock)
+    for name in ("a", "b"):
+        assert correlator.correlate(other(name), "Normal", "R", "m", NOW) is not None
+    correlator.correlate(other("c"), "Normal", "R", "m", NOW)  # through the overflow, not kept
+    clock.step(299)
+    assert len(correlator) == 2
+    written = correlator.correlate(other("c"), "Normal", "R", "m", NOW)
+    assert written is not None and written.action == "create"  # overflow: nothing was remembered
+    clock.step(1)  # a's and b's single event refilled: a record may go
+    correlator.correlate(other("c"), "Normal", "R", "m", NOW)
+    repeat = correlator.correlate(other("c"), "Normal", "R", "m", NOW)
+    assert repeat is not None and repeat.action == "patch" and len(correlator) == 2
+
+
+def test_ten_distinct_messages_about_one_thing_become_one_combined_event() -> None:
+    clock = FakeClock()
+    correlator = EventCorrelator("c", "h", clock=clock)
+    writes = [correlator.correlate(FOO, "Warning", "InvalidSpec", f"replicas {i}", NOW) for i in range(12)]
+    assert [w.action for w in writes if w] == ["create"] * 10 + ["patch"] * 2
+    combined = writes[9]
+    assert combined is not None
+    assert combined.body["message"] == "(combined from similar events): replicas 9"
+    assert writes[11] is not None and writes[11].name == combined.name
+    assert writes[11].body == {
+        "count": 3,
+        "lastTimestamp": "2025-01-01T12:00:00Z",
+        "message": "(combined from similar events): replicas 11",
+    }
+    assert correlator.correlate(FOO, "Warning", "InvalidSpec", "replicas 3", NOW).action == "patch"  # type: ignore[union-attr]
+    clock.step(601)  # ten quiet minutes: messages are told apart again
+    fresh = correlator.correlate(FOO, "Warning", "InvalidSpec", "replicas 99", NOW)
+    assert fresh is not None and fresh.body.get("message") == "replicas 99"
+
+
+def test_occurrences_held_back_are_counted_in_the_next_patch() -> None:
+    clock = FakeClock()
+    correlator = EventCorrelator("c", "h", clock=clock)
+    writes = [correlator.correlate(FOO, "Normal", "Synced", "m", NOW) for _ in range(40)]
+    assert sum(w is not None for w in writes) == 25
+    clock.step(300)
+    later = correlator.correlate(FOO, "Normal", "Synced", "m", NOW)
+    assert later is not None and later.body["count"] == 41
+
+
 class EventApi:
     def __init__(self) -> None:
         self.events: dict[tuple[str, str], dict[str, Any]] = {}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from kube.client import ApiError
+from kube.client import ApiError, FencedWrite
 from kube.leader import (
     LeaderElector,
     LeaseRecord,
@@ -256,3 +256,66 @@ async def test_a_candidate_wakes_up_right_when_the_observed_lease_expires() -> N
     assert b._retry_delay() == pytest.approx(1.01)  # not a whole jittered retry period later
     clock.now = 5.0
     assert 2.0 <= b._retry_delay() <= 4.4
+
+
+# ---- the write fence: nothing is written once another replica may lead -------------------------
+
+
+class SlowLeaseApi(LeaseApi):
+    """Writes that take ``seconds`` of the fake clock to be answered (the apiserver applied them at once)."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        answer = await super().request(method, path, **kwargs)
+        if method != "GET":
+            self.clock.step(self.seconds)
+        return answer
+
+
+async def test_writes_are_fenced_a_renew_deadline_after_the_renewal_was_sent_not_answered() -> None:
+    clock = FakeClock()
+    api = SlowLeaseApi(clock, seconds=3)
+    a = elector(api, "a", clock)  # lease 15 s, renew deadline 10 s
+    await a.acquire()  # sent at 0, answered at 3: the others count from no earlier than 0
+    a.check_write()
+    clock.now = 9.9
+    a.check_write()
+    clock.now = 10.0
+    with pytest.raises(FencedWrite, match="last renewed 10.0s ago"):
+        a.check_write()
+    clock.now = 8.0
+    assert await a.try_acquire_or_renew()  # sent at 8, answered at 11
+    clock.now = 17.9
+    a.check_write()
+    clock.now = 18.0
+    with pytest.raises(FencedWrite):
+        a.check_write()
+
+
+async def test_a_leader_frozen_past_its_deadline_is_fenced_before_it_notices() -> None:
+    # Issue 34: a leader paused (SIGSTOP) past its lease wrote 32-56 times after the new leader
+    # took over: its workers ran before its renewal loop noticed anything.
+    api, clock = LeaseApi(), FakeClock()
+    a, b = elector(api, "a", clock), elector(api, "b", clock)
+    await a.acquire()
+    await b.try_acquire_or_renew()
+    clock.step(16)  # a is frozen; b takes over
+    assert await b.try_acquire_or_renew()
+    assert a.is_leader  # a has not run since: it still thinks it leads...
+    with pytest.raises(FencedWrite):  # ...but may not write
+        a.check_write()
+
+
+async def test_a_replica_that_does_not_lead_is_fenced() -> None:
+    api, clock = LeaseApi(), FakeClock()
+    a, b = elector(api, "a", clock), elector(api, "b", clock)
+    await a.acquire()
+    assert not await b.try_acquire_or_renew()
+    with pytest.raises(FencedWrite, match="b does not hold lease ns/lock"):
+        b.check_write()
+    await a.release()
+    with pytest.raises(FencedWrite):
+        a.check_write()

@@ -34,6 +34,14 @@ def queue_on(clock: FakeClock, rate_limiter: RateLimiter | None = None) -> WorkQ
     return WorkQueue("t", rate_limiter=rate_limiter, clock=clock, timers=clock)
 
 
+def namespace(key: str) -> str:
+    return key.partition("/")[0]
+
+
+def fair_queue() -> WorkQueue[str]:
+    return WorkQueue("t", flow_of=namespace)
+
+
 # ---- rate limiters ---------------------------------------------------------------------------
 
 
@@ -91,17 +99,28 @@ def test_token_bucket_with_zero_qps_is_unlimited() -> None:
     assert all(bucket.reserve() == 0.0 for _ in range(1000))
 
 
-def test_default_controller_limiter_is_the_max_of_item_backoff_and_overall_bucket() -> None:
-    clock = FakeClock(1000.0)
-    limiter = default_controller_rate_limiter(clock=clock)
-    # 100 distinct items fail once: the bucket's burst covers them, item backoff says 5 ms.
-    assert {limiter.when(i) for i in range(100)} == {0.005}
-    # The 101st distinct item is throttled by the overall 10 qps bucket.
-    assert limiter.when("one-more") == pytest.approx(0.1)
-    # An item failing again and again is governed by its own backoff.
-    for _ in range(10):
-        delay = limiter.when("hot")
-    assert delay == pytest.approx(0.005 * 2**9)
+def test_a_thousand_failures_elsewhere_never_delay_a_first_retry() -> None:
+    # Issue 34: 1,000 Foos refused by a ResourceQuota made another tenant's first retry wait 99 s
+    # in client-go's shared 10 qps bucket, which hands out slots in the future.
+    limiter = default_controller_rate_limiter()
+    for i in range(1000):
+        for _ in range(3):
+            limiter.when(f"tenant-a/foo-{i}")
+    assert limiter.when("tenant-b/lone") == 0.005
+
+
+def test_retry_state_goes_with_the_items_that_made_it() -> None:
+    # A deleted namespace's Foos reconcile once more ("Foo is gone") and are forgotten: no debt stays.
+    limiter = default_controller_rate_limiter()
+    doomed = [f"deleted-ns/foo-{i}" for i in range(1500)]
+    for key in doomed:
+        limiter.when(key)
+        limiter.when(key)
+    for key in doomed:
+        limiter.forget(key)
+    assert all(limiter.num_requeues(key) == 0 for key in doomed)
+    assert limiter.when("other-ns/foo") == 0.005
+    assert limiter.when(doomed[0]) == 0.005
 
 
 def test_max_of_limiter_forgets_in_every_limiter() -> None:
@@ -281,6 +300,77 @@ async def test_a_cancelled_getter_does_not_swallow_an_item() -> None:
     queue.add("a")
     first.cancel()  # woken for "a" but cancelled before it ran
     assert await asyncio.wait_for(second, 1) == "a"
+
+
+# ---- fairness between flows (namespaces) -----------------------------------------------------
+
+
+async def test_a_lone_namespace_waits_for_one_item_of_a_busy_one_not_all_of_them() -> None:
+    # Issue 34: 5,000 Foos in one namespace, then one elsewhere: FIFO served it 5,001st (13.9 s).
+    queue = fair_queue()
+    for i in range(5000):
+        queue.add(f"tenant-a/foo-{i}")
+    queue.add("tenant-b/lone")
+    served = [await queue.get() for _ in range(2)]
+    assert served == ["tenant-a/foo-0", "tenant-b/lone"]
+
+
+async def test_namespaces_are_served_round_robin_each_in_its_own_order() -> None:
+    queue = fair_queue()
+    for key in ["a/1", "a/2", "a/3", "b/1", "c/1", "b/2"]:
+        queue.add(key)
+    assert [await queue.get() for _ in range(6)] == ["a/1", "b/1", "c/1", "a/2", "b/2", "a/3"]
+
+
+async def test_a_namespace_with_nothing_queued_keeps_no_line() -> None:
+    queue = fair_queue()
+    for i in range(100):
+        queue.add(f"deleted/foo-{i}")
+    queue.add("kept/foo")
+    assert queue.flows == 2
+    for _ in range(101):
+        queue.done(await queue.get())
+    assert queue.flows == 0 and len(queue) == 0
+
+
+async def test_fair_lines_keep_the_queues_semantics() -> None:
+    queue = fair_queue()
+    queue.add("a/x")
+    queue.add("a/x")  # deduplicated
+    queue.add("b/y")
+    item = await queue.get()
+    queue.add(item)  # re-added while processing: waits for done
+    assert len(queue) == 1 and queue.flows == 1
+    queue.done(item)
+    assert len(queue) == 2
+    assert {await queue.get(), await queue.get()} == {"a/x", "b/y"}
+    queue.shutdown(discard_queued=True)
+    assert queue.flows == 0
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.integers(0, 30)), max_size=120))
+def test_no_namespace_is_served_twice_while_another_waits(adds: list[tuple[str, int]]) -> None:
+    async def served_in_order() -> list[str]:
+        queue = fair_queue()
+        for flow, n in adds:
+            queue.add(f"{flow}/{n}")
+        order = []
+        while len(queue):
+            item = await queue.get()
+            queue.done(item)
+            order.append(item)
+        return order
+
+    order = asyncio.run(served_in_order())
+    assert sorted(order) == sorted({f"{flow}/{n}" for flow, n in adds})  # each once
+    remaining = {flow: sum(1 for key in order if namespace(key) == flow) for flow in "abcd"}
+    served = dict.fromkeys("abcd", 0)
+    for key in order:
+        flow = namespace(key)
+        # Every flow that still has items was served as often as this one, or once less.
+        assert all(served[flow] <= served[other] for other in "abcd" if remaining[other] > 0)
+        served[flow] += 1
+        remaining[flow] -= 1
 
 
 async def test_queue_metrics_are_named_like_client_go() -> None:

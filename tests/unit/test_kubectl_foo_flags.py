@@ -1,4 +1,4 @@
-"""kubectl's flags in `kubectl foo`: -o name|jsonpath|custom-columns, -l, --as, --request-timeout,
+"""kubectl's flags in `kubectl foo-operator`: -o name|jsonpath|custom-columns, -l, --as, --request-timeout,
 completion, and kubectl's words for a wrong --context and an unreachable server."""
 
 from __future__ import annotations
