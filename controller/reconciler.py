@@ -15,8 +15,9 @@ from apimachinery.errors import aggregate_message
 from apimachinery.objects import Object, ObjectView
 from fooapi.defaults import DEFAULT_IMAGE
 from fooapi.names import FOOS
+from fooapi.projections import project_deployment, project_foo
 from fooapi.views import DeploymentView, FooView
-from kube.client import DEPLOYMENTS, ApiError, KubeClient
+from kube.client import DEPLOYMENTS, ApiError, KubeClient, Projection
 from kube.events import EventRecorder, wire_time
 from kube.informer import Store, split_key
 from kube.recent import RecentWrites
@@ -60,8 +61,13 @@ class FooReconciler:
         *,
         default_image: str = DEFAULT_IMAGE,
         wall_clock: Callable[[], datetime] = _utcnow,
+        project_foo: Projection = project_foo,
+        project_deployment: Projection = project_deployment,
     ) -> None:
         self.client = client
+        # What the caches keep of each kind; our writes' answers are kept the same way.
+        self.project_foo = project_foo
+        self.project_deployment = project_deployment
         self.foos = foos
         self.deployments = deployments
         self.recorder = recorder
@@ -87,6 +93,10 @@ class FooReconciler:
             # Deployment; re-creating it would fight the collector until the Foo is gone.
             return Done("Foo is being deleted")
         namespace, _ = split_key(key)
+        if view.refused:
+            # A field past the cache's bound: the Foo is not what the cache holds, so nothing
+            # is done with it but say so (its conditions, a Warning Event).
+            return await self._refuse(key, foo, Problem(INVALID_SPEC, view.refused))
 
         name = view.deployment_name
         if name is None:
@@ -136,7 +146,9 @@ class FooReconciler:
         namespace = desired["metadata"]["namespace"]
         try:
             with self.recent_deployments.writing(deployment_key, None):
-                created = await self.client.create(DEPLOYMENTS, desired, namespace=namespace)
+                created = await self.client.create(
+                    DEPLOYMENTS, desired, namespace=namespace, project=self.project_deployment
+                )
         except ApiError as exc:
             if exc.status in (400, 422):  # the Deployment itself is invalid: retrying will not fix it
                 return PermanentFailure(DEPLOYMENT_REJECTED, f"Deployment {deployment_key} rejected: {exc.message}")
@@ -161,7 +173,9 @@ class FooReconciler:
         # a newer one.
         patch = {"metadata": _preconditions(deployment), **patch}
         with self.recent_deployments.writing(deployment_key, deployment):
-            patched = await self.client.patch(DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic")
+            patched = await self.client.patch(
+                DEPLOYMENTS, name, patch, namespace=namespace, patch_type="strategic", project=self.project_deployment
+            )
         self.recent_deployments.remember(
             deployment_key, deployment, patched, cached=self.deployments.get(deployment_key)
         )
@@ -179,7 +193,9 @@ class FooReconciler:
         # never a status of an older generation over a newer one.
         patch = {"metadata": _preconditions(foo, uid=False), "status": status}
         with self.recent_foos.writing(key, foo):
-            written = await self.client.patch(FOOS, name, patch, namespace=namespace, subresource="status")
+            written = await self.client.patch(
+                FOOS, name, patch, namespace=namespace, subresource="status", project=self.project_foo
+            )
         self.recent_foos.remember(key, foo, written, cached=self.foos.get(key))
         log.debug("%s: status written: %s", key, _summary(status), extra={"key": key})
         return True

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apimachinery.objects import Object
+from apimachinery.projection import MAX_MESSAGE, MAX_REASON
 from fooapi.views import DeploymentView, FooView
 
 READY = "Ready"
@@ -28,7 +29,13 @@ class Problem:
 
 
 def _condition(type_: str, status: str, reason: str, message: str, generation: int | None) -> Object:
-    condition: Object = {"type": type_, "status": status, "reason": reason, "message": message}
+    # Cut as the caches cut them (fooapi.projections), so the status read back equals the one written.
+    condition: Object = {
+        "type": type_,
+        "status": status,
+        "reason": reason[:MAX_REASON],
+        "message": message[:MAX_MESSAGE],
+    }
     if generation is not None:
         condition["observedGeneration"] = generation
     return condition

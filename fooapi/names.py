@@ -1,5 +1,5 @@
 """The names of the Foo API (group, kind, resource, versions, the CRD's name), where Foos live on
-the apiserver, and its replica bounds."""
+the apiserver, and its replica and image bounds."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apimachinery.objects import ObjectView, integer, mapping, namespaced_key, optional_integer, text
+from apimachinery.projection import LABELS_DROPPED, REFUSED, notes_of
 
 from .defaults import DEFAULT_REPLICAS
 from .names import GROUP, KIND
@@ -54,6 +55,17 @@ class FooView(ObjectView):
     @property
     def observed_generation(self) -> int | None:
         return optional_integer(self.status.get("observedGeneration"))
+
+    @property
+    def refused(self) -> str | None:
+        """Why this Foo must not be acted on: a field it asks with was past the cache's bound
+        (``fooapi.projections``), in field-error words; None for every Foo that fits."""
+        return text(notes_of(self.raw).get(REFUSED))
+
+    @property
+    def labels_dropped(self) -> int:
+        """How many of the Foo's labels its cached projection did not keep."""
+        return integer(notes_of(self.raw).get(LABELS_DROPPED))
 
     @property
     def pod_labels(self) -> dict[str, str]:

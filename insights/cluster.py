@@ -5,30 +5,33 @@
   against (the listener reloads it like its own certificate).
 * SubjectAccessReviews for authorization.
 * Informers on Foos (v1), Deployments, Pods labelled `controller` and Events about Foos, feeding
-  the FooHealth view.
+  the FooHealth view: each caches a bounded projection of what FooHealth reads (Foos and
+  Deployments as ``fooapi.projections`` keeps them, Pods and Events below), at most
+  EVENTS_PER_FOO Events per Foo.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from apimachinery.objects import Object
+from apimachinery.objects import Object, mapping
+from apimachinery.projection import MAX_MESSAGE, MAX_NAME, MAX_REASON, MAX_TOKEN, integers, pick
 from certs.files import write_atomic
 from fooapi import KIND
 from fooapi.names import FOOS
-from fooapi.views import POD_LABEL, DeploymentView
+from fooapi.projections import conditions, project_deployment, project_foo
+from fooapi.views import POD_LABEL
 from kube.client import CONFIG_MAPS, DEPLOYMENTS, EVENTS, PODS, SUBJECT_ACCESS_REVIEWS, KubeClient
-from kube.informer import Informer
+from kube.informer import Informer, compact
 from serving.budget import ByteBudget
 
 from .authn import CONFIG_MAP_NAME, CONFIG_MAP_NAMESPACE, Authenticator, RequestHeaderConfig, UserInfo
 from .authz import Authorizer, Decision, RequestInfo, decision_of, subject_access_review
-from .view import INDEXERS, HealthView
+from .view import BY_FOO, INDEXERS, HealthView
 
 log = logging.getLogger(__name__)
 
@@ -90,76 +93,96 @@ class RequestHeaderSource:
         )
 
 
-_META = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "ownerReferences", "creationTimestamp")
+# What FooHealth reads of Pods and Events, each field bounded (apimachinery.projection): a Pod a
+# tenant labelled `controller` or an Event about a Foo costs a constant, whatever it holds.
+POD_IDENTITY = {"name": MAX_NAME, "namespace": MAX_NAME, "resourceVersion": MAX_TOKEN}
+EVENT_IDENTITY = {**POD_IDENTITY, "creationTimestamp": MAX_TOKEN}
+# Container statuses kept per Pod: the first ones, as the kubelet lists them, each waiting
+# message (shown as a FooHealth's last error) cut shorter than an Event's.
+MAX_CONTAINERS = 8
+WAITING = {"reason": MAX_REASON, "message": MAX_MESSAGE // 4}
+INVOLVED = {"apiVersion": MAX_NAME, "kind": MAX_NAME, "name": MAX_NAME, "namespace": MAX_NAME, "uid": MAX_TOKEN}
+EVENT_FIELDS = {
+    "type": MAX_TOKEN,
+    "reason": MAX_REASON,
+    "message": MAX_MESSAGE,
+    "lastTimestamp": MAX_TOKEN,
+    "firstTimestamp": MAX_TOKEN,
+    "eventTime": MAX_TOKEN,
+}
+# Events kept per Foo: the newest (FooHealth reads the last sync and the newest Warning after it).
+EVENTS_PER_FOO = 8
 
 
-def _keep(obj: Mapping[str, Any], fields: tuple[str, ...]) -> Object:
-    return {k: obj[k] for k in fields if k in obj}
+def cached_foo(foo: Object) -> Object:
+    """A Foo as FooHealth reads it, with up to MAX_LABELS of its labels for label selectors."""
+    projected: Object = compact(project_foo(foo, labels=True))
+    return projected
 
 
-def _typed(obj: Object) -> Object:
-    return _keep(obj, ("apiVersion", "kind"))
+def cached_deployment(deployment: Object) -> Object:
+    projected: Object = compact(project_deployment(deployment))
+    return projected
 
 
-def slim_deployment(deployment: Object) -> Object:
-    """What FooHealth reads of a Deployment; the Pod template and the rest stay out of memory."""
-    view = DeploymentView(deployment)
-    return {
-        **_typed(deployment),
-        "metadata": _keep(view.metadata, _META),
-        "spec": _keep(view.spec, ("replicas",)),
-        "status": dict(view.status),
-    }
-
-
-def slim_pod(pod: Object) -> Object:
-    status = pod.get("status") or {}
+def cached_pod(pod: Object) -> Object:
+    """What FooHealth reads of a Pod: the Foo it belongs to (its `controller` label), its phase, its
+    Ready condition and its first containers' restarts and waiting reasons."""
+    meta = mapping(pod.get("metadata"))
+    status = mapping(pod.get("status"))
+    listed = status.get("containerStatuses")
     containers = [
         {
-            "name": c.get("name"),
-            "restartCount": c.get("restartCount", 0),
-            "state": _keep(c.get("state") or {}, ("waiting",)),
+            **pick(container, {"name": MAX_NAME}),
+            **integers(container, ("restartCount",)),
+            "state": {"waiting": pick(mapping(mapping(container).get("state")).get("waiting"), WAITING)},
         }
-        for c in status.get("containerStatuses") or ()
+        for container in (listed if isinstance(listed, list) else ())[:MAX_CONTAINERS]
     ]
-    return {
-        **_typed(pod),
-        "metadata": _keep(pod.get("metadata") or {}, _META),
-        "status": {**_keep(status, ("phase", "conditions")), "containerStatuses": containers},
+    projected: Object = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**pick(meta, POD_IDENTITY), "labels": pick(meta.get("labels"), {POD_LABEL: MAX_NAME})},
+        "status": {
+            **pick(status, {"phase": MAX_TOKEN}),
+            "conditions": conditions(status, ("Ready",), {"type": MAX_TOKEN, "status": MAX_TOKEN}),
+            "containerStatuses": containers,
+        },
     }
+    kept: Object = compact(projected)
+    return kept
 
 
-def slim_event(event: Object) -> Object:
-    return _keep(
-        event,
-        (
-            "apiVersion",
-            "kind",
-            "involvedObject",
-            "regarding",
-            "type",
-            "reason",
-            "message",
-            "lastTimestamp",
-            "firstTimestamp",
-            "eventTime",
-            "series",
-        ),
-    ) | {"metadata": _keep(event.get("metadata") or {}, _META)}
+def cached_event(event: Object) -> Object:
+    """What FooHealth reads of an Event: what it is about, when, its type, reason and message."""
+    projected: Object = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": pick(event.get("metadata"), EVENT_IDENTITY),
+        "involvedObject": pick(event.get("involvedObject"), INVOLVED),
+        **pick(event, EVENT_FIELDS),
+    }
+    series = pick(event.get("series"), {"lastObservedTime": MAX_TOKEN, "count": MAX_TOKEN})
+    if series:
+        projected["series"] = series
+    kept: Object = compact(projected)
+    return kept
 
 
 def health_informers(client: KubeClient) -> dict[str, Informer]:
     return {
-        "foos": Informer(client, FOOS, indexers=INDEXERS["foos"]),
-        "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"], transform=slim_deployment),
+        "foos": Informer(client, FOOS, indexers=INDEXERS["foos"], transform=cached_foo),
+        "deployments": Informer(client, DEPLOYMENTS, indexers=INDEXERS["deployments"], transform=cached_deployment),
         # Only Pods of Foo Deployments carry the label; everything else stays out of memory.
-        "pods": Informer(client, PODS, label_selector=POD_LABEL, indexers=INDEXERS["pods"], transform=slim_pod),
+        "pods": Informer(client, PODS, label_selector=POD_LABEL, indexers=INDEXERS["pods"], transform=cached_pod),
+        # Only Events about Foos (kube-apiserver selects core/v1 Events by involvedObject.kind).
         "events": Informer(
             client,
             EVENTS,
             field_selector=f"involvedObject.kind={KIND}",
             indexers=INDEXERS["events"],
-            transform=slim_event,
+            capacities={BY_FOO: EVENTS_PER_FOO},
+            transform=cached_event,
         ),
     }
 

@@ -14,10 +14,13 @@ from typing import Any, Literal
 from apimachinery.objects import Object, ObjectView, integer
 from fooapi.views import DeploymentView, FooView
 
-from .resources import FOO_HEALTHS, GROUP_VERSION
+from .resources import FOO_HEALTHS, GROUP, GROUP_VERSION
 
 Health = Literal["Healthy", "Progressing", "Degraded", "Unavailable", "Unknown"]
 Rollout = Literal["Complete", "Progressing", "Stalled", "Pending", "Missing", "NotOwned"]
+
+# On a FooHealth whose Foo has more labels than the cache keeps: how many were not kept.
+LABELS_NOT_KEPT = f"{GROUP}/labels-not-kept"
 
 # The Deployment condition reason `kubectl rollout status` treats as a failed rollout.
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
@@ -257,6 +260,10 @@ def foo_health(
     for key in ("creationTimestamp", "labels"):
         if metadata.get(key):
             out_meta[key] = metadata[key]
+    if view.labels_dropped:
+        # The cache keeps a Foo's first labels only (fooapi.projections): say that label
+        # selectors on this FooHealth see those, not the rest.
+        out_meta["annotations"] = {LABELS_NOT_KEPT: str(view.labels_dropped)}
     if resource_version:
         out_meta["resourceVersion"] = resource_version
     return {"apiVersion": GROUP_VERSION, "kind": FOO_HEALTHS.kind, "metadata": out_meta, "status": health_status}

@@ -9,18 +9,21 @@ resources more than one process reads or writes are named here, once.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import aiohttp
 
 from apimachinery.bodies import JSON
+from apimachinery.objects import Object
 from apimachinery.resources import Resource
 
+from .listdecode import ListDecodeError, ListDecoder
 from .ratelimit import TokenBucket
 
 if TYPE_CHECKING:
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# What a caller keeps of an object it reads: applied as each one is decoded (kube.informer's transform).
+Projection = Callable[[Object], Object]
 
 PatchType = Literal["merge", "strategic", "json", "apply"]
 PATCH_CONTENT_TYPES: dict[str, str] = {
@@ -127,6 +134,20 @@ def retry_after_header(response: aiohttp.ClientResponse) -> float | None:
         return None
     value = response.headers.get("Retry-After", "").strip()
     return float(value) if value.isdigit() else None
+
+
+def _json_answer(raw: bytes) -> Any:
+    """An answer's JSON, or a Status-like message for one that is not (a proxy's HTML page)."""
+    try:
+        return json.loads(raw) if raw else {}
+    except ValueError:
+        return {"message": raw[:500].decode("utf-8", "replace")}
+
+
+def _list_query(
+    label_selector: str | None, field_selector: str | None, limit: int | None, continue_: str | None
+) -> dict[str, Any]:
+    return {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit, "continue": continue_}
 
 
 def _query(params: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -236,13 +257,45 @@ class KubeClient:
         body: Any = None,
         content_type: str = JSON,
         timeout: float | None = None,
+        project: Projection | None = None,
     ) -> dict[str, Any]:
         """One call; the decoded JSON answer, or ``ApiError`` with the apiserver's Status.
+
+        ``project`` turns the answer into what the caller keeps before anything else is decoded,
+        so an answer a tenant made large lives only until it is projected.
 
         As client-go's rest client does, an answer of 429 or 5xx with a Retry-After header (the
         apiserver did not act on the request: API Priority and Fairness throttling it, a CRD's
         storage being replaced as it came in) is retried after the seconds it says, up to
         ``MAX_RETRIES`` times, and never waiting past the call's timeout in all."""
+
+        async def decode(response: aiohttp.ClientResponse) -> dict[str, Any]:
+            data = _json_answer(await self._read(response, method, path))
+            answer = data if isinstance(data, dict) else {"items": data}
+            return project(answer) if project is not None else answer
+
+        return await self._exchange(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout, decode=decode
+        )
+
+    async def _read(self, response: aiohttp.ClientResponse, method: str, path: str) -> bytes:
+        try:
+            return await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise self._no_answer(exc, method, path) from exc
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+        decode: Callable[[aiohttp.ClientResponse], Awaitable[T]],
+    ) -> T:
+        """Send, retry as the server asks, and hand a 2xx answer to ``decode`` (which reads it)."""
         seconds = self.timeout if timeout is None else timeout
         client_timeout = aiohttp.ClientTimeout(total=seconds)
         waited, attempt = 0.0, 0
@@ -251,17 +304,11 @@ class KubeClient:
                 method, path, query=query, body=body, content_type=content_type, timeout=client_timeout
             )
             try:
-                raw = await response.read()
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise self._no_answer(exc, method, path) from exc
+                if 200 <= response.status < 300:
+                    return await decode(response)
+                data = _json_answer(await self._read(response, method, path))
             finally:
                 response.release()
-            try:
-                data = json.loads(raw) if raw else {}
-            except ValueError:
-                data = {"message": raw[:500].decode("utf-8", "replace")}
-            if 200 <= response.status < 300:
-                return data if isinstance(data, dict) else {"items": data}
             wait = retry_after_header(response)
             error = ApiError(
                 response.status,
@@ -298,19 +345,56 @@ class KubeClient:
         resource_version: str | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        query = {
-            "labelSelector": label_selector,
-            "fieldSelector": field_selector,
-            "limit": limit,
-            "continue": continue_,
-            "resourceVersion": resource_version,
-        }
+        query = _list_query(label_selector, field_selector, limit, continue_) | {"resourceVersion": resource_version}
         return await self.request("GET", resource.path(namespace), query=query, timeout=timeout)
 
+    async def list_page(
+        self,
+        resource: Resource,
+        project: Projection,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+        timeout: float | None = None,
+    ) -> tuple[builtins.list[Object], Object]:
+        """One page of a list, each item ``project``ed as soon as it is decoded (``kube.listdecode``):
+        (the projections, the list's ``metadata``). The page is never held whole, raw or decoded."""
+        path = resource.path(namespace)
+        query = _list_query(label_selector, field_selector, limit, continue_)
+
+        async def decode(response: aiohttp.ClientResponse) -> tuple[builtins.list[Object], Object]:
+            decoder = ListDecoder()
+            items: builtins.list[Object] = []
+            try:
+                async for chunk in response.content.iter_any():
+                    items.extend(project(item) for item in decoder.feed(chunk))
+                items.extend(project(item) for item in decoder.feed(b"", end=True))
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise self._no_answer(exc, "GET", path) from exc
+            except ListDecodeError as exc:
+                raise ApiError(500, {"reason": "InternalError", "message": str(exc)}, method="GET", path=path) from exc
+            metadata = decoder.head.get("metadata")
+            return items, metadata if isinstance(metadata, dict) else {}
+
+        return await self._exchange(
+            "GET", path, query=query, body=None, content_type=JSON, timeout=timeout, decode=decode
+        )
+
     async def create(
-        self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None, dry_run: bool = False
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        project: Projection | None = None,
     ) -> dict[str, Any]:
-        return await self.request("POST", resource.path(namespace), query=self._write_query(dry_run), body=body)
+        return await self.request(
+            "POST", resource.path(namespace), query=self._write_query(dry_run), body=body, project=project
+        )
 
     async def replace(
         self,
@@ -342,6 +426,7 @@ class KubeClient:
         patch_type: PatchType = "merge",
         force: bool | None = None,
         timeout: float | None = None,
+        project: Projection | None = None,
     ) -> dict[str, Any]:
         query = self._write_query()
         if patch_type == "apply":
@@ -353,6 +438,7 @@ class KubeClient:
             body=patch,
             content_type=PATCH_CONTENT_TYPES[patch_type],
             timeout=timeout,
+            project=project,
         )
 
     async def delete(
@@ -392,11 +478,7 @@ class KubeClient:
         response = await self._send("GET", path, query=query, body=None, content_type=JSON, timeout=timeout)
         try:
             if not 200 <= response.status < 300:
-                raw = await response.read()
-                try:
-                    data = json.loads(raw)
-                except ValueError:
-                    data = {"message": raw[:500].decode("utf-8", "replace")}
+                data = _json_answer(await response.read())
                 raise ApiError(response.status, data if isinstance(data, dict) else None, method="WATCH", path=path)
             yield self._events(response, path)
         finally:

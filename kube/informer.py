@@ -78,12 +78,25 @@ def strip_managed_fields(obj: Object) -> Object:
 
 
 class Store:
-    """The informer's cache: objects by key, plus secondary indexes computed by index functions."""
+    """The informer's cache: objects by key, plus secondary indexes computed by index functions.
 
-    def __init__(self, indexers: Mapping[str, IndexFunc] | None = None) -> None:
+    ``capacities`` bounds how many objects one value of an index may gather (Events per Foo):
+    putting one more drops the one put longest ago, so a flood about one thing costs that thing
+    its oldest entries and nothing else.
+    """
+
+    def __init__(
+        self, indexers: Mapping[str, IndexFunc] | None = None, capacities: Mapping[str, int] | None = None
+    ) -> None:
         self._items: dict[str, Object] = {}
         self._indexers: dict[str, IndexFunc] = dict(indexers or {})
-        self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+        # Each value's keys in the order they were put (a dict as an ordered set).
+        self._indices: dict[str, dict[str, dict[str, None]]] = {name: {} for name in self._indexers}
+        self._capacities = dict(capacities or {})
+        unknown = set(self._capacities) - set(self._indexers)
+        if unknown:
+            raise ValueError(f"capacities for indexes that do not exist: {sorted(unknown)}")
+        self.dropped = 0  # objects dropped to keep an index value within its capacity
 
     def __len__(self) -> int:
         return len(self._items)
@@ -113,15 +126,22 @@ class Store:
             for value in func(obj):
                 keys = index.get(value)
                 if keys is not None:
-                    keys.discard(key)
+                    keys.pop(key, None)
                     if not keys:
                         del index[value]
 
-    def _index(self, key: str, obj: Object) -> None:
+    def _index(self, key: str, obj: Object) -> builtins.list[str]:
+        """Index ``obj``; answers the keys past an index value's capacity, oldest first."""
+        over: builtins.list[str] = []
         for name, func in self._indexers.items():
             index = self._indices[name]
+            capacity = self._capacities.get(name)
             for value in func(obj):
-                index.setdefault(value, set()).add(key)
+                keys = index.setdefault(value, {})
+                keys[key] = None
+                if capacity is not None and len(keys) > capacity:
+                    over.extend(list(keys)[: len(keys) - capacity])
+        return over
 
     def put(self, key: str, obj: Object) -> Object | None:
         """Insert or replace; answers the previous object."""
@@ -129,7 +149,9 @@ class Store:
         if old is not None:
             self._unindex(key, old)
         self._items[key] = obj
-        self._index(key, obj)
+        for oldest in self._index(key, obj):
+            if self.remove(oldest) is not None:
+                self.dropped += 1
         return old
 
     def remove(self, key: str) -> Object | None:
@@ -174,6 +196,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexers: Mapping[str, IndexFunc] | None = None,
+        capacities: Mapping[str, int] | None = None,
         transform: Callable[[Object], Object] | None = strip_managed_fields,
         page_size: int = 500,
         watch_timeout: int = 300,
@@ -187,7 +210,7 @@ class Informer:
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
-        self.store = Store(indexers)
+        self.store = Store(indexers, capacities)
         self.transform = transform
         self.page_size = page_size
         self.watch_timeout = watch_timeout
@@ -296,11 +319,14 @@ class Informer:
         return self.transform(obj) if self.transform is not None else obj
 
     async def _list(self) -> None:
+        """A paged list, each object projected (``transform``) as it is decoded: a page of large
+        objects is never held whole, so a relist peaks where the cache itself does."""
         fresh: dict[str, Object] = {}
         continue_token: str | None = None
         while True:
-            page = await self.client.list(
+            items, meta = await self.client.list_page(
                 self.resource,
+                self._prepare,
                 namespace=self.namespace,
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
@@ -308,10 +334,8 @@ class Informer:
                 continue_=continue_token,
                 timeout=self.list_timeout,
             )
-            for item in page.get("items") or ():
-                obj = self._prepare(item)
+            for obj in items:
                 fresh[object_key(obj)] = obj
-            meta = page.get("metadata") or {}
             continue_token = meta.get("continue") or None
             if not continue_token:
                 self.resource_version = str(meta.get("resourceVersion") or "")

@@ -140,3 +140,77 @@ def deployment_of(foo: Mapping[str, Any], *, status: dict[str, Any] | None = Non
         status=status,
         **extra,
     )
+
+
+# ---- a tenant's large objects (issue #34): what the caches must not hold whole ---------------------
+
+
+def fat_metadata(
+    *, labels: int, annotation_bytes: int = 0, owner_references: int = 0, prefix: str = "tenant.example.com"
+) -> dict[str, Any]:
+    """Metadata a tenant may legally make large: ``labels`` labels of ~70 bytes (keys and values
+    valid), one annotation of ``annotation_bytes`` (the apiserver allows 256 KiB of annotations in
+    all), and ``owner_references`` references to made-up owners, none of them a controller."""
+    metadata: dict[str, Any] = {
+        "labels": {f"{prefix}/label-{i:05d}": f"value-{i:05d}-{'v' * 24}" for i in range(labels)}
+    }
+    if annotation_bytes:
+        metadata["annotations"] = {f"{prefix}/ballast": "x" * annotation_bytes}
+    if owner_references:
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "name": f"owner-{i:05d}",
+                "uid": f"00000000-0000-4000-8000-{i:012d}",
+            }
+            for i in range(owner_references)
+        ]
+    return metadata
+
+
+def fat_foo(
+    name: str = "fat",
+    *,
+    namespace: str = "default",
+    labels: int = 9_000,
+    annotation_bytes: int = 200 * 1024,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A valid v1 Foo of ~0.8 MiB as sent, ~1.2 MiB as stored (its managedFields name every label;
+    etcd refuses more than 1.5 MiB): what both webhooks and the CRD schema accept, and what a
+    tenant with Foo rights may store."""
+    foo = foo_v1(name, namespace=namespace, replicas=1, **extra)
+    foo["metadata"].update(fat_metadata(labels=labels, annotation_bytes=annotation_bytes))
+    return foo
+
+
+def fat_deployment(
+    name: str = "fat",
+    *,
+    namespace: str = "default",
+    labels: int = 9_000,
+    annotation_bytes: int = 200 * 1024,
+    owner_references: int = 0,
+) -> dict[str, Any]:
+    """A valid apps/v1 Deployment of ~0.8 MiB as sent (~1.2 MiB stored) that no Foo controls, at 0 replicas (no Pods):
+    what anyone who may create Deployments can store. ``owner_references`` to owners that do not
+    exist are removed by the garbage collector where kube-controller-manager runs."""
+    pod_labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            **fat_metadata(labels=labels, annotation_bytes=annotation_bytes, owner_references=owner_references),
+        },
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": pod_labels},
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]},
+            },
+        },
+    }

@@ -195,38 +195,3 @@ def test_foos_are_indexed_by_the_deployment_they_name() -> None:
 
 def test_the_deployment_we_build_is_controlled_by_its_foo() -> None:
     assert is_controlled_by(desired_deployment(example_foo()), example_foo())
-
-
-def test_the_cached_projection_of_a_deployment_answers_every_question_the_controller_asks() -> None:
-    from controller.controller import deployment_projection
-    from controller.status import desired_status
-
-    full = live(3, "nginx:1.0")
-    full["metadata"].update(resourceVersion="9", uid="d-uid", generation=4, labels={"a": "b"}, managedFields=[{}])
-    full["status"] = {
-        "observedGeneration": 4, "replicas": 3, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 3,
-        "conditions": [
-            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "m"},
-            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated", "message": "rolling",
-             "lastUpdateTime": "t", "lastTransitionTime": "t"},
-        ],
-    }  # fmt: skip
-    projected = deployment_projection(copy.deepcopy(full))
-    the_foo = example_foo(replicas=2, image="nginx:1.27")
-    assert is_controlled_by(projected, the_foo) == is_controlled_by(full, the_foo)
-    assert drift_patch(the_foo, projected) == drift_patch(the_foo, full)
-    now = "2025-01-01T00:00:00Z"
-    assert desired_status(the_foo, projected, now=now) == desired_status(the_foo, full, now=now)
-    assert projected["metadata"]["resourceVersion"] == "9"
-    assert "labels" not in projected["metadata"] and "strategy" not in projected["spec"]
-
-
-def test_the_cached_foo_drops_kubectls_last_applied_copy_and_managed_fields() -> None:
-    from controller.controller import foo_projection
-
-    the_foo = example_foo()
-    the_foo["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{...}", "keep": "me"}
-    the_foo["metadata"]["managedFields"] = [{}]
-    projected = foo_projection(the_foo)
-    assert projected["metadata"]["annotations"] == {"keep": "me"}
-    assert "managedFields" not in projected["metadata"]

@@ -13,6 +13,8 @@ from apimachinery.resources import Resource
 from controller.controller import FooController
 from controller.outcomes import Done, PermanentFailure, Retry, RetryAfter
 from controller.reconciler import FooReconciler
+from fooapi.images import MAX_LENGTH as IMAGE_MAX_LENGTH
+from fooapi.projections import project_foo
 from kube.client import ApiError, FencedWrite
 from kube.informer import Store
 from kube.metrics import metrics_for
@@ -50,18 +52,21 @@ class FakeApi:
         self.objects: dict[str, dict[str, Any]] = {}  # plural -> the one object of that kind
         self.rv = 100
 
-    def _answer(self, verb: str, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, verb: str, plural: str, obj: dict[str, Any], project: Any = None) -> dict[str, Any]:
         if verb in self.fail:
             raise self.fail[verb]
         self.rv += 1
         obj = copy.deepcopy(obj)
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self.objects[plural] = obj
-        return copy.deepcopy(obj)
+        answer = copy.deepcopy(obj)
+        return project(answer) if project is not None else answer
 
-    async def create(self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+    async def create(
+        self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None, project: Any = None
+    ) -> dict[str, Any]:
         self.writes.append(("create", resource.plural, body))
-        return self._answer("create", resource.plural, body)
+        return self._answer("create", resource.plural, body, project)
 
     async def patch(
         self,
@@ -71,6 +76,7 @@ class FakeApi:
         *,
         namespace: str | None = None,
         subresource: str | None = None,
+        project: Any = None,
         **_: Any,
     ) -> dict[str, Any]:
         verb = "patch-status" if subresource == "status" else "patch"
@@ -80,7 +86,7 @@ class FakeApi:
             current["status"] = patch["status"]
         else:
             current["spec"].update({k: v for k, v in patch["spec"].items() if k != "template"})
-        return self._answer(verb, resource.plural, current)
+        return self._answer(verb, resource.plural, current, project)
 
 
 class Events:
@@ -264,6 +270,17 @@ async def test_a_foo_the_schema_would_refuse_gets_no_deployment_write_and_says_w
     assert isinstance(outcome, PermanentFailure) and outcome.reason == "InvalidSpec"
     assert outcome.message.startswith(message)
     assert [w[0] for w in api.writes] == ["patch-status"]  # the Deployment keeps its 2 replicas
+    ready = api.writes[0][2]["status"]["conditions"][0]
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+
+
+async def test_a_foo_whose_image_the_cache_refused_gets_no_deployment_and_says_why() -> None:
+    # Issue #34: the cache keeps no image past its bound; acting on the rest would create a
+    # Deployment of the default image. The Foo's conditions and a Warning say why instead.
+    reconciler, api, _ = world(project_foo(cached_foo(image="nginx:" + "1" * 10_000)))
+    outcome = await reconciler.reconcile("ns/f")
+    assert outcome == PermanentFailure("InvalidSpec", f"spec.deployment.image: Too long: must have at most {IMAGE_MAX_LENGTH} bytes")
+    assert [w[0] for w in api.writes] == ["patch-status"]
     ready = api.writes[0][2]["status"]["conditions"][0]
     assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
 

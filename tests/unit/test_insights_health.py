@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
 import pytest
 
-from insights.cluster import slim_deployment, slim_event, slim_pod
+from apimachinery.projection import MAX_LABELS
+from insights.cluster import EVENTS_PER_FOO, cached_deployment, cached_event, cached_foo, cached_pod, health_informers
 from insights.health import event_time, foo_health
-from tests.objects import deployment, foo_v1
+from tests.objects import deployment, fat_metadata, foo_v1
 
 UID = "uid-web"
 
@@ -343,17 +345,17 @@ def test_health_of_a_foo(name: str, inputs: tuple[Any, ...], expected: dict[str,
 
 
 @pytest.mark.parametrize("name, inputs, expected", CASES)
-def test_the_slim_objects_the_informers_keep_give_the_same_health(
+def test_the_projections_the_informers_keep_give_the_same_health(
     name: str, inputs: tuple[Any, ...], expected: dict[str, Any]
 ) -> None:
     foo_obj, deployment_obj, pods, events = inputs
-    slim = (
-        foo_obj,
-        slim_deployment(deployment_obj) if deployment_obj else None,
-        [slim_pod(p) for p in pods],
-        [slim_event(e) for e in events],
+    cached = (
+        cached_foo(copy.deepcopy(foo_obj)),
+        cached_deployment(deployment_obj) if deployment_obj else None,
+        [cached_pod(p) for p in pods],
+        [cached_event(e) for e in events],
     )
-    assert foo_health(*slim) == foo_health(*inputs), name
+    assert foo_health(*cached) == foo_health(*inputs), name
 
 
 def test_health_has_the_foos_identity_and_labels_for_selectors() -> None:
@@ -395,3 +397,44 @@ def test_the_same_inputs_give_the_same_health() -> None:
 )
 def test_event_time_uses_whichever_field_the_writer_filled(fields: dict[str, Any], expected: str) -> None:
     assert event_time(fields) == expected
+
+
+# ---- what a tenant can make insights cache (issue #34) ------------------------------------------
+
+
+def test_a_foo_with_more_labels_than_the_cache_keeps_says_so_on_its_health() -> None:
+    foo = shop_foo()
+    foo["metadata"]["labels"] = {**fat_metadata(labels=100)["labels"], "team": "a"}
+    health = foo_health(cached_foo(foo), None, [], [])
+    assert len(health["metadata"]["labels"]) == MAX_LABELS
+    assert health["metadata"]["annotations"] == {"insights.samplecontroller.k8s.io/labels-not-kept": "69"}
+    assert "annotations" not in foo_health(cached_foo(shop_foo()), None, [], [])["metadata"]
+
+
+def test_a_fat_pod_and_a_fat_event_are_cached_in_a_bounded_size() -> None:
+    fat_pod = pod("web-1", waiting="CrashLoopBackOff")
+    fat_pod["metadata"].update(fat_metadata(labels=5_000, annotation_bytes=100_000, owner_references=1_000))
+    fat_pod["metadata"]["labels"]["controller"] = "web"
+    fat_pod["status"]["containerStatuses"] *= 1_000
+    fat_pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"] = "m" * 100_000
+    fat_event = event("ErrResourceExists", type_="Warning", message="m" * 100_000)
+    fat_event["metadata"].update(fat_metadata(labels=5_000, annotation_bytes=100_000))
+    for fat, bound in ((fat_pod, 8 * 1024), (fat_event, 4 * 1024)):
+        assert len(orjson.dumps(fat)) > 500_000
+        assert len(orjson.dumps(cached_pod(fat) if fat is fat_pod else cached_event(fat))) < bound
+    assert cached_pod(fat_pod)["metadata"]["labels"] == {"controller": "web"}
+    health = foo_health(shop_foo(), web_deployment(), [cached_pod(fat_pod)], [cached_event(fat_event)])
+    assert health["status"]["lastError"]["reason"] == "CrashLoopBackOff"
+
+
+def test_the_event_cache_keeps_the_newest_events_of_each_foo() -> None:
+    store = health_informers(None)["events"].store  # type: ignore[arg-type]
+    for i in range(3 * EVENTS_PER_FOO):
+        late = event("Synced", at=f"2025-01-01T10:{i:02d}:00Z")
+        late["metadata"]["name"] = f"web.{i:04x}"
+        store.put(f"shop/web.{i:04x}", cached_event(late))
+    other = event("Synced")
+    other["involvedObject"]["name"] = other["metadata"]["name"] = "db"
+    store.put("shop/db", cached_event(other))
+    kept = sorted(store.keys())
+    assert kept == ["shop/db", *(f"shop/web.{i:04x}" for i in range(2 * EVENTS_PER_FOO, 3 * EVENTS_PER_FOO))]

@@ -33,7 +33,7 @@ class ScriptedApi:
         self.expired: set[str] = set()
         self.fail_lists = 0
 
-    async def list(self, resource: Any, **query: Any) -> dict[str, Any]:
+    async def list_page(self, resource: Any, project: Any, **query: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         self.lists.append(query)
         if self.fail_lists:
             self.fail_lists -= 1
@@ -43,7 +43,7 @@ class ScriptedApi:
         page = items[start : start + query["limit"]]
         more = start + query["limit"] < len(items)
         meta = {"continue": str(start + query["limit"])} if more else {"resourceVersion": self.list_rv}
-        return {"items": [dict(item, metadata=dict(item["metadata"])) for item in page], "metadata": meta}
+        return [project(dict(item, metadata=dict(item["metadata"]))) for item in page], meta
 
     @asynccontextmanager
     async def watch(
@@ -320,3 +320,15 @@ def test_expired_entries_are_swept_out_as_new_ones_arrive() -> None:
     now[0] = 2
     recent.remember("ns/fresh", None, obj("fresh", 1))
     assert len(recent) == 1
+
+
+def test_an_index_capacity_drops_the_objects_put_longest_ago() -> None:
+    store = Store({"owner": controller_uid_index}, capacities={"owner": 2})
+    for i in range(4):
+        store.put(f"ns/d{i}", obj(f"d{i}", i, owner="a"))
+    store.put("ns/d2", obj("d2", 9, owner="a"))  # put again: now the newest
+    store.put("ns/x", obj("x", 1, owner="b"))
+    assert sorted(store.keys()) == ["ns/d2", "ns/d3", "ns/x"]
+    assert store.index_keys("owner", "a") == {"ns/d2", "ns/d3"} and store.dropped == 2
+    with pytest.raises(ValueError, match="capacities for indexes that do not exist"):
+        Store({}, capacities={"owner": 1})
