@@ -37,8 +37,6 @@ from .foos import bad_foo, conversion_of, create_review, dumps
 from .load import cores, run_wrk
 from .report import REPO, fmt, save, say, table
 
-# A ConversionReview of 10,000 Foos is charged ~163 MiB to parse: both sides get room for it.
-_MEMORY_LIMIT_MIB = "2048"
 BIG_CONVERSION = "convert 10,000"
 
 
@@ -137,12 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         ref_tree = export(args.ref, Path(tmp))
         cert_dir = servers.serving_certs(Path(tmp) / "certs")
         sides: dict[str, Callable[[], servers.Server]] = {
-            "ref": lambda: servers.ours(
-                cert_dir, tree=ref_tree, name="ab-ref", args=["--memory-limit-mib", _MEMORY_LIMIT_MIB]
-            ),
-            "tree": lambda: servers.ours(
-                cert_dir, tree=REPO, name="ab-tree", args=["--memory-limit-mib", _MEMORY_LIMIT_MIB]
-            ),
+            "ref": lambda: servers.ours(cert_dir, tree=ref_tree, name="ab-ref", args=servers.ROOM_FOR_BIG_REVIEWS),
+            "tree": lambda: servers.ours(cert_dir, tree=REPO, name="ab-tree", args=servers.ROOM_FOR_BIG_REVIEWS),
         }
         for pair in range(args.pairs):
             order = ["ref", "tree"] if pair % 2 == 0 else ["tree", "ref"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
@@ -290,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="foo-bench-") as tmp:
         cert_dir = servers.serving_certs(Path(tmp) / "certs")
         reviews = {case: dumps(conversion_of(args.objects, desired)) for case, desired in cases.items()}
-        starters = [servers.ours] + ([] if args.no_go else [servers.go_peer])
+        starters = [functools.partial(servers.ours, args=servers.ROOM_FOR_BIG_REVIEWS)]
+        starters += [] if args.no_go else [servers.go_peer]
         affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
         for start in starters:
             with start(cert_dir) as server:

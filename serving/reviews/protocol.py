@@ -605,11 +605,12 @@ class Connection(asyncio.BufferedProtocol):
         """Write a large answer a piece at a time, each once the transport has room again, so
         what waits for the client stays within the transport's limits (callers bound the wait)."""
         self.write(code, content_type, b"", head_only=True, length=len(body))
+        pieces = memoryview(body)  # slices of it, not copies: the TLS layer encrypts each at once
         for start in range(0, len(body), _WRITE_PIECE):
             await self.drain()
             if self.transport is None:
                 raise ConnectionResetError("the client closed the connection")
-            self.transport.write(body[start : start + _WRITE_PIECE])
+            self.transport.write(pieces[start : start + _WRITE_PIECE])
         await self.drain()
 
     def write_continue(self) -> None:

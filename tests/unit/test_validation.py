@@ -1,10 +1,13 @@
 """Validation: given this Foo, these field errors, all at once, in Kubernetes' words."""
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
-from apimachinery.errors import CauseType, invalid_message
+from apimachinery.errors import MAX_SHOWN_CHARS, CauseType, invalid_message, shown
 from fooapi import GROUP, KIND, validate
 from tests.objects import foo_v1, foo_v1alpha1
 
@@ -103,3 +106,11 @@ def test_message_reads_like_kubernetes() -> None:
         invalid_message("x", errors[:1], kind=KIND, group=GROUP)
         == 'Foo.samplecontroller.k8s.io "x" is invalid: spec.deploymentName: Required value'
     )
+
+
+@given(st.text())
+@example("\ud800 a lone surrogate")
+def test_a_shown_value_is_quoted_as_json_quotes_it(text: str) -> None:
+    # orjson quotes it, with json's own words for what orjson will not write (lone surrogates).
+    quoted = json.dumps(text[:MAX_SHOWN_CHARS], ensure_ascii=False)
+    assert shown(text) == quoted if len(text) <= MAX_SHOWN_CHARS else shown(text).startswith(quoted + "... (")
