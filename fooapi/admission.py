@@ -6,11 +6,12 @@ through the conversion annotation (fooapi.conversion), so judging the v1alpha1 f
 through what v1 refuses. Errors are then said where the user wrote the field
 (``conversion.field_at_legacy``).
 
-A main-resource update keeps the old status: kube-apiserver resets ``status`` before it stores
-(the CRD strategy's PrepareForUpdate), but at the version the user wrote, so for a v1alpha1 write
-it resets only ``availableReplicas`` and the rest of v1's status rides in through the
-annotation. /mutate-foo puts the old v1 status back, as the apiserver does for v1 itself, and
-/validate-foo refuses a status that still differs (another mutating webhook changed it).
+Status is the status subresource's: kube-apiserver drops it on a create and keeps the old one on
+a main-resource update (the CRD strategy's PrepareForCreate/PrepareForUpdate), but at the version
+the user wrote, so for a v1alpha1 write it resets only ``availableReplicas`` and the rest of v1's
+status rides in through the annotation. /mutate-foo drops it on a create and puts the old v1
+status back on an update, as the apiserver does for v1 itself, and /validate-foo refuses a
+status that is still there or still differs (another mutating webhook wrote it).
 """
 
 from __future__ import annotations
@@ -79,9 +80,7 @@ def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
     answered = _unless_a_foo_write(request)
     if answered is not None:
         return answered
-    defaulted = default(request.object, image=image)
-    if request.operation == "UPDATE":
-        defaulted = _keeping_status(defaulted, request.old_object)
+    defaulted = _status_as_stored(default(request.object, image=image), request)
     denial = _invalid_or_none(request, defaulted)
     if denial is not None:
         return denial
@@ -91,11 +90,13 @@ def mutate_foo(request: AdmissionRequest, *, image: str) -> Outcome:
 _ABSENT: Any = object()
 
 
-def _keeping_status(new: dict[str, Any], old: Any) -> dict[str, Any]:
-    """``new`` with ``old``'s status: what kube-apiserver stores for a main-resource update.
+def _status_as_stored(new: dict[str, Any], request: AdmissionRequest) -> dict[str, Any]:
+    """``new`` with the status kube-apiserver stores for the write: none for a create, the old
+    object's for a main-resource update.
 
     Only at v1, the version the apiserver hands us: there, status is the status.
     """
+    old = request.old_object if request.operation == "UPDATE" else {"apiVersion": HUB_API_VERSION}
     if not isinstance(old, dict) or not new.get("apiVersion") == old.get("apiVersion") == HUB_API_VERSION:
         return new
     status = old.get("status", _ABSENT)
@@ -133,6 +134,8 @@ def _invalid_or_none(request: AdmissionRequest, obj: dict[str, Any]) -> Outcome 
         errors = validate(new, old)
         if old is not None and new.get("status", _ABSENT) != old.get("status", _ABSENT):
             errors.append(_STATUS_CHANGED)
+        elif request.operation == "CREATE" and "status" in new:
+            errors.append(_STATUS_AT_CREATE)
     if not errors:
         return None
     if request.request_version != HUB_VERSION:
@@ -143,6 +146,11 @@ def _invalid_or_none(request: AdmissionRequest, obj: dict[str, Any]) -> Outcome 
 
 _STATUS_CHANGED = FieldError(
     CauseType.FORBIDDEN, "status", "a main-resource update keeps the status; write it through the status subresource"
+)
+_STATUS_AT_CREATE = FieldError(
+    CauseType.FORBIDDEN,
+    "status",
+    "a Foo is created without status; the controller writes it through the status subresource",
 )
 
 

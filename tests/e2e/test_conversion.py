@@ -163,6 +163,27 @@ def test_a_tenant_cannot_forge_status_through_the_v1alpha1_annotation(
     assert "FORGED" not in stash and json.loads(stash)["status"]["readyReplicas"] == 0
 
 
+def test_a_tenant_cannot_create_a_foo_with_status_through_the_v1alpha1_annotation(
+    foo_operator: LocalProduct, namespace: str, tenant: str
+) -> None:
+    foo = {
+        "apiVersion": "samplecontroller.k8s.io/v1alpha1",
+        "kind": "Foo",
+        "metadata": {
+            "name": "born-ready",
+            "namespace": namespace,
+            "annotations": {CONVERSION_ANNOTATION: json.dumps(FORGED_STASH)},
+        },
+        "spec": {"deploymentName": "born-ready", "replicas": 1},
+    }
+    created = foo_operator.plane.kubectl(
+        "create", "--as", tenant, "-o", "json", "-f", "-", input=json.dumps(foo)
+    )  # the answer is the object as stored, before the controller writes any status
+    stash = json.loads(json.loads(created.stdout)["metadata"]["annotations"][CONVERSION_ANNOTATION])
+    assert "status" not in stash, f"stored with a status the tenant wrote: {stash}"
+    assert stash["deployment"]["image"] == "nginx:1.27", "the rest of the stash is the tenant's to write"
+
+
 def test_what_v1_refuses_is_refused_through_v1alpha1_and_v1_edits_go_on(
     foo_operator: LocalProduct, namespace: str, tenant: str
 ) -> None:

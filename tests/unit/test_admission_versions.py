@@ -142,6 +142,20 @@ def test_a_v1alpha1_update_cannot_change_status_through_the_annotation() -> None
     assert "status subresource" in validated.status["message"]  # type: ignore[index]
 
 
+def test_a_v1alpha1_create_cannot_carry_status_in_through_the_annotation() -> None:
+    """PrepareForCreate drops status at v1alpha1, where only availableReplicas lives; the rest of
+    v1's status came in through the annotation and is dropped here, as the apiserver does at v1."""
+    written = foo_v1alpha1()
+    written["metadata"]["annotations"] = {CONVERSION_ANNOTATION: FORGED_STATUS}
+    forged = convert(written, V1)
+    assert forged["status"]["readyReplicas"] == 7, "the attack: the annotation became v1's status"
+    mutated = mutate_foo(request(forged, version="v1alpha1"), image="nginx:latest")
+    assert mutated.allowed and "status" not in apply_patch(forged, mutated.patch)
+    validated = validate_foo(request(forged, version="v1alpha1"))
+    assert causes(validated) == [("FieldValueForbidden", CONVERSION_ANNOTATION_FIELD)]
+    assert "created without status" in validated.status["message"]  # type: ignore[index]
+
+
 def test_a_main_resource_update_at_v1_keeps_the_status_too() -> None:
     changed = foo_v1(image="nginx:1.27", status={"readyReplicas": 7})
     mutated = mutate_foo(request(changed, old=copy.deepcopy(STORED)), image="nginx:latest")
