@@ -89,7 +89,7 @@ def parse_json(body: bytes, *, opens: int | None = None) -> Any:
     """
     if not body:
         raise StatusError(failure(400, "request body is empty: expected a JSON object"))
-    if (opens is None or opens > MAX_DEPTH) and too_deep(body):
+    if too_deep(body, opens=opens):
         raise StatusError(failure(400, f"request body nests arrays and objects deeper than {MAX_DEPTH} levels"))
     try:
         if len(body) < _PAUSE_GC_FROM:
