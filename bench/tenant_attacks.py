@@ -32,7 +32,7 @@ NAMESPACES = "/api/v1/namespaces"
 QUOTAS = "resourcequotas"
 # How long one honest Foo may take to be served before the tenant gives up on it: generous on
 # purpose, a wait for a condition, not a bound on the time.
-SERVED_WITHIN = 180.0
+SERVED_WITHIN = 300.0
 
 
 def path_of(obj: Mapping[str, Any]) -> str:

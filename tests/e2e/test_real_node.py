@@ -447,6 +447,7 @@ def _replace_pod(release: Cluster, component: str) -> str:
         lambda: [
             p["metadata"]["uid"] for p in release.pods(component) if p["metadata"]["uid"] != old["metadata"]["uid"]
         ],
+        timeout=300,
     )
     return str(uids[0])
 
@@ -495,19 +496,20 @@ def test_tenants_leave_every_pod_under_its_bound_and_an_honest_tenant_served(rel
             wait_for(
                 "every fat Foo's Deployment",  # one small GET each: a list would carry the fat ones
                 lambda: all(plane.get(DEPLOYMENTS.path(TENANT_A, name))[0] == 200 for name in fat),
-                timeout=180,
+                timeout=600,
                 interval=2,
             )
         stored = time.monotonic()
         replaced = {c: _replace_pod(release, c) for c in ("controller", "insights")}
         with Peaks({c: PodWorkingSet(uid) for c, uid in replaced.items()}) as restarted:
-            wait_for("the new pods Ready", lambda: all(_ready(p) for p in release.pods()), timeout=180)
+            wait_for("the new pods Ready", lambda: all(_ready(p) for p in release.pods()), timeout=600)
             asyncio.run(honest.write_while(plane, lambda: False, at_least=1))
             wait_for(
                 "the new insights pod to serve every honest Foo's health",
                 lambda: (
                     len(plane.kubectl("get", "foohealths", "-n", HONEST, "-o", "name").stdout.split()) == honest.written
                 ),
+                timeout=300,
             )
         assert shared.edits > 0 and tenants.running(), f"tenant B stopped before the end: {tenants.errors}"
         tenants.stop()
@@ -531,7 +533,7 @@ def test_tenants_leave_every_pod_under_its_bound_and_an_honest_tenant_served(rel
                 not set(plane.kubectl("get", "namespaces", "-o", "name").stdout.split())
                 & {f"namespace/{n}" for n in namespaces}
             ),
-            timeout=300,
+            timeout=900,
             interval=2,
         )
         print(f"the tenants' part took {time.monotonic() - began:.0f}s, their namespaces' deletion included")
