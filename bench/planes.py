@@ -21,12 +21,17 @@ from .report import RESULTS_DIR, percentile, say
 
 
 @contextmanager
-def plane(name: str, *, minimal: bool = True, apiserver_args: list[str] | None = None) -> Iterator[LocalControlPlane]:
-    """A LocalControlPlane under bench/results/planes/<name> (logs kept there after it stops)."""
+def plane(
+    name: str, *, minimal: bool = True, apiserver_args: list[str] | None = None, aggregator_routing: bool = True
+) -> Iterator[LocalControlPlane]:
+    """A LocalControlPlane under bench/results/planes/<name> (logs kept there after it stops);
+    ``aggregator_routing=False`` for insights on loopback (hack.product.LocalProduct)."""
     workdir = RESULTS_DIR / "planes" / name
     shutil.rmtree(workdir, ignore_errors=True)
     say(f"starting a {'minimal ' if minimal else ''}control plane ({name})")
-    with LocalControlPlane(workdir, minimal=minimal, apiserver_args=apiserver_args or ()) as p:
+    with LocalControlPlane(
+        workdir, minimal=minimal, apiserver_args=apiserver_args or (), aggregator_routing=aggregator_routing
+    ) as p:
         yield p
 
 

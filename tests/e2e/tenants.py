@@ -1,15 +1,12 @@
-"""A tenant's large objects on a real plane, and the memory of the processes that cache them (issue #34).
+"""The processes that cache a tenant's large objects on a real plane, and their memory (issue #34).
 
-``store`` writes objects (``tests.objects.fat_foo`` / ``fat_deployment``) through kube-apiserver a
-few at a time; ``Memory`` reads a process's resident size and its peak from /proc; ``Insights`` is
-the insights server as a loopback process, called directly as the aggregator would call it (the
-front-proxy client certificate and X-Remote-* headers).
+``Memory`` reads a process's resident size and its peak from /proc; ``Insights`` is the insights
+server as a loopback process, called directly as the aggregator would call it (the front-proxy
+client certificate and X-Remote-* headers). ``bench.tenant_attacks.store`` writes the objects.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import os
 import ssl
@@ -17,53 +14,15 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.planes import AdminClient
 from certs.__main__ import main as certs_main
-from fooapi.names import FOOS
 from hack.cluster import LocalControlPlane, free_port
 from insights.resources import GROUP_VERSION
-from kube.client import DEPLOYMENTS
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def path_of(obj: dict[str, Any]) -> str:
-    """Where ``obj`` (a Foo or a Deployment) is created."""
-    resource = FOOS if obj["kind"] == "Foo" else DEPLOYMENTS
-    return resource.path(obj["metadata"]["namespace"])
-
-
-def store(plane: LocalControlPlane, objects: list[dict[str, Any]], *, at_once: int = 2, tries: int = 3) -> None:
-    """Create every one of ``objects``, ``at_once`` at a time; each must be accepted (201).
-
-    A fat Foo takes kube-apiserver seconds (its managedFields name every label; 7 s at the median
-    four at a time on a loaded machine), more than ``plane.request`` waits, and under load a
-    webhook call may time out (a 500 for that write): such a write is tried again, and a 409
-    AlreadyExists then means the first try landed."""
-
-    async def create(client: AdminClient, obj: dict[str, Any]) -> tuple[int, bytes]:
-        for _ in range(tries):
-            status, body = await client.request("POST", path_of(obj), obj)
-            if status == 409 and b"AlreadyExists" in body:
-                return 201, body
-            if status == 201 or status < 500:
-                break
-        return status, body
-
-    async def create_all() -> None:
-        async with AdminClient(plane, connections=at_once) as client:
-            calls: list[Callable[[], Awaitable[tuple[int, bytes]]]] = [
-                functools.partial(create, client, obj) for obj in objects
-            ]
-            outcome = await client.many(calls, concurrency=at_once, ok=(201,))
-        assert not outcome.failed, f"{outcome.failed} of {len(objects)} refused: {outcome.first_error}"
-
-    asyncio.run(create_all())
 
 
 @dataclass(frozen=True)

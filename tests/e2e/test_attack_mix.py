@@ -34,10 +34,9 @@ from bench.honest import HONEST_LABEL
 from bench.insights_attacks import INSIGHTS_ATTACKS, NAMESPACE
 from bench.webhook_attacks import WEBHOOK_ATTACKS
 from hack.cluster import LocalControlPlane
-from hack.machine import cgroup_dirs
 from hack.node import chart_values, plane_with_real_node
-from serving.cgroups import MemoryCgroup
 from tests.e2e.load import Call, dry_run_foo_create, steady_requests
+from tests.e2e.podmemory import charges_mib, container_cgroup, working_set_mib
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"
@@ -102,34 +101,6 @@ def _context(ca_pem: str) -> ssl.SSLContext:
     context = ssl.create_default_context(cadata=ca_pem)
     context.check_hostname = False  # the certificate names the Services, not the pod IPs
     return context
-
-
-def container_cgroup(container_id: str) -> Path:
-    """The memory cgroup the kubelet made for a container (v1 hierarchy or unified)."""
-    short = container_id.split("://", 1)[-1]
-    for top in cgroup_dirs():
-        for path in top.rglob(f"*{short}*"):
-            if (path / "memory.usage_in_bytes").exists() or (path / "memory.current").exists():
-                return path
-    raise AssertionError(f"no memory cgroup for container {short}")
-
-
-def working_set_mib(cgroup: Path) -> float:
-    """What the kubelet calls the container's working set: usage less inactive file pages."""
-    found = MemoryCgroup.at(cgroup)
-    working_set = found.working_set() if found is not None else None
-    if working_set is None:
-        raise OSError(f"no memory cgroup at {cgroup} any more")
-    return working_set / (1 << 20)
-
-
-def charges_mib(cgroup: Path) -> dict[str, float]:
-    """The cgroup's charge by kind (MiB): anonymous memory, and file pages active and inactive."""
-    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
-    v1 = (cgroup / "memory.usage_in_bytes").exists()
-    keys = {"anon": "total_rss" if v1 else "anon", "active_file": "total_active_file" if v1 else "active_file",
-            "inactive_file": "total_inactive_file" if v1 else "inactive_file"}  # fmt: skip
-    return {name: round(int(stat[key]) / (1 << 20), 1) for name, key in keys.items()}
 
 
 def health_port(pod: dict[str, Any]) -> int:

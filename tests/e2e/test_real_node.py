@@ -19,6 +19,7 @@ own, serving on the node's bridge; hack/node.py puts the machine back afterwards
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -37,12 +38,24 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from bench.tenant_attacks import (
+    Attack,
+    FatDeployments,
+    FatFoos,
+    HonestTenant,
+    Peaks,
+    QuotaRefused,
+    SharedDeployment,
+    Tenants,
+)
 from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME, crd_manifest
 from hack.cluster import LocalControlPlane
 from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
 from hack.pki import KUBERNETES_SERVICE_IP, served_certificate
+from kube.client import DEPLOYMENTS
 from tests.e2e.load import dry_run_foo_create, steady_requests
+from tests.e2e.podmemory import PodWorkingSet
 from tests.e2e.storage import DONE_LINE, etcd_foos
 from tests.e2e.uninstall import assert_only_the_kept_crd_is_left
 from tests.e2e.waiting import wait_for, wait_for_more
@@ -413,6 +426,122 @@ def test_the_pods_logs_come_from_the_real_kubelet(release: Cluster) -> None:
     for pod in release.pods():
         logs = release.plane.kubectl("logs", "-n", NAMESPACE, pod["metadata"]["name"]).stdout
         assert logs.strip(), f"kubectl logs {pod['metadata']['name']} gave nothing"
+
+
+# ----------------------------------------------------------------------------- tenants (issue 34)
+TENANT_A = "tenant-a"  # fat Foos and fat Deployments
+TENANT_B = ("tenant-b-shared", "tenant-b-quota")  # one Deployment edited under many Foos; Foos a quota refuses
+HONEST = "tenant-honest"
+FAT_OBJECTS = 12  # of each kind, ~1.2 MiB as stored: each costs kube-apiserver a second or more of CPU
+SHARED_FOOS = 200
+REFUSED_FOOS = 100
+POD_BOUND_MIB = 200  # each pod's working set, with the chart's limits.memory of 256Mi (issue 34)
+
+
+def _replace_pod(release: Cluster, component: str) -> str:
+    """Delete the component's pod; the uid of the one its ReplicaSet makes instead."""
+    (old,) = release.pods(component)
+    release.plane.kubectl("delete", "pod", old["metadata"]["name"], "-n", NAMESPACE, "--wait=false")
+    uids = wait_for(
+        f"a new {component} pod",
+        lambda: [
+            p["metadata"]["uid"] for p in release.pods(component) if p["metadata"]["uid"] != old["metadata"]["uid"]
+        ],
+        timeout=300,
+    )
+    return str(uids[0])
+
+
+def _restarts(release: Cluster) -> dict[str, list[tuple[int, str]]]:
+    """Each chart pod's containers: restart count and why the last one ended (OOMKilled, ...)."""
+    return {
+        pod["metadata"]["name"]: [
+            (s["restartCount"], s.get("lastState", {}).get("terminated", {}).get("reason", ""))
+            for s in pod["status"].get("containerStatuses") or []
+        ]
+        for pod in release.pods()
+    }
+
+
+def test_tenants_leave_every_pod_under_its_bound_and_an_honest_tenant_served(release: Cluster) -> None:
+    """Issue 34's tenants, each with ordinary objects in namespaces of its own, against the chart's
+    pods (limits.memory 256Mi): tenant A stores fat Foos and fat Deployments; tenant B has Foos
+    naming one Deployment, which it scales once a second, and Foos whose Deployments a
+    ResourceQuota refuses (the controller retries them). Meanwhile an honest tenant writes Foos one
+    at a time, and each is served (its Deployment made, its status current) while the tenants still
+    store. Then the controller and insights pods are replaced, and each new one lists all of it
+    while tenant B goes on. Each pod's working set, sampled from its cgroup as the kubelet counts
+    it, stays under 200 MiB, running and restarted; no container restarts or is OOM-killed; and
+    the new pods serve the honest tenant (a Foo reconciled, the FooHealths answered)."""
+    plane = release.plane
+    readers = {c: PodWorkingSet(release.pods(c)[0]["metadata"]["uid"]) for c in COMPONENTS}
+    idle = {c: read() for c, read in readers.items()}
+    attacks: list[Attack] = [
+        FatFoos(TENANT_A, FAT_OBJECTS),
+        FatDeployments(TENANT_A, FAT_OBJECTS),
+        shared := SharedDeployment(TENANT_B[0], SHARED_FOOS),
+        QuotaRefused(TENANT_B[1], REFUSED_FOOS),
+    ]
+    tenants, honest = Tenants(plane, attacks), HonestTenant(HONEST)
+    began = time.monotonic()
+    try:
+        asyncio.run(honest.write_while(plane, lambda: False, at_least=3))  # the idle baseline
+        idle_latencies = list(honest.latencies)
+        honest.forget()
+        with Peaks(readers) as running:
+            tenants.start()
+            asyncio.run(honest.write_while(plane, lambda: not tenants.stored(), at_least=3))
+            served_while_storing = len(honest.latencies)
+            fat = [f"fat-foo-{i:03d}-nginx" for i in range(FAT_OBJECTS)]
+            wait_for(
+                "every fat Foo's Deployment",  # one small GET each: a list would carry the fat ones
+                lambda: all(plane.get(DEPLOYMENTS.path(TENANT_A, name))[0] == 200 for name in fat),
+                timeout=600,
+                interval=2,
+            )
+        stored = time.monotonic()
+        replaced = {c: _replace_pod(release, c) for c in ("controller", "insights")}
+        with Peaks({c: PodWorkingSet(uid) for c, uid in replaced.items()}) as restarted:
+            wait_for("the new pods Ready", lambda: all(_ready(p) for p in release.pods()), timeout=600)
+            asyncio.run(honest.write_while(plane, lambda: False, at_least=1))
+            wait_for(
+                "the new insights pod to serve every honest Foo's health",
+                lambda: (
+                    len(plane.kubectl("get", "foohealths", "-n", HONEST, "-o", "name").stdout.split()) == honest.written
+                ),
+                timeout=300,
+            )
+        assert shared.edits > 0 and tenants.running(), f"tenant B stopped before the end: {tenants.errors}"
+        tenants.stop()
+        restarts = _restarts(release)
+        print(
+            f"tenants stored {tenants.stored_in} (s); {shared.edits} edits of the shared Deployment; "
+            f"{time.monotonic() - stored:.0f}s for the restart\n"
+            f"honest Foos served in {[round(s, 2) for s in honest.latencies]} s "
+            f"(idle: {[round(s, 2) for s in idle_latencies]} s), "
+            f"created in {[round(s, 2) for s in honest.created_in]} s "
+            f"({served_while_storing} while the tenants stored, {honest.retries} creates retried)\n"
+            f"working sets (MiB): idle {idle}, running {running.peaks}, restarted {restarted.peaks}"
+        )
+    finally:
+        tenants.stop()
+        namespaces = [TENANT_A, *TENANT_B, HONEST]
+        plane.kubectl("delete", "namespace", *namespaces, "--ignore-not-found", "--wait=false")
+        wait_for(
+            "the tenants' namespaces to be gone",
+            lambda: (
+                not set(plane.kubectl("get", "namespaces", "-o", "name").stdout.split())
+                & {f"namespace/{n}" for n in namespaces}
+            ),
+            timeout=900,
+            interval=2,
+        )
+        print(f"the tenants' part took {time.monotonic() - began:.0f}s, their namespaces' deletion included")
+    assert tenants.errors == []
+    assert served_while_storing >= 3
+    for component, peak in {**running.peaks, **{f"{c} restarted": v for c, v in restarted.peaks.items()}}.items():
+        assert peak < POD_BOUND_MIB, f"{component}: working set peaked at {peak:.0f} MiB"
+    assert all(count == 0 and not reason for statuses in restarts.values() for count, reason in statuses), restarts
 
 
 # ----------------------------------------------------------------------------- upgrades, rotation

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from apimachinery.projection import MAX_LABELS
+from bench.tenant_attacks import store
 from hack.cluster import LocalControlPlane
 from hack.product import LocalProduct
 from kube.client import DEPLOYMENTS
-from tests.e2e.tenants import Insights, Memory, store
+from tests.e2e.tenants import Insights, Memory
 from tests.e2e.test_controller import Controller, controllers, crd, deployment_of
 from tests.e2e.waiting import wait_for
 from tests.objects import fat_deployment, fat_foo, foo_v1
