@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextvars
 import copy
 import json
 import logging
@@ -177,6 +178,34 @@ class FencedWrite(Exception):
 # Called right before a write is sent; raises FencedWrite to refuse it.
 WriteFence = Callable[[str, str], None]
 
+# The fence of the write this task is sending, for ``FencedConnector`` (None: a read, or unfenced).
+_SENDING_FENCE: contextvars.ContextVar[WriteFence | None] = contextvars.ContextVar("sending_fence", default=None)
+
+
+class FencedConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, asking a write's fence again once its connection is ready.
+
+    ``KubeClient`` asks the fence before the request goes to aiohttp, which then opens a
+    connection when none is free: a TCP and TLS handshake, long enough for a process frozen in
+    it (SIGSTOP, a paused VM) to wake after another replica took the lease, and send what it had
+    judged before it froze (15 Deployment creates, one per waiting worker, in
+    tests/e2e/test_controller_fencing.py). Asked here, the next thing after the fence is writing
+    the request, with no wait between.
+    """
+
+    async def connect(
+        self, req: aiohttp.ClientRequest, traces: list[aiohttp.tracing.Trace], timeout: aiohttp.ClientTimeout
+    ) -> aiohttp.connector.Connection:
+        connection = await super().connect(req, traces, timeout)
+        fence = _SENDING_FENCE.get()
+        if fence is not None:
+            try:
+                fence(req.method, req.url.path)
+            except BaseException:
+                connection.release()  # unused: back to the pool
+                raise
+        return connection
+
 
 class KubeClient:
     """JSON calls against the apiserver an ``ApiClient`` is configured for."""
@@ -231,8 +260,10 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         if self.limiter is not None:
             await self.limiter.acquire()
-        if self.fence is not None and method in WRITE_METHODS:
-            self.fence(method, path)
+        fence = self.fence if method in WRITE_METHODS else None
+        if fence is not None:
+            fence(method, path)
+        sending = _SENDING_FENCE.set(fence)  # and again once the connection is ready (FencedConnector)
         try:
             response: aiohttp.ClientResponse = await self.api.call_api(
                 path,
@@ -246,6 +277,8 @@ class KubeClient:
             )
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise self._no_answer(exc, method, path) from exc
+        finally:
+            _SENDING_FENCE.reset(sending)
         return response
 
     async def request(

@@ -8,6 +8,7 @@ take minutes).
 from __future__ import annotations
 
 import os
+import ssl
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from kubernetes_asyncio.config import ConfigException, load_incluster_config, lo
 from multidict import CIMultiDict
 
 from . import kubeconfig as kubeconfig_files
-from .client import KubeClient
+from .client import FencedConnector, KubeClient
 from .ratelimit import TokenBucket
 
 
@@ -82,7 +83,7 @@ async def load_api_client(
         configuration.proxy = proxy_from_environment(configuration.host, os.environ)
     api = ApiClient(configuration)
     api.user_agent = settings.user_agent
-    _stop_reading_the_environment_per_request(api, _impersonation(settings))
+    await _a_session_of_our_own(api, _impersonation(settings))
     return api
 
 
@@ -119,25 +120,43 @@ def proxy_from_environment(server: str, environ: Mapping[str, str]) -> str | Non
     return proxy
 
 
-def _stop_reading_the_environment_per_request(api: ApiClient, headers: list[tuple[str, str]] | None = None) -> None:
-    """Give the client a session that does not look up proxies and ~/.netrc on every request.
+async def _a_session_of_our_own(api: ApiClient, headers: list[tuple[str, str]] | None = None) -> None:
+    """Give the client a session that does not look up proxies and ~/.netrc on every request,
+    and whose connector asks a write's fence once its connection is ready (``FencedConnector``).
 
     kubernetes_asyncio opens its aiohttp session with ``trust_env=True``, and aiohttp then reads
     the environment and ~/.netrc in a worker thread, twice, for every request: a large share
     of the controller's CPU while it reconciled, and more in a pod, whose environment holds a
     variable per Service. The proxy is resolved once above instead;
-    ~/.netrc is not read, as client-go and kubectl do not read it. The session keeps the
-    connector kubernetes_asyncio built (TLS, pool size); ``detach`` hands it over unclosed.
+    ~/.netrc is not read, as client-go and kubectl do not read it. The connector has the TLS
+    settings and pool size kubernetes_asyncio's would have.
     """
     rest = api.rest_client
     session: aiohttp.ClientSession = rest.pool_manager
-    connector = session.connector
-    session.detach()
+    configuration: Configuration = api.configuration
+    limit = session.connector.limit if session.connector is not None else configuration.connection_pool_maxsize
     # Watch events of large objects need more than aiohttp's default read buffer (as upstream sets).
     # Session headers, not ApiClient.default_headers: those are a dict, and groups repeat a header.
     rest.pool_manager = aiohttp.ClientSession(
-        connector=connector, trust_env=False, read_bufsize=2**21, headers=CIMultiDict(headers or ())
+        connector=FencedConnector(limit=limit, ssl=_tls_context(configuration)),
+        trust_env=False,
+        read_bufsize=2**21,
+        headers=CIMultiDict(headers or ()),
     )
+    await session.close()  # nothing was sent on it yet
+
+
+def _tls_context(configuration: Configuration) -> ssl.SSLContext:
+    """The TLS settings kubernetes_asyncio's RESTClientObject makes from ``configuration``."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.disable_strict_ssl_verification:
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context
 
 
 async def connect(

@@ -218,7 +218,25 @@ async def test_the_fence_is_asked_after_the_client_limiter_let_the_write_go(
 
     client.limiter = Limiter()  # type: ignore[assignment]
     await client.fenced(lambda method, path: order.append("fence")).patch(DEPLOYMENTS, "web", {}, namespace="ns")
-    assert order == ["limiter", "fence"]
+    assert order == ["limiter", "fence", "fence"]  # and again once its connection is ready
+
+
+async def test_a_write_is_fenced_again_once_its_connection_is_ready(standin: tuple[StandIn, KubeClient]) -> None:
+    # A process frozen while its connection to the apiserver opened must not send, when it
+    # wakes, what it judged before (tests/e2e/test_controller_fencing.py: 15 creates did).
+    server, client = standin
+    asked: list[str] = []
+
+    def lost_while_connecting(method: str, path: str) -> None:
+        asked.append(method)
+        if len(asked) > 1:
+            raise FencedWrite("lease lost while the connection opened")
+
+    with pytest.raises(FencedWrite):
+        await client.fenced(lost_while_connecting).patch(DEPLOYMENTS, "web", {}, namespace="ns")
+    assert asked == ["PATCH", "PATCH"] and server.requests == []
+    await client.get(DEPLOYMENTS, "web", namespace="ns")  # the unused connection went back to the pool
+    assert [r[0] for r in server.requests] == ["GET"]
 
 
 async def test_list_passes_paging_and_selectors(standin: tuple[StandIn, KubeClient]) -> None:
