@@ -25,13 +25,21 @@ def _rv(obj: Mapping[str, Any] | None) -> str | None:
     return (obj.get("metadata") or {}).get("resourceVersion")
 
 
+# Our writes to one key the cache may still be behind: a write judged from our own last one
+# (a status after a status, while a lagging watch has brought neither) keeps the versions before
+# it. Past this many the oldest go: a cache that far behind is read as it is, and the write's
+# resourceVersion precondition answers 409 until it catches up.
+MAX_CHAIN = 8
+
+
 class RecentWrites:
     def __init__(self, ttl: float = 60.0, *, clock: Clock = time.monotonic) -> None:
         self.ttl = ttl
         self._clock = clock
-        # key -> (resourceVersion the cache showed before our write or None for a create,
-        #         the object the apiserver answered with, expiry)
-        self._entries: dict[str, tuple[str | None, Object, float]] = {}
+        # key -> (the resourceVersions the cache may still show from before our last write,
+        #         oldest first: the one the first write replaced (None for a create), then our
+        #         own writes before the last; the object the apiserver answered with; expiry)
+        self._entries: dict[str, tuple[tuple[str | None, ...], Object, float]] = {}
         self._next_purge = 1024  # size at which expired entries are swept out
         # key -> resourceVersion a write on its way was judged from (None for a create)
         self._in_flight: dict[str, str | None] = {}
@@ -53,7 +61,11 @@ class RecentWrites:
         if len(self._entries) >= self._next_purge:
             self._entries = {k: e for k, e in self._entries.items() if e[2] > now}
             self._next_purge = max(1024, 2 * len(self._entries))
-        self._entries[key] = (_rv(before), written, now + self.ttl)
+        behind: tuple[str | None, ...] = (_rv(before),)
+        previous = self._entries.get(key)
+        if previous is not None and previous[2] > now and _rv(previous[1]) == _rv(before):
+            behind = (*previous[0], _rv(before))[-MAX_CHAIN:]  # judged from our own last write
+        self._entries[key] = (behind, written, now + self.ttl)
 
     def forget(self, key: str) -> None:
         """Call on a delete event for ``key``: the cache is the truth again."""
@@ -83,23 +95,25 @@ class RecentWrites:
         if key in self._in_flight and self._in_flight[key] == _rv(previous):
             return True
         entry = self._entries.get(key)
-        if entry is not None and _rv(obj) == _rv(entry[1]):
+        if entry is None:
+            return False
+        if _rv(obj) == _rv(entry[1]):
             del self._entries[key]
             return True
-        return False
+        return _rv(obj) in entry[0][1:]  # an earlier write of ours, the last still to come
 
     def resolve(self, key: str, cached: Object | None) -> Object | None:
         """The cached object, unless it still predates our last write to ``key``."""
         entry = self._entries.get(key)
         if entry is None:
             return cached
-        before_rv, written, expires = entry
+        behind, written, expires = entry
         if self._clock() >= expires:
             del self._entries[key]
             return cached
         cached_rv = _rv(cached)
-        if cached_rv == before_rv and (cached is not None or before_rv is None):
-            return written  # the cache still shows the state our write replaced
+        if cached_rv in behind:
+            return written  # the cache still shows a state our writes replaced (None: not our create yet)
         if cached is None or cached_rv == _rv(written):
             del self._entries[key]  # caught up (or deleted since): the cache is the truth again
         return cached
