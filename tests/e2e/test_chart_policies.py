@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import pytest
 import yaml
 
 from hack.cluster import LocalControlPlane
+from tests.e2e.waiting import wait_for
 from tests.unit.test_chart import render
 
 POLICIES = Path(__file__).resolve().parents[1] / "policies" / "best-practices.yaml"
@@ -60,9 +62,32 @@ def policies(control_plane: LocalControlPlane) -> Iterator[None]:
 
 @pytest.fixture
 def restricted(control_plane: LocalControlPlane, namespace: str, policies: None) -> str:
+    """``namespace`` under the profile and the policy set, once kube-apiserver applies them there:
+    it sees new policies, their bindings and a namespace's labels through informers, so the first
+    dry runs after the label could come before them (and be admitted, a CI run found)."""
     labels = [f"{k}={v}" for k, v in POD_SECURITY.items()] + ["foo-operator.test/policies=best-practices"]
     control_plane.kubectl("label", "namespace", namespace, *labels)
+    canary = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "policy-canary", "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": "canary"}},
+            "template": {
+                "metadata": {"labels": {"app": "canary"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx:latest"}]},
+            },
+        },
+    }
+    wait_for("the policy set to apply in the labelled namespace", lambda: _refused(control_plane, canary))
     return namespace
+
+
+def _refused(control_plane: LocalControlPlane, obj: dict[str, Any]) -> subprocess.CompletedProcess[str] | None:
+    """The server-side dry run of creating ``obj``, if the policies refused it."""
+    result = control_plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False)
+    refused = result.returncode != 0 and ("denied request" in result.stderr or "PodSecurity" in result.stderr)
+    return result if refused else None
 
 
 def _as_pod(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
@@ -142,8 +167,8 @@ def test_the_policies_refuse_a_chart_pod_with_its_hardening_undone(
     undo(workload["spec"]["template"]["spec"]["containers"][0])
     pod = _as_pod(workload, restricted)
     for obj in (workload, pod):
-        result = control_plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj), check=False)
-        assert result.returncode != 0, (obj["kind"], result.stdout)
+        # Each policy reaches kube-apiserver's admission through an informer of its own.
+        result = wait_for(f"{rule} to refuse the {obj['kind']}", lambda obj=obj: _refused(control_plane, obj))
         expected = "PodSecurity" if obj is pod and rule == "require-drop-all" else f"denied request: {rule}: "
         assert expected in result.stderr, result.stderr
 
