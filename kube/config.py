@@ -147,7 +147,11 @@ async def _a_session_of_our_own(api: ApiClient, headers: list[tuple[str, str]] |
 
 
 def _tls_context(configuration: Configuration) -> ssl.SSLContext:
-    """The TLS settings kubernetes_asyncio's RESTClientObject makes from ``configuration``."""
+    """The TLS settings kubernetes_asyncio's RESTClientObject makes from ``configuration``.
+
+    Made again, not taken from its connector: aiohttp keeps a connector's SSL context private,
+    and ``FencedConnector`` needs one of its own (kubernetes_asyncio builds the context inline).
+    """
     context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
     if configuration.cert_file:
         context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
