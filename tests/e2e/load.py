@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,10 +57,7 @@ def steady_requests(plane: LocalControlPlane, calls: Sequence[Call]) -> Iterator
         while not stop.is_set():
             n += 1
             for call in calls:
-                try:
-                    status, answer = plane.request(call.method, call.path, call.body(n) if call.body else None)
-                except (OSError, http.client.HTTPException) as err:  # e.g. a body cut off as a pod died
-                    status, answer = 0, f"{type(err).__name__}: {err}".encode()
+                status, answer = _as_client_go_would(plane, call, n)
                 if status == call.expected:
                     answered[call.what] += 1
                 else:
@@ -71,3 +70,36 @@ def steady_requests(plane: LocalControlPlane, calls: Sequence[Call]) -> Iterator
     finally:
         stop.set()
         worker.join(timeout=30)
+
+
+# client-go's REST client (and so kubectl and every controller) tries a request again when the
+# answer says when to (a 429, or a 5xx, with Retry-After), up to 10 times: kube-apiserver answers
+# 429 "storage is (re)initializing", retryAfterSeconds 1, while it rebuilds a CRD's storage after
+# the CRD changed, as an upgrade of the chart changes it. A request that succeeds on such a retry
+# succeeded for every client; one still refused after them failed.
+_RETRIES = 10
+
+
+def _as_client_go_would(plane: LocalControlPlane, call: Call, n: int) -> tuple[int, bytes]:
+    """(status, body) of ``call``'s n-th request, tried again as client-go tries it again."""
+    for _ in range(_RETRIES):
+        try:
+            status, answer = plane.request(call.method, call.path, call.body(n) if call.body else None)
+        except (OSError, http.client.HTTPException) as err:  # e.g. a body cut off as a pod died
+            return 0, f"{type(err).__name__}: {err}".encode()
+        wait = _retry_after(status, answer)
+        if wait is None:
+            return status, answer
+        time.sleep(wait)  # what the server asked for, as client-go waits it: not a test's guess
+    return status, answer
+
+
+def _retry_after(status: int, answer: bytes) -> float | None:
+    """The seconds a 429 or 5xx Status asks the client to wait before trying again, if it asks."""
+    if status != 429 and status < 500:
+        return None
+    try:
+        seconds = json.loads(answer)["details"]["retryAfterSeconds"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return float(seconds) if isinstance(seconds, int) and seconds > 0 else None
