@@ -206,6 +206,11 @@ def helm4(env: Mapping[str, str] | None = None) -> Path:
     return cache_dir(env) / "bin" / f"helm-{versions(env)['HELM4_VERSION']}" / "helm"
 
 
+def policy_tester(env: Mapping[str, str] | None = None) -> Path:
+    """sigstore policy-controller's tester as `hack/build.sh policy-tester` places it."""
+    return cache_dir(env) / "bin" / f"policy-tester-{versions(env)['POLICY_CONTROLLER_VERSION']}" / "policy-tester"
+
+
 def gitops_crds(env: Mapping[str, str] | None = None) -> Path:
     """Argo CD's and Flux's CRDs as `hack/build.sh gitops-crds` places them, one YAML stream."""
     v = versions(env)

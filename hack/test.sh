@@ -8,8 +8,9 @@
 # plane and node are built, the matrix builds start in the background at the lowest CPU and I/O
 # priority, and each version's smoke stage first waits for what is left of its build. A failed
 # stage stops them (they are cached as far as they got). Helm 4 and the GitOps tools' CRDs, which
-# a few e2e modules use, are built the same way from then on; those modules' own `hack/build.sh
-# helm4` waits on its lock for what is left.
+# a few e2e modules use, and policy-controller's tester (the release e2e), are built the same way
+# from then on; those modules' own `hack/build.sh helm4` (`policy-tester`) waits on its lock for
+# what is left.
 #
 # Called by the Makefile, which sets PY (the virtualenv's python), TEST_SEED and MAKE.
 set -euo pipefail
@@ -23,9 +24,11 @@ MATRIX_BUILDS="$(mktemp -d "${TMPDIR:-/tmp}/foo-operator-matrix.XXXXXX")"
 export MATRIX_BUILDS
 builder=""
 gitops_builder=""
+policy_builder=""
 stop_builds() {
   if [[ -n "$builder" ]]; then kill -- "-$builder" 2>/dev/null || true; fi
   if [[ -n "$gitops_builder" ]]; then kill -- "-$gitops_builder" 2>/dev/null || true; fi
+  if [[ -n "$policy_builder" ]]; then kill -- "-$policy_builder" 2>/dev/null || true; fi
   rm -rf "$MATRIX_BUILDS"
 }
 trap stop_builds EXIT
@@ -60,6 +63,10 @@ hack/timed.sh "build (real node: Debian packages, kubelet, kube-proxy, pause, Co
 # hack/build.sh helm4 lowers its own priority (nice 19, ionice idle); gitops-crds only downloads.
 setsid nice -n 19 ionice -c 3 bash hack/build.sh gitops-crds helm4 >"$MATRIX_BUILDS/gitops.log" 2>&1 &
 gitops_builder=$!
+# policy-controller's tester (the release e2e's admission policy check) likewise, beside it: the
+# release module waits on its lock for what is left, holding the real node, so it starts now.
+setsid nice -n 19 ionice -c 3 bash hack/build.sh policy-tester >"$MATRIX_BUILDS/policy-tester.log" 2>&1 &
+policy_builder=$!
 if [[ ${#matrix[@]} -gt 0 ]]; then
   # setsid: a process group of its own, so that stopping it stops go and its compilers too.
   setsid bash -c "$(declare -f build_matrix); build_matrix \"\$@\"" build_matrix "${matrix[@]}" &

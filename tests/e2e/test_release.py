@@ -40,11 +40,11 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.binaries import BUILD_SCRIPT, cache_dir, find_binaries, versions
+from hack.binaries import BUILD_SCRIPT, cache_dir, find_binaries, policy_tester, versions
 from hack.node import RealNode, chart_values, plane_with_real_node
 from hack.registry import LocalRegistry
 from hack.release import CHECKSUMS, NAME, PAST_RELEASES, build, cosign, project_version, push, sha256
-from tests.docs import DocSession, path_with
+from tests.docs import REPO_ROOT, DocSession, path_with
 from tests.e2e.downloads import Downloads
 from tests.e2e.load import Call, dry_run_foo_create, steady_requests
 from tests.e2e.waiting import wait_for, wait_for_more
@@ -61,6 +61,8 @@ GROUP = "samplecontroller.k8s.io"
 NO_EGRESS = {"HTTPS_PROXY": "http://127.0.0.1:1", "HTTP_PROXY": "http://127.0.0.1:1", "NO_PROXY": ""}
 # The published names, as the docs and the chart's defaults spell them.
 PUBLISHED_IMAGE = f"ghcr.io/{ORG}/{NAME}"
+# sigstore policy-controller's policies for the image, as users apply them (docs/install.md).
+POLICY = "docs/policies/sigstore-policy-controller.yaml"
 
 
 @dataclass
@@ -208,19 +210,33 @@ class Installation:
         )
 
 
+def policy_as_served(policy: str, public_key: str, registry: str) -> str:
+    """docs/policies' file as this module's users fetch it: its key is the one the releases here
+    are signed with (this module's, not cosign.pub), its globs name the registry here (as a mirror's
+    users rewrite them, the docs say)."""
+    committed = (REPO_ROOT / "cosign.pub").read_text()
+    old, new = ("".join(f"          {line}\n" for line in key.splitlines()) for key in (committed, public_key))
+    assert policy.count(old) == 2, f"{POLICY}: each of its two policies holds cosign.pub as its key"
+    return policy.replace(old, new).replace(f"ghcr.io/{ORG}/", f"{registry}/{ORG}/")
+
+
 @pytest.fixture(scope="module")
 def installation(releases: Releases, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installation]:
     workdir = tmp_path_factory.mktemp("release-install")
+    served_policy = workdir / "policy.yaml"
     with (
         LocalRegistry(workdir / "registry") as registry,
         Downloads(
             {version: releases.assets(version) for version in releases.dists},
-            raw={"cosign.pub": releases.public_key},
+            raw={"cosign.pub": releases.public_key, POLICY: served_policy},
             cert=registry.workdir / "tls.crt",
             key=registry.workdir / "tls.key",
         ) as downloads,
         plane_with_real_node(workdir / "plane", None) as (plane, node),
     ):
+        served_policy.write_text(
+            policy_as_served((REPO_ROOT / POLICY).read_text(), releases.public_key.read_text(), registry.host)
+        )
         node.trust_registry(registry.host, registry.ca_file)
         node.mirror_registry("ghcr.io", registry.host, registry.ca_file)
         with pytest.MonkeyPatch.context() as env:  # skopeo, cosign and helm talk to the registry alone
@@ -360,6 +376,71 @@ def test_the_chart_runs_the_release_image_tagged_with_its_app_version_by_default
     assert (meta["version"], meta["appVersion"]) == (CURRENT, CURRENT)
 
 
+# ----------------------------------------------------------------------------- admission policy
+@pytest.fixture(scope="module")
+def tester() -> Path:
+    """sigstore policy-controller's tester: its admission webhook's own evaluation, run on one image.
+    Seconds once cached; else built now, at the lowest priority (`make test` builds it in the
+    background while the tiers before this one run)."""
+    subprocess.run(["bash", str(BUILD_SCRIPT), "policy-tester"], check=True, capture_output=True, timeout=3600)
+    return policy_tester()
+
+
+def test_policy_controller_admits_the_release_image_as_docs_install_md_says(
+    installation: Installation, tester: Path
+) -> None:
+    user = installation.user("policy")
+    user.env["PATH"] = os.pathsep.join([str(tester.parent), user.env["PATH"]])
+    user.run("docs/install.md", "verify")  # step 1 sets VERSION, as in the user's shell
+    printed = user.run("docs/install.md", "policy")
+    assert "Verification was successful" in printed, printed
+
+
+def test_policy_controller_refuses_the_image_unsigned_or_signed_without_its_sbom(
+    installation: Installation, tester: Path
+) -> None:
+    """The same image changed by one byte: a digest the release never signed, so neither policy
+    passes; then signed with the release's key but given no SBOM: the second policy still refuses."""
+    user = installation.user("policy-refused")
+    policy = user.cwd / "policy.yaml"
+    policy.write_text(
+        policy_as_served(
+            (REPO_ROOT / POLICY).read_text(), installation.releases.public_key.read_text(), installation.registry.host
+        )
+    )
+    release, unsigned = f"{installation.image}:{CURRENT}", f"{installation.image}:{CURRENT}-unsigned"
+    push_changed_by_one_byte(installation, release, unsigned, installation.workdir / "unsigned-image", b"P")
+
+    def decided(image: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [tester, "--policy", policy, "--image", image],
+            capture_output=True, text=True, env=user.env, cwd=user.cwd, timeout=120,
+        )  # fmt: skip
+
+    refused = decided(unsigned)
+    assert refused.returncode != 0, f"policy-controller admitted an unsigned image:\n{refused.stderr}"
+    # policy-controller stops at the first policy that fails (either: they are a map).
+    (error,) = json.loads(refused.stdout)["errors"]
+    assert "no signatures found" in error or "no matching attestations" in error, error
+    assert decided(release).returncode == 0, "the release's own image, beside it, is admitted"
+
+    sign: list[str | Path] = [
+        cosign(),
+        "sign",
+        "--yes",
+        "--key",
+        installation.releases.key,
+        "--tlog-upload=false",
+        unsigned,
+    ]
+    env = {**os.environ, **NO_EGRESS, "SSL_CERT_FILE": str(installation.registry.ca_file), "COSIGN_PASSWORD": ""}
+    subprocess.run(sign, check=True, capture_output=True, env=env, timeout=120)
+    refused = decided(unsigned)
+    assert refused.returncode != 0, f"policy-controller admitted an image without its SBOM:\n{refused.stderr}"
+    (error,) = json.loads(refused.stdout)["errors"]
+    assert "sbom-attested-with-cosign-pub" in error and "no matching attestations" in error, error
+
+
 # ----------------------------------------------------------------------------- install, upgrade, rollback
 def test_installing_the_previous_release_pulls_its_image_from_the_registry(installation: Installation) -> None:
     node, plane = installation.node, installation.plane
@@ -421,14 +502,14 @@ def _sha256(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _change_one_byte_of_the_config(layout: Path, tag: str) -> None:
-    """In an OCI layout: one byte of the image's config changed, the manifest and index re-hashed."""
+def _change_one_byte_of_the_config(layout: Path, tag: str, to: bytes) -> None:
+    """In an OCI layout: one byte of the image's config changed to `to`, the manifest and index re-hashed."""
     blobs = layout / "blobs" / "sha256"
     index = json.loads((layout / "index.json").read_text())
     manifest = json.loads((blobs / index["manifests"][0]["digest"].split(":")[1]).read_bytes())
     config = (blobs / manifest["config"]["digest"].split(":")[1]).read_bytes()
     at = config.index(b"foo-operator") + len("foo-operator") - 1
-    tampered = config[:at] + b"R" + config[at + 1 :]
+    tampered = config[:at] + to + config[at + 1 :]
     (blobs / _sha256(tampered).split(":")[1]).write_bytes(tampered)
     manifest["config"]["digest"] = _sha256(tampered)
     raw = json.dumps(manifest).encode()
@@ -437,16 +518,27 @@ def _change_one_byte_of_the_config(layout: Path, tag: str) -> None:
     (layout / "index.json").write_text(json.dumps(index))
 
 
-def test_an_image_changed_by_one_byte_under_the_same_tag_fails_verification(installation: Installation) -> None:
-    ref = f"{installation.image}:{CURRENT}"
+def registry_tls(installation: Installation) -> list[str]:
+    """skopeo's flags to trust the registry's CA (a directory holding it)."""
     certs = installation.workdir / "registry-certs"
     certs.mkdir(exist_ok=True)
     shutil.copyfile(installation.registry.ca_file, certs / "ca.crt")
-    layout = installation.workdir / "tampered-image"
-    tls = ["--src-cert-dir", str(certs), "--dest-cert-dir", str(certs)]
+    return ["--src-cert-dir", str(certs), "--dest-cert-dir", str(certs)]
+
+
+def push_changed_by_one_byte(installation: Installation, ref: str, to: str, layout: Path, byte: bytes) -> None:
+    """The image `ref` with one byte of its config changed to `byte`, pushed as `to`: a digest nobody
+    signed, as long as each test changes a byte of its own (a test that signs its image would sign
+    another's too)."""
+    tls = registry_tls(installation)
     subprocess.run(["skopeo", "copy", "--quiet", *tls, f"docker://{ref}", f"oci:{layout}:{CURRENT}"], check=True)
-    _change_one_byte_of_the_config(layout, CURRENT)
-    subprocess.run(["skopeo", "copy", "--quiet", *tls, f"oci:{layout}:{CURRENT}", f"docker://{ref}"], check=True)
+    _change_one_byte_of_the_config(layout, CURRENT, byte)
+    subprocess.run(["skopeo", "copy", "--quiet", *tls, f"oci:{layout}:{CURRENT}", f"docker://{to}"], check=True)
+
+
+def test_an_image_changed_by_one_byte_under_the_same_tag_fails_verification(installation: Installation) -> None:
+    ref = f"{installation.image}:{CURRENT}"
+    push_changed_by_one_byte(installation, ref, ref, installation.workdir / "tampered-image", b"R")
     try:
         refused = installation.verify_image(CURRENT)
         assert refused.returncode != 0, "cosign verified a tampered image"
@@ -458,7 +550,7 @@ def test_an_image_changed_by_one_byte_under_the_same_tag_fails_verification(inst
             "copy",
             "--quiet",
             "--preserve-digests",
-            *tls,
+            *registry_tls(installation),
             f"oci-archive:{original}",
             f"docker://{ref}",
         ]
