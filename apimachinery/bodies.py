@@ -84,7 +84,7 @@ def parse_json(body: bytes, *, opens: int | None = None) -> Any:
     """``body`` parsed as JSON, or a 400 Status that says what is wrong.
 
     Nesting past apimachinery.nesting's limit is refused before the parse: what is parsed is then
-    copied, rendered and written again, and each of those recurses (orjson writes only 255 levels).
+    copied, rendered and written again, and each of those recurses (orjson writes only 254 levels).
     ``opens``: how many arrays and objects the body opens, if counted already (serving.budget).
     """
     if not body:

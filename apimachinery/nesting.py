@@ -1,7 +1,7 @@
 """How deep a JSON text nests, found without recursion: the one nesting limit of every JSON body.
 
 Parsing, copying, rendering and serializing a JSON value all recurse, and each breaks at its own
-depth: orjson writes at most 255 levels, Python's json ~1,000, field-error rendering too. So a
+depth: orjson writes at most 254 levels, Python's json ~1,000, field-error rendering too. So a
 body (and the conversion stash annotation, JSON inside a string) is measured on its bytes before
 any of them runs, and refused past MAX_DEPTH.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 # Foo's schema nests ~15 levels with a review around it (managedFields follow the object's
-# shape), and the CRD preserves no unknown fields; 128 is far above that and below orjson's 255
+# shape), and the CRD preserves no unknown fields; 128 is far above that and below orjson's 254
 # with a stash (itself at most 128 deep) placed a few levels into an object.
 MAX_DEPTH = 128
 

@@ -220,7 +220,7 @@ async def test_an_invalid_value_nested_990_deep_is_a_400_status_not_a_500(webhoo
 
 
 async def test_a_conversion_object_nested_300_deep_is_a_400_status_not_a_500(webhook_client: ServeWebhook) -> None:
-    # Before: orjson parsed it (up to 1,024 levels) but writes only 255: the answer was a 500.
+    # Before: orjson parsed it (up to 1,024 levels) but writes only 254: the answer was a 500.
     client = await webhook_client(Settings())
     foo = foo_v1()
     foo["spec"]["extra"] = "NESTED"
