@@ -60,9 +60,10 @@ def attacks_of(run: str, args: argparse.Namespace) -> list[Attack]:
         "shared": lambda: SharedDeployment("shared", args.shared),
         "refused": lambda: QuotaRefused("refused", args.refused),
     }
-    if run in ("all", "restarted"):
-        return [make() for make in every.values()]
-    return [every[run]()] if run in every else []
+    counts = {"fat-foos": args.fat, "fat-deployments": args.fat, "shared": args.shared, "refused": args.refused}
+    if run in ("all", "restarted"):  # an attack of 0 objects is left out (0 fat objects alone: --fat 500 --shared 0)
+        return [make() for name, make in every.items() if counts[name]]
+    return [every[run]()] if run in every and counts[run] else []
 
 
 def peak_rss_mib(pid: int | None) -> float | None:
@@ -117,7 +118,7 @@ def one_run(p: LocalControlPlane, product: LocalProduct, run: str, args: argpars
     start_processes(product, webhook=run != "restarted")
     attacks = [] if run == "restarted" else attacks_of(run, args)
     if run == "restarted":  # what `all` stored is still there; its edits go on
-        attacks = [SharedDeployment("shared", args.shared)]
+        attacks = [SharedDeployment("shared", args.shared)] if args.shared else []
     honest = HonestTenant(f"honest-{run}")
     tenants = Tenants(p, attacks).start()
     began = time.monotonic()

@@ -253,6 +253,9 @@ class LocalControlPlane(Started):
                 f"--initial-cluster=foo-operator-local={peer}",
                 # Throwaway data: durability buys nothing here and fsync dominates write latency.
                 "--unsafe-no-fsync=true",
+                # 8 GiB, not the 2 GiB default: 500 fat Foos and 500 fat Deployments (~1.2 MiB each,
+                # rewritten by status writes between compactions) would fill 2 GiB (bench.tenants).
+                f"--quota-backend-bytes={8 * 1024**3}",
                 "--log-level=warn",
             ],
         )
