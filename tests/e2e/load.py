@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hack.cluster import LocalControlPlane
+from kube.client import MAX_RETRIES, ApiError
 
 
 @dataclass(frozen=True)
@@ -72,34 +73,38 @@ def steady_requests(plane: LocalControlPlane, calls: Sequence[Call]) -> Iterator
         worker.join(timeout=30)
 
 
-# client-go's REST client (and so kubectl and every controller) tries a request again when the
-# answer says when to (a 429, or a 5xx, with Retry-After), up to 10 times: kube-apiserver answers
-# 429 "storage is (re)initializing", retryAfterSeconds 1, while it rebuilds a CRD's storage after
-# the CRD changed, as an upgrade of the chart changes it. A request that succeeds on such a retry
-# succeeded for every client; one still refused after them failed.
-_RETRIES = 10
-
-
 def _as_client_go_would(plane: LocalControlPlane, call: Call, n: int) -> tuple[int, bytes]:
-    """(status, body) of ``call``'s n-th request, tried again as client-go tries it again."""
-    for _ in range(_RETRIES):
-        try:
-            status, answer = plane.request(call.method, call.path, call.body(n) if call.body else None)
-        except (OSError, http.client.HTTPException) as err:  # e.g. a body cut off as a pod died
-            return 0, f"{type(err).__name__}: {err}".encode()
+    """(status, body) of ``call``'s n-th request, tried again as client-go tries it again.
+
+    client-go's REST client (and so kubectl and every controller) tries a request again when the
+    answer says when to (a 429, or a 5xx, with Retry-After), up to ``MAX_RETRIES`` times:
+    kube-apiserver answers 429 "storage is (re)initializing", retryAfterSeconds 1, while it
+    rebuilds a CRD's storage after the CRD changed, as an upgrade of the chart changes it. A
+    request that succeeds on such a retry succeeded for every client; one still refused failed.
+    """
+    status, answer = _send(plane, call, n)
+    for _ in range(MAX_RETRIES):
         wait = _retry_after(status, answer)
         if wait is None:
-            return status, answer
+            break
         time.sleep(wait)  # what the server asked for, as client-go waits it: not a test's guess
+        status, answer = _send(plane, call, n)
     return status, answer
 
 
+def _send(plane: LocalControlPlane, call: Call, n: int) -> tuple[int, bytes]:
+    try:
+        return plane.request(call.method, call.path, call.body(n) if call.body else None)
+    except (OSError, http.client.HTTPException) as err:  # e.g. a body cut off as a pod died
+        return 0, f"{type(err).__name__}: {err}".encode()
+
+
 def _retry_after(status: int, answer: bytes) -> float | None:
-    """The seconds a 429 or 5xx Status asks the client to wait before trying again, if it asks."""
+    """The wait a 429 or 5xx Status asks for (kube.client's reading of it), if it asks."""
     if status != 429 and status < 500:
         return None
     try:
-        seconds = json.loads(answer)["details"]["retryAfterSeconds"]
-    except (ValueError, KeyError, TypeError):
+        body = json.loads(answer)
+    except ValueError:
         return None
-    return float(seconds) if isinstance(seconds, int) and seconds > 0 else None
+    return ApiError(status, body).retry_after if isinstance(body, dict) else None
