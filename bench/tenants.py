@@ -54,16 +54,15 @@ RUNS = ("idle", "fat-foos", "fat-deployments", "shared", "refused", "all", "rest
 
 def attacks_of(run: str, args: argparse.Namespace) -> list[Attack]:
     """The attacks of ``run``, each in a namespace named after it."""
-    every: dict[str, Callable[[], Attack]] = {
-        "fat-foos": lambda: FatFoos("fat-foos", args.fat),
-        "fat-deployments": lambda: FatDeployments("fat-deployments", args.fat),
-        "shared": lambda: SharedDeployment("shared", args.shared),
-        "refused": lambda: QuotaRefused("refused", args.refused),
+    every: dict[str, tuple[Callable[[str, int], Attack], int]] = {
+        "fat-foos": (FatFoos, args.fat),
+        "fat-deployments": (FatDeployments, args.fat),
+        "shared": (SharedDeployment, args.shared),
+        "refused": (QuotaRefused, args.refused),
     }
-    counts = {"fat-foos": args.fat, "fat-deployments": args.fat, "shared": args.shared, "refused": args.refused}
-    if run in ("all", "restarted"):  # an attack of 0 objects is left out (0 fat objects alone: --fat 500 --shared 0)
-        return [make() for name, make in every.items() if counts[name]]
-    return [every[run]()] if run in every and counts[run] else []
+    chosen = every if run in ("all", "restarted") else {run: every[run]} if run in every else {}
+    # An attack of 0 objects is none: `--fat 500 --shared 0` runs the fat ones alone.
+    return [attack(namespace, count) for namespace, (attack, count) in chosen.items() if count]
 
 
 def peak_rss_mib(pid: int | None) -> float | None:
