@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from apimachinery.nesting import MAX_DEPTH, too_deep
+from apimachinery.nesting import MAX_DEPTH, nests_too_deep, too_deep
 from apimachinery.status import Status, failure
 
 JSON = "application/json"
@@ -83,18 +83,30 @@ _PAUSE_GC_FROM = 64 * 1024
 def parse_json(body: bytes, *, opens: int | None = None) -> Any:
     """``body`` parsed as JSON, or a 400 Status that says what is wrong.
 
-    Nesting past apimachinery.nesting's limit is refused before the parse: what is parsed is then
-    copied, rendered and written again, and each of those recurses (orjson writes only 254 levels).
-    ``opens``: how many arrays and objects the body opens, if counted already (serving.budget).
+    Nesting past apimachinery.nesting's limit is refused as soon as the body is parsed: what is
+    parsed is then copied, rendered and written again, and each of those recurses (orjson writes
+    only 254 levels). ``opens``: how many arrays and objects the body opens, if counted already
+    (serving.budget); no more than the limit (every real admission review) needs no measuring.
     """
     if not body:
         raise StatusError(failure(400, "request body is empty: expected a JSON object"))
-    if too_deep(body, opens=opens):
-        raise StatusError(failure(400, f"request body nests arrays and objects deeper than {MAX_DEPTH} levels"))
+    if opens is None:
+        opens = body.count(b"{") + body.count(b"[")
     try:
         if len(body) < _PAUSE_GC_FROM:
-            return orjson.loads(body)  # too few containers to be worth the pause's own cost
-        with gc_paused():
-            return orjson.loads(body)
+            value = orjson.loads(body)  # too few containers to be worth the pause's own cost
+        else:
+            with gc_paused():
+                value = orjson.loads(body)
     except orjson.JSONDecodeError as err:
+        # orjson refuses past 1,024 levels: say it is the nesting, as for 129.
+        if opens > MAX_DEPTH and too_deep(body, opens=opens):
+            raise _nested_too_deep() from None
         raise StatusError(failure(400, f"request body is not valid JSON: {err}")) from None
+    if opens > MAX_DEPTH and nests_too_deep(value):
+        raise _nested_too_deep()
+    return value
+
+
+def _nested_too_deep() -> StatusError:
+    return StatusError(failure(400, f"request body nests arrays and objects deeper than {MAX_DEPTH} levels"))

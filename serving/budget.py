@@ -76,11 +76,13 @@ def parse_cost(body: bytes) -> int:
 
 
 def parse_charge(body: bytes) -> tuple[int, int]:
-    """What a body costs from its nesting scan (apimachinery.bodies.parse_json) until its tree is freed,
-    and how many arrays and objects it opens (parse_json's scan needs no more when that is few).
+    """What a body costs from its parse (apimachinery.bodies.parse_json) until its tree is freed,
+    and how many arrays and objects it opens (parse_json measures no depth when that is few).
 
-    The cost: the body itself, and the larger of its tree (``parse_cost``) and the scan's two
-    working copies (apimachinery.nesting: at most twice its size; a body of strings has a small tree).
+    The cost: the body itself, and the larger of its tree with the text orjson writes of it to
+    measure its depth (``parse_cost`` covers both: tests/unit/test_budget.py) and the two working
+    copies of the scan of a body orjson refuses (apimachinery.nesting: at most twice its size; a
+    body of strings has a small tree).
     """
     cost, opens = body_shape(body)
     return len(body) + max(cost, 2 * len(body)), opens
