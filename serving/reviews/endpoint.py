@@ -238,7 +238,7 @@ class Endpoint:
                 # read its answer must not keep megabytes in the send buffer for free. The
                 # answer is charged too (made already, so charged room or not).
                 phase = _Phase.WRITE
-                reservation.force(reservation.held + len(answer))
+                reservation.force(reservation.held + len(answer) + conn.send_buffer_charge(len(answer)))
                 # The collector must not stay paused while a client takes its time to read (or
                 # never reads) the answer: every cycle made meanwhile, by any connection, would
                 # pile up uncounted. The tree is freed and the collector resumed as soon as the

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from serving.reviews.protocol import Connection
 from serving.reviews.server import ReviewServer
 from tests.objects import V1ALPHA1, foo_v1
 from webhook.app import Settings, Webhook, build_app
@@ -212,6 +213,53 @@ async def test_a_tls_client_that_does_not_read_its_answer_keeps_it_charged_until
         assert webhook.budget.in_use >= 8 * MiB, "the unread answer is still charged"
         await asyncio.sleep(3.0)  # past the deadline
         assert webhook.budget.in_use == 0 and not server.connections, "cut off, its memory given back"
+
+
+def _send_buffer(server: ReviewServer) -> int:
+    (conn,) = server.connections
+    assert conn.transport is not None
+    return int(conn.transport.get_extra_info("socket").getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
+
+
+async def test_a_large_answer_goes_through_a_wider_send_buffer_and_the_budget_pays_for_it(tmp_path: Path) -> None:
+    # Through the 32 KiB every connection has, a 15 MB answer cost 15% of its review's CPU in
+    # wake-ups; what the wider buffer lets the kernel hold is charged with the answer.
+    async with _an_answer_nobody_reads(tmp_path) as (webhook, server):
+        small = _send_buffer_after_a_small_answer()
+        assert _send_buffer(server) > small, "widened while the answer is written"
+        assert webhook.budget.in_use >= 8 * MiB + Connection.send_buffer_charge(8 * MiB)
+
+
+async def test_a_large_answer_read_whole_leaves_the_send_buffer_as_small_as_every_connections(tmp_path: Path) -> None:
+    server, client_context = await _tls_webhook(tmp_path, max_connections=4)
+    foos = [foo_v1(f"foo-{i}") for i in range(2)]
+    for foo in foos:
+        foo["metadata"]["annotations"] = {"example.com/blob": "x" * MiB}
+    body = orjson.dumps(conversion_review(foos, V1ALPHA1))
+    try:
+        reader, writer = await asyncio.open_connection(
+            "127.0.0.1", server.port, ssl=client_context, server_hostname="127.0.0.1"
+        )
+        writer.write(
+            b"POST /convert HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        assert length >= 2 * MiB and len(await reader.readexactly(length)) == length
+        assert _send_buffer(server) == _send_buffer_after_a_small_answer()
+        writer.close()
+    finally:
+        await server.stop(1.0)
+
+
+def _send_buffer_after_a_small_answer() -> int:
+    """SO_SNDBUF as the kernel reports it for the buffer every connection is given (it doubles it)."""
+    from serving.reviews.protocol import _SOCKET_BUFFER
+
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+        return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
 
 
 async def test_while_a_client_does_not_read_its_answer_the_garbage_collector_runs(tmp_path: Path) -> None:
