@@ -14,6 +14,7 @@ from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from webhook.app import Settings
 
 from .reviews import admission_review, conversion_review
+from .waiting import until
 from .webhook_client import ServeWebhook
 
 
@@ -181,7 +182,8 @@ async def test_a_client_that_does_not_read_its_answer_is_cut_off_at_the_deadline
         b"Content-Length: %d\r\n\r\n" % len(body) + body
     )
     await writer.drain()
-    await asyncio.sleep(5)  # past the deadline, without reading
+    # Past the deadline, without reading: the server closes the connection before we read a byte.
+    await until("the server to give up on the unread answer", lambda: not client.server.connections, timeout=30)
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=30)
     declared = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
     received = await asyncio.wait_for(reader.read(), timeout=30)

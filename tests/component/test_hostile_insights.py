@@ -38,6 +38,7 @@ from serving.readiness import Readiness
 from tests.objects import foo_v1
 
 from .handshakes import handshakes_held
+from .waiting import until
 
 REVIEWS = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/fooreviews"
 WATCH = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/foohealths?watch=1"
@@ -77,15 +78,6 @@ class Listener:
 
 
 Start = Callable[..., Awaitable[Listener]]
-
-
-async def until(what: str, condition: Callable[[], bool], timeout: float = 10) -> None:
-    """Wait on the loop (the server runs on it too) until ``condition()`` holds."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not condition():
-        assert loop.time() < end, f"timed out waiting: {what}"
-        await asyncio.sleep(0.02)
 
 
 def _write_pair(directory: Path, name: str, pair: KeyPair) -> None:

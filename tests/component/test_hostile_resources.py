@@ -26,6 +26,7 @@ from webhook.app import Settings, Webhook, build_app
 from .certificates import serving_certificates
 from .handshakes import handshakes_held
 from .reviews import conversion_review
+from .waiting import until
 from .webhook_client import ServeWebhook
 
 MiB = 1024 * 1024
@@ -154,8 +155,12 @@ async def test_body_bytes_that_wait_for_the_budget_are_charged_to_it(webhook_cli
     holder = await _hold_the_budget(client.port, 1900 * 1024)
     body = b" " * MiB
     waiting = []
+
+    def buffered() -> int:
+        return sum(request.buffered for conn in client.server.connections for request in conn.queue)
+
     try:
-        await asyncio.sleep(0.2)
+        await until("the holder's body to be charged", lambda: budget.in_use > 0)
         held = budget.in_use
         for _ in range(6):
             _, writer = await _connect(client.port)
@@ -164,10 +169,8 @@ async def test_body_bytes_that_wait_for_the_budget_are_charged_to_it(webhook_cli
                 b"Content-Length: %d\r\n\r\n" % len(body) + body
             )
             waiting.append(writer)
-        await asyncio.sleep(0.5)
-        buffered = sum(request.buffered for conn in client.server.connections for request in conn.queue)
-        assert buffered > 0, "the waiting requests' first bytes were read"
-        assert budget.in_use >= held + buffered, "every byte read is charged"
+        await until("the waiting requests' first bytes to be read", lambda: buffered() > 0)
+        assert budget.in_use >= held + buffered(), "every byte read is charged"
     finally:
         for writer in [holder, *waiting]:
             writer.close()

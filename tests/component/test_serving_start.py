@@ -22,6 +22,8 @@ from serving.appserving import AppListener, serving_app
 from serving.lifecycle import ServingOptions, serve_until_stopped
 from serving.readiness import Readiness
 
+from .waiting import until
+
 
 async def test_a_client_ca_written_during_start_up_verifies_the_first_client(tmp_path: Path) -> None:
     serving_ca, front_proxy_ca = new_ca("serving-ca"), new_ca("front-proxy-ca")
@@ -51,10 +53,7 @@ async def test_a_client_ca_written_during_start_up_verifies_the_first_client(tmp
     client.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
     try:
         async with aiohttp.ClientSession() as session:
-            for _ in range(200):
-                if readiness.serving:
-                    break
-                await asyncio.sleep(0.02)
+            await until("the listener serves", lambda: readiness.serving, timeout=60)
             async with session.get(f"https://127.0.0.1:{port}/readyz", ssl=client) as response:
                 assert (response.status, await response.text()) == (200, "ok")
     finally:

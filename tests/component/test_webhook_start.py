@@ -20,6 +20,8 @@ from hack.product import webhook_args
 from serving.tls import CertWatcher
 from tests.e2e.waiting import wait_for
 
+from .waiting import until
+
 # Each costs tens of milliseconds of CPU to import, and none is needed to answer a review from
 # certificate files: cryptography describes or makes certificates, kubernetes_asyncio talks to
 # the API (--cert-rotation, --metrics-secure), pydantic models the insights API, and
@@ -76,14 +78,16 @@ def test_everything_up_to_listening_leaves_the_heavy_modules_unimported(cert_dir
     assert loaded == [], f"imported before the webhook listens: {loaded}"
 
 
-async def _watch_until(watcher: CertWatcher, seen: list[Any], *, interval: float, timeout: float = 3.0) -> None:
-    """Run ``watcher.watch`` until ``on_load`` has filled ``seen`` (or ``timeout`` passes), then stop it."""
+# A description imports cryptography and parses the pair in a thread: well under a second on a
+# quiet machine. Only a watcher that never loads takes this.
+DESCRIBED_WITHIN = 30.0
+
+
+async def _watch_until(watcher: CertWatcher, seen: list[Any], *, interval: float) -> None:
+    """Run ``watcher.watch`` until ``on_load`` has filled ``seen``, then stop it."""
     watching = asyncio.create_task(watcher.watch(interval=interval))
     try:
-        for _ in range(int(timeout / 0.01)):
-            if seen:
-                break
-            await asyncio.sleep(0.01)
+        await until("the watcher to load and describe the pair", lambda: bool(seen), timeout=DESCRIBED_WITHIN)
     finally:
         watching.cancel()
         await asyncio.gather(watching, return_exceptions=True)
@@ -96,7 +100,7 @@ async def test_the_pair_a_server_starts_with_is_described_once_it_listens(cert_d
     watcher.server_context()
     assert watcher.loaded and described == [], "the context is built before anything describes the pair"
 
-    await _watch_until(watcher, described, interval=3600, timeout=2.0)
+    await _watch_until(watcher, described, interval=3600)
     assert [certificate.subject.rfc4514_string() for certificate in described] == ["CN=foo-webhook.ns.svc"]
 
 

@@ -16,6 +16,11 @@ from typing import Any
 from hack.cluster import LocalControlPlane
 from kube.client import MAX_RETRIES, ApiError
 
+# How long one request may take before it counts as failed: kube-apiserver's own limit
+# (--request-timeout, 1 min), as a client with no timeout of its own, kubectl's default, sees it.
+# A write calls two or three webhooks of up to 5 s each (the chart's timeoutSeconds) on the way.
+REQUEST_TIMEOUT = 60.0
+
 
 @dataclass(frozen=True)
 class Call:
@@ -94,7 +99,7 @@ def _as_client_go_would(plane: LocalControlPlane, call: Call, n: int) -> tuple[i
 
 def _send(plane: LocalControlPlane, call: Call, n: int) -> tuple[int, bytes]:
     try:
-        return plane.request(call.method, call.path, call.body(n) if call.body else None)
+        return plane.request(call.method, call.path, call.body(n) if call.body else None, timeout=REQUEST_TIMEOUT)
     except (OSError, http.client.HTTPException) as err:  # e.g. a body cut off as a pod died
         return 0, f"{type(err).__name__}: {err}".encode()
 

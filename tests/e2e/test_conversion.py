@@ -11,6 +11,7 @@ import yaml
 from hack.cluster import LocalControlPlane
 from hack.product import LocalProduct
 from tests.e2e.test_admission import apply_foo, foo_yaml, get_foo
+from tests.e2e.waiting import wait_for
 
 
 @pytest.mark.smoke
@@ -124,10 +125,13 @@ def tenant(foo_operator: LocalProduct, namespace: str) -> str:
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
         },
     )
-    can_i = foo_operator.plane.kubectl(
-        "auth", "can-i", "update", "foos", "--subresource=status", "-n", namespace, "--as", user, check=False
-    )
-    assert can_i.stdout.strip() == "no"
+
+    def can_i(*ask: str) -> str:
+        return foo_operator.plane.kubectl("auth", "can-i", *ask, "-n", namespace, "--as", user, check=False).stdout
+
+    # kube-apiserver's authorizer learns of the Role and its binding from a watch, a moment later.
+    wait_for(f"{user} to be allowed to update foos", lambda: can_i("update", "foos").strip() == "yes")
+    assert can_i("update", "foos", "--subresource=status").strip() == "no"
     return user
 
 

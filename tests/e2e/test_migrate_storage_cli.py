@@ -21,6 +21,7 @@ import pytest
 from fooapi.crd import CRD_NAME
 from hack.cluster import LocalControlPlane
 from hack.product import LocalProduct
+from tests.e2e.waiting import wait_for
 
 FOO_OPERATOR = Path(sys.executable).parent / "foo-operator"
 FOOS = 25
@@ -180,6 +181,12 @@ def test_the_charts_job_rbac_is_enough_for_the_command(
     ]
     plane.apply(*objects)
     account = next(o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount")
+    job = f"--as=system:serviceaccount:{namespace}:{account}"
+    # kube-apiserver's authorizer learns of the ClusterRole and its binding from a watch, a moment later.
+    wait_for(
+        "the Job's ClusterRole to apply to its ServiceAccount",
+        lambda: plane.kubectl("auth", "can-i", "update", "foos", "-A", job, check=False).stdout.strip() == "yes",
+    )
     try:
         make_foos(plane, namespace)
         set_stored_versions(plane, ["v1alpha1", "v1"])
@@ -210,9 +217,7 @@ def test_the_charts_job_rbac_is_enough_for_the_command(
         )
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["storedVersions"]["after"] == ["v1"]
-        denied = plane.kubectl(
-            "auth", "can-i", "delete", "foos", "-A", f"--as=system:serviceaccount:{namespace}:{account}", check=False
-        )
+        denied = plane.kubectl("auth", "can-i", "delete", "foos", "-A", job, check=False)
         assert denied.stdout.strip() == "no"  # nothing beyond what the command does
     finally:
         cluster_scoped = [

@@ -364,7 +364,7 @@ def test_an_invalid_foo_is_denied_by_the_webhook_pod(release: Cluster) -> None:
         lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
         return [d for d in lines if d.get("object") == f"{FOOS}/too-many" and d.get("allowed") is False]
 
-    wait_for("the webhook pod to log its denial", decisions, timeout=20)
+    wait_for("the webhook pod to log its denial", decisions)  # read through the kubelet
 
 
 @pytest.mark.smoke
@@ -892,7 +892,8 @@ def test_the_migrate_storage_hook_job_rewrites_every_foo_at_v1_and_prunes_stored
     # after the storage version is back at v1 would store the Foo at v1 before the hook runs (it
     # did once: the hook found nothing to rewrite), so the Foos are stored at v1alpha1 only once
     # their status has stopped changing.
-    wait_for("the controller to settle the Foos' status", lambda: _settled(plane, names), timeout=60, interval=1)
+    # Pods made on the real node, then 3 quiet seconds: minutes only on a busy machine.
+    wait_for("the controller to settle the Foos' status", lambda: _settled(plane, names), timeout=180, interval=1)
     _store_foos_at(plane, "v1alpha1")
     try:
         assert _stored_versions(plane) == ["v1", "v1alpha1"]
@@ -905,7 +906,7 @@ def test_the_migrate_storage_hook_job_rewrites_every_foo_at_v1_and_prunes_stored
             stored = etcd_foos(plane, MIGRATED)
             return {stored[name][0] for name in names} == {STORED_AT["v1alpha1"]}
 
-        wait_for("the Foos to be stored at v1alpha1", written_at_v1alpha1, timeout=30, interval=0.5)
+        wait_for("the Foos to be stored at v1alpha1", written_at_v1alpha1, interval=0.5)
     finally:
         _store_foos_at(plane, "v1")
     stored = etcd_foos(plane, MIGRATED)

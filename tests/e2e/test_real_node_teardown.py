@@ -8,7 +8,6 @@ the test body fails, and after the teardown every trace is compared with what wa
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 from hack.cluster import LocalControlPlane
 from hack.machine import machine_state
 from hack.node import PAUSE_IMAGE, NodeBridge, RealNode
+from tests.e2e.waiting import wait_for
 
 
 class SimulatedTestFailure(Exception):
@@ -52,10 +52,11 @@ def test_teardown_after_a_failed_test_restores_the_machine(node_image: dict[str,
             RealNode(plane, bridge) as node,
         ):
             plane.kubectl("apply", "-f", "-", input=json.dumps(_pod(node)))
-            deadline = time.monotonic() + 60
-            while plane.kubectl("get", "pod", "sleeper", "-o", "jsonpath={.status.phase}").stdout != "Running":
-                assert time.monotonic() < deadline, "the pod never ran"
-                time.sleep(0.5)
+            wait_for(
+                "the pod to run",
+                lambda: plane.kubectl("get", "pod", "sleeper", "-o", "jsonpath={.status.phase}").stdout == "Running",
+                interval=0.5,
+            )
             during = machine_state()
             # The node did change the machine: there is something to put back.
             assert during["cgroups"] and during["netns"] and during["processes"] and during["mounts"], during

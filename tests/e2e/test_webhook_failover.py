@@ -8,8 +8,9 @@ for `<svc>.<ns>.svc`) for /mutate-foo, /validate-foo and, through the CRD's serv
 kubelet (a fresh connection each time) and marks a replica not ready in the slice as soon as it
 answers 503 or stops answering, and removes it once its process has exited.
 
-Writers do dry-run creates of v1 and v1alpha1 Foos through kube-apiserver; about 6 s in,
-replica A gets SIGTERM (`--drain-seconds 3`). Not one write may fail.
+Writers do dry-run creates of v1 and v1alpha1 Foos through kube-apiserver; once A has answered
+its share of them, replica A gets SIGTERM (`--drain-seconds 3`), and the writers go on until B has
+answered as many more after A's exit. Not one write may fail.
 
 What makes that hard: kube-apiserver's webhook clients keep HTTP/1.1 connections alive and
 resolve the Service only when they dial, so marking A not ready changes nothing for the
@@ -34,8 +35,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,8 @@ from hack.cluster import LocalControlPlane
 from hack.netns import NetNamespace
 from kube.client import ApiError
 from kube.config import connect
+from serving.lifecycle import ServingOptions
+from tests.e2e.waiting import wait_for
 from webhook.manifests import mutating_configuration, service_client_config, validating_configuration
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +66,13 @@ SLICE = f"{SERVICE}-e2e"
 PORT = 9443
 METRICS_PORT = 8080  # the webhook's own /metrics listener, in the replica's netns
 DRAIN_SECONDS = 3.0
-LOAD_SECONDS = 20.0
-SIGTERM_AFTER = 6.0
+# Then the listener closes and requests in progress get the webhook's shutdown timeout: the longest
+# a replica may take to exit after SIGTERM, well inside the chart's termination grace period.
+EXIT_WITHIN = DRAIN_SECONDS + ServingOptions.shutdown_timeout
+SERVED_BEFORE_SIGTERM = 300  # webhook requests A has answered: kube-apiserver's pools hold it then
+WRITES_AFTER_EXIT = 300  # answered after A is gone: B carries the load alone
+WARM_UP_WITHIN = 90.0  # the new CRD discovered and both replicas answering through kube-apiserver
+LOAD_WITHIN = 300.0  # only a hang takes this; the load ends on its own progress
 WRITERS = 4
 PROBE_INTERVAL = 0.1
 WEBHOOK_PATHS = ("/mutate-foo", "/validate-foo", "/convert")
@@ -207,11 +216,8 @@ def failover(plane: LocalControlPlane, tmp_path: Path) -> Iterator[Failover]:
         a = _start_replica("A", netns_a, cert_dir, plane.logs_dir / "webhook-a.log")
         b = _start_replica("B", netns_b, cert_dir, plane.logs_dir / "webhook-b.log")
         context = _probe_context(ca.cert_pem)
-        deadline = time.monotonic() + 30
         for replica in (a, b):
-            while not _ready_sync(replica, context):
-                assert time.monotonic() < deadline, f"replica {replica.name} never became ready"
-                time.sleep(0.05)
+            wait_for(f"replica {replica.name} to be ready", partial(_ready_sync, replica, context), interval=0.05)
 
         plane.apply(
             {
@@ -239,7 +245,7 @@ def failover(plane: LocalControlPlane, tmp_path: Path) -> Iterator[Failover]:
                 if replica.proc.poll() is None:
                     replica.proc.terminate()
                     try:
-                        replica.proc.wait(timeout=DRAIN_SECONDS + 10)
+                        replica.proc.wait(timeout=EXIT_WITHIN)
                     except subprocess.TimeoutExpired:
                         replica.proc.kill()
                         replica.proc.wait()
@@ -279,6 +285,7 @@ class Run:
     outcomes: Counter[str] = field(default_factory=Counter)
     failures: list[tuple[float, str]] = field(default_factory=list)  # (seconds after load start, message)
     started: float = 0.0
+    ended: float = 0.0
     sigterm_at: float | None = None
     a_at_sigterm: dict[str, float] = field(default_factory=dict)
     b_at_sigterm: dict[str, float] = field(default_factory=dict)
@@ -392,7 +399,7 @@ async def _drive(setup: Failover) -> Run:
         began = time.monotonic()
         for legacy in (False, True, False, True):
             resource, body = _foo(99, int(legacy), legacy)
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + WARM_UP_WITHIN
             while True:
                 try:
                     await client.create(resource, body, namespace=FOOS_NAMESPACE, dry_run=True)
@@ -406,11 +413,12 @@ async def _drive(setup: Failover) -> Run:
         controller = EndpointsController(setup, client, run)
         controller_task = asyncio.create_task(controller.loop())
         run.started = time.monotonic()
-        deadline = run.started + LOAD_SECONDS
+        deadline = run.started + LOAD_WITHIN
+        stop = asyncio.Event()
 
         async def writer(worker: int) -> None:
             sent = 0
-            while time.monotonic() < deadline:
+            while not stop.is_set():
                 sent += 1
                 legacy = sent % 2 == 0  # every other write is v1alpha1: /convert on the path too
                 resource, body = _foo(worker, sent, legacy)
@@ -421,18 +429,44 @@ async def _drive(setup: Failover) -> Run:
                     run.outcomes["failed"] += 1
                     run.failures.append((time.monotonic() - run.started, f"{err.status}: {err.message[:300]}"))
 
-        async def sigterm_a() -> None:
-            await asyncio.sleep(SIGTERM_AFTER)
-            async with aiohttp.ClientSession() as session:
-                run.b_at_sigterm = await controller.metrics(session, setup.b) or {}
-                run.a_at_sigterm = await controller.metrics(session, setup.a) or {}
-            await controller.count_connections(setup.a)
-            setup.a.proc.send_signal(signal.SIGTERM)
-            run.sigterm_at = time.monotonic()
+        async def until(what: str, condition: Callable[[], Awaitable[bool]]) -> None:
+            while not await condition():
+                assert time.monotonic() < deadline, f"{what} within {LOAD_WITHIN:.0f}s of load: {run.outcomes}"
+                await asyncio.sleep(PROBE_INTERVAL)
+
+        async def conduct() -> None:
+            """SIGTERM A once the load runs through it; end the load once B has carried it alone."""
+            try:
+                async with aiohttp.ClientSession() as session:
+
+                    async def a_serves() -> bool:
+                        return sum((await controller.metrics(session, setup.a) or {}).values()) >= SERVED_BEFORE_SIGTERM
+
+                    await until(f"A to answer {SERVED_BEFORE_SIGTERM} webhook requests", a_serves)
+                    run.b_at_sigterm = await controller.metrics(session, setup.b) or {}
+                    run.a_at_sigterm = await controller.metrics(session, setup.a) or {}
+                await controller.count_connections(setup.a)
+                setup.a.proc.send_signal(signal.SIGTERM)
+                run.sigterm_at = time.monotonic()
+
+                async def a_gone() -> bool:
+                    return setup.a.state == "gone"
+
+                await until("A to exit after SIGTERM", a_gone)
+                enough = run.outcomes["ok"] + WRITES_AFTER_EXIT
+
+                async def b_carried() -> bool:
+                    return run.outcomes["ok"] >= enough
+
+                await until(f"{WRITES_AFTER_EXIT} more writes answered after A's exit", b_carried)
+            finally:
+                stop.set()
 
         try:
-            await asyncio.gather(sigterm_a(), *(writer(i) for i in range(WRITERS)))
+            await asyncio.gather(conduct(), *(writer(i) for i in range(WRITERS)))
         finally:
+            stop.set()
+            run.ended = time.monotonic()
             controller.stopped.set()
             await controller_task
         async with aiohttp.ClientSession() as session:
@@ -443,7 +477,7 @@ async def _drive(setup: Failover) -> Run:
 def test_sigterm_one_replica_under_load_fails_no_request(failover: Failover) -> None:
     a, b = failover.a, failover.b
     run = asyncio.run(_drive(failover))
-    a_exit_code = a.proc.wait(timeout=DRAIN_SECONDS + 10)
+    a_exit_code = a.proc.wait(timeout=EXIT_WITHIN)
     a_exited_at = a.exited_at or time.monotonic()
     assert run.sigterm_at is not None
 
@@ -451,7 +485,7 @@ def test_sigterm_one_replica_under_load_fails_no_request(failover: Failover) -> 
     a_total, b_total = sum(a.last_requests.values()), sum(run.b_at_end.values())
     b_after_exit = b_total - sum(run.b_at_a_exit.values())
     print(
-        f"\nfailover under load: {sent} dry-run creates sent by {WRITERS} writers in {LOAD_SECONDS:.0f}s "
+        f"\nfailover under load: {sent} dry-run creates sent by {WRITERS} writers in {run.ended - run.started:.0f}s "
         f"(warm-up {run.warmup_seconds:.1f}s): {run.outcomes['ok']} ok, {run.outcomes['failed']} failed"
     )
     print(
@@ -481,9 +515,10 @@ def test_sigterm_one_replica_under_load_fails_no_request(failover: Failover) -> 
     assert run.outcomes["ok"] > 100, run.outcomes
     assert run.outcomes["failed"] == 0, f"{run.outcomes['failed']} of {sent} writes failed: {run.failures[:5]}"
     assert a_exit_code == 0, f"replica A exited {a_exit_code}; see {a.log_file}"
-    assert a_exited_at - run.sigterm_at < DRAIN_SECONDS + 4, "replica A did not exit within its drain + 4 s"
+    assert a_exited_at - run.sigterm_at < EXIT_WITHIN, "replica A did not exit within its drain + shutdown timeout"
     assert a.saw_503_at is not None and a.saw_503_at < a_exited_at, "A's /readyz never answered 503 before exit"
-    assert a.saw_503_at - run.sigterm_at < 1.0, "A turned unready late"
+    # Unready must show while A still serves, so that endpoints stop routing to it within its drain.
+    assert a.saw_503_at - run.sigterm_at < DRAIN_SECONDS, "A turned unready only after its drain"
     assert b_after_exit > 0, "B served nothing after A exited"
     assert b.proc.poll() is None, "replica B died"
     for replica in (a, b):
