@@ -10,7 +10,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hack.cluster import LocalControlPlane
@@ -28,8 +28,9 @@ class Call:
     body: Callable[[int], dict[str, Any]] | None = None
 
 
-def dry_run_foo_create(namespace: str) -> Call:
-    """A Foo create with dryRun=All: all of admission (the webhook pod), nothing stored."""
+def foo_create(namespace: str, *, dry_run: bool = True) -> Call:
+    """A v1 Foo create, ``load-<n>``: all of admission (the webhook pods); stored unless a dry run,
+    and then the controller makes its Deployment ``load-<n>``."""
 
     def foo(n: int) -> dict[str, Any]:
         return {
@@ -39,7 +40,47 @@ def dry_run_foo_create(namespace: str) -> Call:
             "spec": {"deployment": {"name": f"load-{n}"}},
         }
 
-    return Call("write", "POST", f"/apis/samplecontroller.k8s.io/v1/namespaces/{namespace}/foos?dryRun=All", 201, foo)
+    query = "?dryRun=All" if dry_run else ""
+    return Call("write", "POST", f"/apis/samplecontroller.k8s.io/v1/namespaces/{namespace}/foos{query}", 201, foo)
+
+
+def dry_run_foo_create(namespace: str) -> Call:
+    """A Foo create with dryRun=All: all of admission (the webhook pod), nothing stored."""
+    return foo_create(namespace, dry_run=True)
+
+
+def reads(namespace: str) -> list[Call]:
+    """A page of the namespace's Foos at v1alpha1 (each one through the conversion webhook) and
+    of its FooHealths (the aggregated API, the insights pods)."""
+    return [
+        Call(
+            "read-v1alpha1", "GET", f"/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{namespace}/foos?limit=20", 200
+        ),
+        Call(
+            "read-foohealths",
+            "GET",
+            f"/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/{namespace}/foohealths?limit=20",
+            200,
+        ),
+    ]
+
+
+@dataclass
+class Answers:
+    """What a steady load has been answered so far."""
+
+    answered: Counter[str] = field(default_factory=Counter)  # as expected, by Call.what
+    failures: list[str] = field(default_factory=list)  # one line per unexpected answer
+    failed_at: list[float] = field(default_factory=list)  # time.monotonic() of each, in step
+    failed_rounds: dict[str, set[int]] = field(default_factory=dict)  # by Call.what: the n of each
+    rounds: int = 0  # begun
+
+    def requests(self) -> int:
+        return sum(self.answered.values()) + len(self.failures)
+
+    def acknowledged(self, what: str) -> set[int]:
+        """The rounds whose ``what`` call was answered as expected."""
+        return set(range(1, self.rounds + 1)) - self.failed_rounds.get(what, set())
 
 
 @contextlib.contextmanager
@@ -49,25 +90,37 @@ def steady_requests(plane: LocalControlPlane, calls: Sequence[Call]) -> Iterator
     Yields the answers as expected, counted by ``Call.what``, and one line per unexpected answer
     (status and the start of its body; status 0 when the connection failed).
     """
+    with steady_load(plane, calls) as answers:
+        yield answers.answered, answers.failures
+
+
+@contextlib.contextmanager
+def steady_load(plane: LocalControlPlane, calls: Sequence[Call], *, period: float = 0.0) -> Iterator[Answers]:
+    """``calls`` one after another, a round at most every ``period`` seconds, until the block ends;
+    every answer counted in the ``Answers`` yielded (the last round is finished before it ends)."""
     stop = threading.Event()
-    answered: Counter[str] = Counter()
-    failures: list[str] = []
+    answers = Answers()
 
     def load() -> None:
         n = 0
         while not stop.is_set():
             n += 1
+            answers.rounds = n
+            began = time.monotonic()
             for call in calls:
                 status, answer = _as_client_go_would(plane, call, n)
                 if status == call.expected:
-                    answered[call.what] += 1
+                    answers.answered[call.what] += 1
                 else:
-                    failures.append(f"{call.what} {status}: {answer[:300]!r}")
+                    answers.failures.append(f"{call.what} {status}: {answer[:300]!r}")
+                    answers.failed_at.append(time.monotonic())
+                    answers.failed_rounds.setdefault(call.what, set()).add(n)
+            stop.wait(began + period - time.monotonic())  # a steady rate, not a catch-up burst
 
     worker = threading.Thread(target=load, name="steady-load")
     worker.start()
     try:
-        yield answered, failures
+        yield answers
     finally:
         stop.set()
         worker.join(timeout=30)
