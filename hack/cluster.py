@@ -461,9 +461,9 @@ class LocalControlPlane(Started):
             self._ssl = ctx
         return self._ssl
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+    def request(self, method: str, path: str, body: Any = None, *, timeout: float = 5.0) -> tuple[int, bytes]:
         """One raw admin request to kube-apiserver (JSON body); returns (status, body)."""
-        return _http_request(self.address, self.apiserver_port, method, path, self._ssl_context(), body)
+        return _http_request(self.address, self.apiserver_port, method, path, self._ssl_context(), body, timeout)
 
     def get(self, path: str) -> tuple[int, bytes]:
         return self.request("GET", path)

@@ -16,6 +16,10 @@ from typing import Any
 from hack.cluster import LocalControlPlane
 from kube.client import MAX_RETRIES, ApiError
 
+# A client-go client sets no timeout of its own: kube-apiserver ends a request that is not a watch
+# with a 504 after its --request-timeout (1 min), and that answer, not a slow machine, is a failure.
+CLIENT_TIMEOUT = 75.0
+
 
 @dataclass(frozen=True)
 class Call:
@@ -98,10 +102,9 @@ def steady_requests(plane: LocalControlPlane, calls: Sequence[Call]) -> Iterator
 def steady_load(plane: LocalControlPlane, calls: Sequence[Call], *, period: float = 0.0) -> Iterator[Answers]:
     """``calls`` one after another, a round at most every ``period`` seconds, until the block ends;
     every answer counted in the ``Answers`` yielded (the last round is finished before it ends)."""
-    stop = threading.Event()
     answers = Answers()
 
-    def load() -> None:
+    def load(stop: threading.Event) -> None:
         n = 0
         while not stop.is_set():
             n += 1
@@ -112,15 +115,23 @@ def steady_load(plane: LocalControlPlane, calls: Sequence[Call], *, period: floa
                 if status == call.expected:
                     answers.answered[call.what] += 1
                 else:
-                    answers.failures.append(f"{call.what} {status}: {answer[:300]!r}")
+                    answers.failures.append(f"{call.what} {status}: {answer[:400]!r}")
                     answers.failed_at.append(time.monotonic())
                     answers.failed_rounds.setdefault(call.what, set()).add(n)
             stop.wait(began + period - time.monotonic())  # a steady rate, not a catch-up burst
 
-    worker = threading.Thread(target=load, name="steady-load")
+    with running("steady-load", load):
+        yield answers
+
+
+@contextlib.contextmanager
+def running(name: str, body: Callable[[threading.Event], None]) -> Iterator[None]:
+    """``body(stop)`` in a thread of its own while the block runs; it is to return once ``stop`` is set."""
+    stop = threading.Event()
+    worker = threading.Thread(target=body, args=(stop,), name=name)
     worker.start()
     try:
-        yield answers
+        yield
     finally:
         stop.set()
         worker.join(timeout=30)
@@ -147,7 +158,7 @@ def _as_client_go_would(plane: LocalControlPlane, call: Call, n: int) -> tuple[i
 
 def _send(plane: LocalControlPlane, call: Call, n: int) -> tuple[int, bytes]:
     try:
-        return plane.request(call.method, call.path, call.body(n) if call.body else None)
+        return plane.request(call.method, call.path, call.body(n) if call.body else None, timeout=CLIENT_TIMEOUT)
     except (OSError, http.client.HTTPException) as err:  # e.g. a body cut off as a pod died
         return 0, f"{type(err).__name__}: {err}".encode()
 
