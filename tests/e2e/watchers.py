@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from apimachinery.resources import Resource
 from hack.cluster import LocalControlPlane
+from kube.client import KubeClient
 from kube.config import connect
 from kube.informer import Informer
 from kube.metrics import Metrics
@@ -56,6 +57,7 @@ class Watchers:
         self.registries: list[CollectorRegistry] = []
         self.unexpected = _Unexpected()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: KubeClient | None = None
         self._stop: asyncio.Event | None = None
         self._started = threading.Event()
         self._failed: BaseException | None = None
@@ -87,18 +89,27 @@ class Watchers:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         async with await connect(str(self.kubeconfig)) as client:
+            self._client = client
             for _ in range(self.count):
-                registry = CollectorRegistry()
-                informer = Informer(client, FOO_HEALTHS, namespace=self.namespace, metrics=Metrics(registry))
-                informer.start()
-                self.informers.append(informer)
-                self.registries.append(registry)
+                self._start_one()
             self._started.set()
             try:
                 await self._stop.wait()
             finally:
                 for informer in self.informers:
                     await informer.stop()
+
+    def _start_one(self) -> None:
+        assert self._client is not None
+        registry = CollectorRegistry()
+        informer = Informer(self._client, FOO_HEALTHS, namespace=self.namespace, metrics=Metrics(registry))
+        informer.start()
+        self.informers.append(informer)
+        self.registries.append(registry)
+
+    def add(self) -> None:
+        """One more watcher."""
+        self._in_loop(self._start_one)
 
     def _in_loop(self, read: Callable[[], T]) -> T:
         """``read()`` run on the watchers' loop, between two of their steps."""
