@@ -26,7 +26,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Every page a user is sent to run commands from.
-DOCS = ("README.md", "docs/install.md", "charts/foo-operator/README.md")
+DOCS = ("README.md", "docs/install.md", "charts/foo-operator/README.md", "docs/disruptions.md")
 SHELL = frozenset({"sh", "bash", "shell", "console"})
 MARKER = re.compile(r"^<!--\s*doc-test:\s*(?P<what>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")

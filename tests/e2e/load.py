@@ -10,16 +10,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hack.cluster import LocalControlPlane
 from kube.client import MAX_RETRIES, ApiError
 
 # How long one request may take before it counts as failed: kube-apiserver's own limit
-# (--request-timeout, 1 min), as a client with no timeout of its own, kubectl's default, sees it.
-# A write calls two or three webhooks of up to 5 s each (the chart's timeoutSeconds) on the way.
-REQUEST_TIMEOUT = 60.0
+# (--request-timeout, 1 min), as a client-go client with no timeout of its own, or kubectl by
+# default, sees it: kube-apiserver's 504, not a slow machine, is the failure. A write calls two or
+# three webhooks of up to 5 s each (the chart's timeoutSeconds) on the way.
+CLIENT_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,9 @@ class Call:
     body: Callable[[int], dict[str, Any]] | None = None
 
 
-def dry_run_foo_create(namespace: str) -> Call:
-    """A Foo create with dryRun=All: all of admission (the webhook pod), nothing stored."""
+def foo_create(namespace: str, *, dry_run: bool = True) -> Call:
+    """A v1 Foo create, ``load-<n>``: all of admission (the webhook pods); stored unless a dry run,
+    and then the controller makes its Deployment ``load-<n>``."""
 
     def foo(n: int) -> dict[str, Any]:
         return {
@@ -44,7 +46,47 @@ def dry_run_foo_create(namespace: str) -> Call:
             "spec": {"deployment": {"name": f"load-{n}"}},
         }
 
-    return Call("write", "POST", f"/apis/samplecontroller.k8s.io/v1/namespaces/{namespace}/foos?dryRun=All", 201, foo)
+    query = "?dryRun=All" if dry_run else ""
+    return Call("write", "POST", f"/apis/samplecontroller.k8s.io/v1/namespaces/{namespace}/foos{query}", 201, foo)
+
+
+def dry_run_foo_create(namespace: str) -> Call:
+    """A Foo create with dryRun=All: all of admission (the webhook pod), nothing stored."""
+    return foo_create(namespace, dry_run=True)
+
+
+def reads(namespace: str) -> list[Call]:
+    """A page of the namespace's Foos at v1alpha1 (each one through the conversion webhook) and
+    of its FooHealths (the aggregated API, the insights pods)."""
+    return [
+        Call(
+            "read-v1alpha1", "GET", f"/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{namespace}/foos?limit=20", 200
+        ),
+        Call(
+            "read-foohealths",
+            "GET",
+            f"/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/{namespace}/foohealths?limit=20",
+            200,
+        ),
+    ]
+
+
+@dataclass
+class Answers:
+    """What a steady load has been answered so far."""
+
+    answered: Counter[str] = field(default_factory=Counter)  # as expected, by Call.what
+    failures: list[str] = field(default_factory=list)  # one line per unexpected answer
+    failed_at: list[float] = field(default_factory=list)  # time.monotonic() of each, in step
+    failed_rounds: dict[str, set[int]] = field(default_factory=dict)  # by Call.what: the n of each
+    rounds: int = 0  # begun
+
+    def requests(self) -> int:
+        return sum(self.answered.values()) + len(self.failures)
+
+    def acknowledged(self, what: str) -> set[int]:
+        """The rounds whose ``what`` call was answered as expected."""
+        return set(range(1, self.rounds + 1)) - self.failed_rounds.get(what, set())
 
 
 @contextlib.contextmanager
@@ -54,31 +96,53 @@ def steady_requests(plane: LocalControlPlane, calls: Sequence[Call]) -> Iterator
     Yields the answers as expected, counted by ``Call.what``, and one line per unexpected answer
     (status and the start of its body; status 0 when the connection failed).
     """
-    stop = threading.Event()
-    answered: Counter[str] = Counter()
-    failures: list[str] = []
+    with steady_load(plane, calls) as answers:
+        yield answers.answered, answers.failures
 
-    def load() -> None:
+
+@contextlib.contextmanager
+def steady_load(
+    plane: LocalControlPlane, calls: Sequence[Call], *, period: float = 0.0, timeout: float = CLIENT_TIMEOUT
+) -> Iterator[Answers]:
+    """``calls`` one after another, a round at most every ``period`` seconds, until the block ends;
+    every answer counted in the ``Answers`` yielded (the last round is finished before it ends). A
+    request not answered within ``timeout`` seconds failed."""
+    answers = Answers()
+
+    def load(stop: threading.Event) -> None:
         n = 0
         while not stop.is_set():
             n += 1
+            answers.rounds = n
+            began = time.monotonic()
             for call in calls:
-                status, answer = _as_client_go_would(plane, call, n)
+                status, answer = _as_client_go_would(plane, call, n, timeout)
                 if status == call.expected:
-                    answered[call.what] += 1
+                    answers.answered[call.what] += 1
                 else:
-                    failures.append(f"{call.what} {status}: {answer[:300]!r}")
+                    answers.failures.append(f"{call.what} {status}: {answer[:400]!r}")
+                    answers.failed_at.append(time.monotonic())
+                    answers.failed_rounds.setdefault(call.what, set()).add(n)
+            stop.wait(began + period - time.monotonic())  # a steady rate, not a catch-up burst
 
-    worker = threading.Thread(target=load, name="steady-load")
+    with running("steady-load", load):
+        yield answers
+
+
+@contextlib.contextmanager
+def running(name: str, body: Callable[[threading.Event], None]) -> Iterator[None]:
+    """``body(stop)`` in a thread of its own while the block runs; it is to return once ``stop`` is set."""
+    stop = threading.Event()
+    worker = threading.Thread(target=body, args=(stop,), name=name)
     worker.start()
     try:
-        yield answered, failures
+        yield
     finally:
         stop.set()
-        worker.join(timeout=30)
+        worker.join(timeout=2 * CLIENT_TIMEOUT)  # past any request under way
 
 
-def _as_client_go_would(plane: LocalControlPlane, call: Call, n: int) -> tuple[int, bytes]:
+def _as_client_go_would(plane: LocalControlPlane, call: Call, n: int, timeout: float) -> tuple[int, bytes]:
     """(status, body) of ``call``'s n-th request, tried again as client-go tries it again.
 
     client-go's REST client (and so kubectl and every controller) tries a request again when the
@@ -87,19 +151,19 @@ def _as_client_go_would(plane: LocalControlPlane, call: Call, n: int) -> tuple[i
     rebuilds a CRD's storage after the CRD changed, as an upgrade of the chart changes it. A
     request that succeeds on such a retry succeeded for every client; one still refused failed.
     """
-    status, answer = _send(plane, call, n)
+    status, answer = _send(plane, call, n, timeout)
     for _ in range(MAX_RETRIES):
         wait = _retry_after(status, answer)
         if wait is None:
             break
         time.sleep(wait)  # what the server asked for, as client-go waits it: not a test's guess
-        status, answer = _send(plane, call, n)
+        status, answer = _send(plane, call, n, timeout)
     return status, answer
 
 
-def _send(plane: LocalControlPlane, call: Call, n: int) -> tuple[int, bytes]:
+def _send(plane: LocalControlPlane, call: Call, n: int, timeout: float) -> tuple[int, bytes]:
     try:
-        return plane.request(call.method, call.path, call.body(n) if call.body else None, timeout=REQUEST_TIMEOUT)
+        return plane.request(call.method, call.path, call.body(n) if call.body else None, timeout=timeout)
     except (OSError, http.client.HTTPException) as err:  # e.g. a body cut off as a pod died
         return 0, f"{type(err).__name__}: {err}".encode()
 
