@@ -21,6 +21,8 @@ them together), into DIR/assets, the files the GitHub release carries, and nothi
     kubectl-foo-operator-<v>-<os>-<arch>.tar.gz  the kubectl plugin, one self-contained archive per
                                     platform (hack/krew.py); foo-operator.yaml, its krew manifest;
                                     kubectl-foo-operator-<v>.cdx.json, the SBOM of what they carry
+    foo-operator-<v>-disruptions.md docs/disruptions.md: failed requests and recovery through each
+                                    disruption, as tests/e2e/test_disruptions.py measured them
     release.json                    version, revision, image digest, the assets
     SHA256SUMS                      sha256sum of every asset above (`sha256sum -c SHA256SUMS`)
     SHA256SUMS.cosign.bundle        its cosign signature (with --key)
@@ -295,9 +297,20 @@ def build_plugin(release: Release) -> None:
     )
 
 
+def attach_disruptions(release: Release) -> None:
+    """docs/disruptions.md, the table the disruption suite writes, as the release's own record of
+    what a cluster's disruptions cost. A past release from before the suite ships none."""
+    table = release.source / "docs" / "disruptions.md"
+    if not table.is_file():
+        return
+    attached = release.assets / f"{NAME}-{release.version}-disruptions.md"
+    shutil.copyfile(table, attached)
+    release.files.append(attached)
+
+
 # Run in order; a builder that needs another's output comes after it (the chart and the plain
 # manifests name the image's digest).
-ARTIFACTS: list[Builder] = [build_image, build_chart, build_manifests, build_plugin, write_notes]
+ARTIFACTS: list[Builder] = [build_image, build_chart, build_manifests, build_plugin, attach_disruptions, write_notes]
 
 CHECKSUMS = "SHA256SUMS"
 CHECKSUMS_BUNDLE = f"{CHECKSUMS}.cosign.bundle"

@@ -144,6 +144,21 @@ def test_a_past_release_without_plain_manifests_ships_none(tmp_path: Path) -> No
     assert made.files == []
 
 
+def test_the_release_carries_the_disruption_table_of_docs(tmp_path: Path) -> None:
+    made = _release(tmp_path)
+    assert release.attach_disruptions in release.ARTIFACTS
+    release.attach_disruptions(made)
+    (table,) = made.files
+    assert table.name == f"foo-operator-{release.project_version()}-disruptions.md"
+    assert table.read_text() == (ROOT / "docs" / "disruptions.md").read_text()
+
+
+def test_a_past_release_from_before_the_disruption_suite_ships_no_table(tmp_path: Path) -> None:
+    made = _release(tmp_path, source=tmp_path)
+    release.attach_disruptions(made)
+    assert made.files == []
+
+
 # ----------------------------------------------------------------------------- checksums
 def _fake_assets(made: release.Release) -> None:
     for name in ("foo-operator-1.tgz", "foo-operator-1.cdx.json", "kubectl-foo-1.tar.gz"):
