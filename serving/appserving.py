@@ -14,7 +14,7 @@ from apimachinery.status import failure
 from .connections import ConnectionGuard, ConnectionLimits, GuardedSite
 from .http import status_response
 from .readiness import Readiness
-from .reviews.protocol import KEEPALIVE_SECONDS
+from .tlsupgrade import KEEPALIVE_SECONDS
 
 log = logging.getLogger(__name__)
 

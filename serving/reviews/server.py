@@ -10,10 +10,10 @@ from typing import Any
 from apimachinery.status import failure
 from serving.budget import ByteBudget
 from serving.readiness import Readiness
-from serving.tlsupgrade import HANDSHAKES_COMPUTING, Acceptor, HandshakeGate, listening_socket
+from serving.tlsupgrade import HANDSHAKES_COMPUTING, KEEPALIVE_SECONDS, Acceptor, HandshakeGate, listening_socket
 
 from .endpoint import Endpoint
-from .protocol import FIRST_REQUEST_SECONDS, HEAD_TIMEOUT, KEEPALIVE_SECONDS, MAX_CONNECTIONS, Connection, Request
+from .protocol import FIRST_REQUEST_SECONDS, HEAD_TIMEOUT, MAX_CONNECTIONS, Connection, Request
 
 _TEXT = "text/plain; charset=utf-8"
 _PROBES = ("/healthz", "/readyz")
