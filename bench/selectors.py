@@ -21,7 +21,7 @@ import importlib.util
 import time
 from collections.abc import Callable
 
-from insights.labels import parse_label_selector
+from apimachinery.labels import parse_label_selector
 
 INPUTS = {
     "k in ( + 2,000 blanks + x": "k in (" + " " * 2000 + "x",

@@ -18,6 +18,19 @@ from datetime import timedelta
 
 from apimachinery.admission import REVIEW_BODY_LIMIT
 from certs.policy import RotationPolicy
+from componentbase.cli import (
+    KUBECONFIG_HELP,
+    command_parser,
+    count_or_auto,
+    env_default,
+    fail,
+    int_between,
+    parse_bind_address,
+    pod_namespace,
+    positive_float,
+    positive_int,
+)
+from componentbase.logs import setup_logging
 from fooapi import DEFAULT_IMAGE
 from fooapi.images import image_reference
 from serving.budget import (
@@ -28,21 +41,8 @@ from serving.budget import (
     budget_for_memory_limit,
     processes_memory_feeds,
 )
-from serving.cli import (
-    KUBECONFIG_HELP,
-    command_parser,
-    count_or_auto,
-    env_default,
-    fail,
-    int_between,
-    pod_namespace,
-    positive_float,
-    positive_int,
-)
 from serving.lifecycle import add_serving_flags, check_serving_flags, run_server, serving_options
 from serving.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
-from serving.logs import setup_logging
-from serving.metricsserver import parse_bind_address
 from serving.workers import Worker, supervise
 
 from .app import Settings, admission_deadline
