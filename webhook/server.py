@@ -80,7 +80,7 @@ async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event 
             return  # stopped, or the rotator died, before the pair was written
         options = paired
         readiness = Readiness(
-            checks=[lambda: watcher.loaded],
+            checks={"certificate-loaded": lambda: watcher.loaded},
             announce=worker.announce if worker is not None else None,
             shared=worker.readiness if worker is not None else None,
         )
