@@ -23,7 +23,7 @@ from aiohttp.payload import Payload
 from apimachinery.admission import REVIEW_BODY_LIMIT
 from apimachinery.bodies import JSON, BodyDeadlines, StatusError, body_too_large, parse_json
 from apimachinery.objects import Object
-from apimachinery.status import failure
+from apimachinery.status import NOT_ALLOWED, NOT_FOUND, failure
 from serving.budget import ByteBudget, NeverFits, budget_for_memory_limit, parse_cost
 from serving.connections import long_running
 from serving.http import GROWTH_STEP, check_json_content_type, read_body
@@ -109,8 +109,6 @@ class Insights:
 
 INSIGHTS = web.AppKey("insights", Insights)
 
-NOT_FOUND = "the server could not find the requested resource"
-NOT_ALLOWED = "the server does not allow this method on the requested resource"
 AUTHORIZATION_FAILED = "Internal error occurred: the request could not be authorized; see the server's log"
 
 
