@@ -45,7 +45,7 @@ from serving.lifecycle import add_serving_flags, check_serving_flags, run_server
 from serving.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
 from serving.workers import Worker, supervise
 
-from .app import Settings, admission_deadline
+from .app import CONVERSION_BODY_LIMIT_MIB, Settings, admission_deadline
 from .manifests import TIMEOUT_SECONDS
 from .server import RotationOptions, ServerOptions, serve
 
@@ -78,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--conversion-body-limit-mib",
         type=positive_int,
-        default=256,
+        default=CONVERSION_BODY_LIMIT_MIB,
         help="largest ConversionReview body accepted, in MiB",
     )
     parser.add_argument(
