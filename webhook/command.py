@@ -1,4 +1,6 @@
-"""The webhook's command: parse flags, wire the server, run until SIGTERM. No logic here.
+"""The webhook's command: its flags, the settings and serving options they make, how many
+processes serve (``--workers``) and what of the memory limit each may hold, and the server they
+start.
 
 Started by ``webhook.launcher`` (the console script, and ``python -m webhook``), which pauses
 the collector before this module's imports run. Start-up, step by step:
