@@ -10,6 +10,7 @@ FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY apimachinery apimachinery
+COPY componentbase componentbase
 COPY fooapi fooapi
 COPY kube kube
 COPY serving serving

@@ -128,7 +128,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/mypy apimachinery fooapi kube serving webhook insights certs controller kubectl_foo
+	$(VENV)/bin/mypy apimachinery componentbase fooapi kube serving webhook insights certs controller kubectl_foo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -32,6 +32,11 @@ class Status(TypedDict, total=False):
     code: int
 
 
+# What kube-apiserver says of a path it does not serve and of a method a path does not take
+# (apierrors.NewGenericServerResponse): every port of ours says the same.
+NOT_FOUND = "the server could not find the requested resource"
+NOT_ALLOWED = "the server does not allow this method on the requested resource"
+
 # The reason Kubernetes gives for each HTTP code it answers with (apimachinery's StatusReason).
 REASON_BY_CODE = {
     400: "BadRequest",

@@ -29,11 +29,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from hack.adminclient import AdminClient, plain_foo
 from hack.cluster import LocalControlPlane
 from hack.product import LocalProduct
 
 from . import servers
-from .planes import AdminClient, plain_foo, plane
+from .planes import plane
 from .report import fmt, percentile, ratio, save, say, table
 
 STATES = ("ours", "go", "none")
@@ -160,9 +161,10 @@ async def _round(
     )
     kubectl = _kubectl_applies(sides.product.plane, f"{prefix}-k", args.kubectl, workdir)
     calls = sum(sides.our_calls().values()) - calls
+    sequential_ms = [s * 1000 for s in sequential.latencies]
     say(
-        f"{STATE_NAMES[state]}: {burst.per_second:,.0f} creates/s, one create p50 {fmt(sequential.percentile_ms(50))} ms"
-        f" p99 {fmt(sequential.percentile_ms(99))} ms, kubectl apply p50 {fmt(percentile(kubectl, 50))} ms,"
+        f"{STATE_NAMES[state]}: {burst.per_second:,.0f} creates/s, one create p50 {fmt(percentile(sequential_ms, 50))} ms"
+        f" p99 {fmt(percentile(sequential_ms, 99))} ms, kubectl apply p50 {fmt(percentile(kubectl, 50))} ms,"
         f" {burst.failed + sequential.failed} failed, {calls:,.0f} calls to ours"
     )
     if burst.failed or sequential.failed:
@@ -170,8 +172,16 @@ async def _round(
     return {
         "state": state,
         "creates_per_second": burst.per_second,
-        "burst": burst.summary(),
-        "sequential_ms": [s * 1000 for s in sequential.latencies],
+        "burst": {
+            "done": burst.done,
+            "failed": burst.failed,
+            "seconds": burst.seconds,
+            "per_second": burst.per_second,
+            "p50_ms": percentile([s * 1000 for s in burst.latencies], 50),
+            "p99_ms": percentile([s * 1000 for s in burst.latencies], 99),
+            "first_error": burst.first_error,
+        },
+        "sequential_ms": sequential_ms,
         "kubectl_ms": kubectl,
         "failed": burst.failed + sequential.failed,
         "our_webhook_calls": int(calls),

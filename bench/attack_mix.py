@@ -43,6 +43,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from hack.adminclient import AdminClient, plain_foo
 from hack.cluster import LocalControlPlane, free_port
 from hack.procs import wait_until
 
@@ -50,7 +51,7 @@ from . import memcg, proctree, servers, webhook_attacks
 from .attacks import Attack, Tally, Target
 from .honest import CHECK_ATTEMPTS, HONEST_LABEL, Honest, Probes, run_honest, run_probe
 from .insights_attacks import FOOHEALTHS, INSIGHTS_ATTACKS
-from .planes import AdminClient, apply_plain_crd, plain_foo, plane
+from .planes import apply_plain_crd, plane
 from .report import fmt, percentile, save, say, table
 from .webhook_attacks import WEBHOOK_ATTACKS
 

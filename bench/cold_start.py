@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from hack.adminclient import AdminClient, plain_foo
 from hack.cluster import LocalControlPlane, free_port
 from hack.procs import Component
 from hack.product import webhook_args
@@ -34,7 +35,7 @@ from hack.product import webhook_args
 from . import servers
 from .load import cores, pinned
 from .peers import go_webhook_binary
-from .planes import AdminClient, apply_plain_crd, plain_foo, plane
+from .planes import apply_plain_crd, plane
 from .report import LOGS_DIR, REPO, fmt, ratio, save, say, table
 
 POLL = 0.005

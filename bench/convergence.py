@@ -26,12 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hack.adminclient import AdminClient, plain_foo
 from hack.audit import WriteAudit
 from hack.cluster import LocalControlPlane, free_port
 from hack.procs import Component, wait_until
 from hack.product import LocalProduct
 
-from .planes import AdminClient, plain_foo, plane
+from .planes import plane
 from .report import LOGS_DIR, REPO, RESULTS_DIR, fmt, ratio, save, say, table
 from .servers import process_cpu_seconds
 

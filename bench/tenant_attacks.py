@@ -22,11 +22,10 @@ from typing import Any, Protocol
 import orjson
 
 from fooapi.names import FOOS
+from hack.adminclient import AdminClient
 from hack.cluster import LocalControlPlane
 from kube.client import DEPLOYMENTS
 from tests.objects import fat_deployment, fat_foo, foo_v1
-
-from .planes import AdminClient
 
 NAMESPACES = "/api/v1/namespaces"
 QUOTAS = "resourcequotas"

@@ -9,11 +9,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from serving.cli import add_subcommand, command_parser, fail, subcommands
-from serving.tls import CA_CERT, TLS_CERT, TLS_KEY
+from componentbase.cli import add_subcommand, command_parser, fail, subcommands
 
 from .authority import issue_serving, new_ca, service_dns_names
-from .files import AlreadyExists, write_serving_files
+from .files import CA_CERT, TLS_CERT, TLS_KEY, AlreadyExists, write_serving_files
 
 PROG = "foo-operator-certs"
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

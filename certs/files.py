@@ -1,14 +1,20 @@
-"""Writing certificates to a directory: atomic per file, private keys readable by the owner only."""
+"""Writing certificates to a directory: the files' names, each written atomically, private keys
+readable by the owner only."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from serving.tls import CA_CERT, TLS_CERT, TLS_KEY
+if TYPE_CHECKING:
+    from .authority import KeyPair  # cryptography: imported by those that make a pair, not by its readers
 
-from .authority import KeyPair, self_signed
+# The names of a serving pair and its CA: the data keys of a kubernetes.io/tls Secret, so the files
+# a mounted Secret gives, what `foo-operator-certs generate` and the rotator write, and what every
+# server reads (serving.lifecycle's --cert-dir, --cert-name, --key-name).
+CA_CERT, TLS_CERT, TLS_KEY = "ca.crt", "tls.crt", "tls.key"
 
 
 class AlreadyExists(FileExistsError):
@@ -47,6 +53,8 @@ def write_serving_files(
 def write_self_signed(directory: Path, host: str = "localhost") -> tuple[Path, Path]:
     """A self-signed pair for ``host`` (``authority.self_signed``) in ``directory``: its certificate
     and key (0600) files."""
+    from .authority import self_signed
+
     pair = self_signed(host)
     cert_file, key_file = directory / TLS_CERT, directory / TLS_KEY
     write_atomic(key_file, pair.key_pem, 0o600)

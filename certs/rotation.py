@@ -22,12 +22,11 @@ from dataclasses import dataclass, field, replace
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from serving.tls import CA_CERT, TLS_CERT, TLS_KEY
-
 from .authority import KeyPair, issue_serving, new_ca
+from .files import CA_CERT, TLS_CERT, TLS_KEY
 from .policy import RotationPolicy
 
-# Secret data keys: the kubernetes.io/tls ones (serving.tls) and these, which only the rotator keeps.
+# Secret data keys: the kubernetes.io/tls ones (files.py) and these, which only the rotator keeps.
 CA_KEY = "ca.key"
 NEXT_CA_CERT, NEXT_CA_KEY, CA_BUNDLE = "next-ca.crt", "next-ca.key", "ca-bundle.crt"
 CHANGED_AT = "bundle-changed-at"  # when the bundle or the issuing CA last changed (ISO 8601)

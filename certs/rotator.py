@@ -18,9 +18,8 @@ from typing import Any
 from apimachinery.resources import Resource
 from kube.client import CRDS, ApiError, KubeClient
 from kube.leader import LeaderElector
-from serving.tls import CA_CERT, TLS_CERT, TLS_KEY
 
-from .files import write_atomic
+from .files import CA_CERT, TLS_CERT, TLS_KEY, write_atomic
 from .policy import RotationPolicy
 from .rotation import SecretState, next_state
 

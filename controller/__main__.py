@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from serving.logs import setup_logging
+from componentbase.logs import setup_logging
 
 from .manager import run
 from .settings import parse

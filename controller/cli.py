@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from serving.cli import KUBECONFIG_HELP, add_subcommand, command_parser, positive_float, positive_int, subcommands
-from serving.escaping import escape_controls
+from componentbase.cli import KUBECONFIG_HELP, add_subcommand, command_parser, positive_float, positive_int, subcommands
+from componentbase.escaping import escape_controls
 
 from .migrate import DRY_RUNS, MigrationSettings, Say, migrate_storage
 from .progress import Progress, bar

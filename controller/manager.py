@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 
+from certs.files import TLS_CERT, TLS_KEY
 from kube.client import KubeClient
 from kube.config import ClientSettings, connect
 from kube.events import EventRecorder
@@ -22,7 +23,7 @@ from kube.metrics import REGISTRY, Metrics, metrics_for
 from serving.lifecycle import stop_on_signals
 from serving.metricsserver import MetricsServer, MetricsSetupError, delegating_guard, guard_client
 from serving.probes import ProbeServer, ProbeSetupError
-from serving.tls import TLS_CERT, TLS_KEY, CertWatcher, refused_reloads
+from serving.tls import CertWatcher, refused_reloads
 
 from .controller import FooController
 from .settings import Settings

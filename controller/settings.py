@@ -8,9 +8,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fooapi.defaults import DEFAULT_IMAGE
-from fooapi.images import image_reference
-from serving.cli import (
+from certs.files import TLS_CERT, TLS_KEY
+from componentbase.cli import (
     KUBECONFIG_HELP,
     add_log_flags,
     any_float,
@@ -20,8 +19,9 @@ from serving.cli import (
     pod_namespace,
     positive_int,
 )
+from fooapi.defaults import DEFAULT_IMAGE
+from fooapi.images import image_reference
 from serving.metricsserver import MetricsOptions
-from serving.tls import TLS_CERT, TLS_KEY
 
 
 def _identity() -> str:

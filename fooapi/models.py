@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from apimachinery.name_rules import DNS1123_SUBDOMAIN_FMT, DNS1123_SUBDOMAIN_MAX_LENGTH
+
 from . import images
 from .defaults import DEFAULT_REPLICAS
-from .name_rules import DNS1123_SUBDOMAIN_FMT, DNS1123_SUBDOMAIN_MAX_LENGTH
 from .names import MAX_REPLICAS, MIN_REPLICAS
 
 # A CEL transition rule: runs only when the object had the field before, so setting it is free

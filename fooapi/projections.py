@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from apimachinery.name_rules import DNS1123_SUBDOMAIN_MAX_LENGTH
 from apimachinery.objects import Object, mapping
 from apimachinery.projection import (
     LABELS_DROPPED,
@@ -38,7 +39,6 @@ from apimachinery.projection import (
 )
 
 from .images import MAX_LENGTH as MAX_IMAGE_LENGTH  # validation refuses more; the caches keep no more
-from .name_rules import DNS1123_SUBDOMAIN_MAX_LENGTH
 from .views import APP_LABEL, is_foo_reference
 
 IDENTITY = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from apimachinery import name_rules
 from apimachinery.errors import CauseType, FieldError, invalid, required, too_long, type_invalid
 
-from . import name_rules
 from .conversion import CONVERSION_ANNOTATION, CONVERSION_ANNOTATION_FIELD
 from .images import MAX_LENGTH as IMAGE_MAX_LENGTH
 from .images import reference_errors

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.planes import AdminClient, plain_foo
+from hack.adminclient import AdminClient, plain_foo
 from hack.binaries import MissingBinaryError, find_binaries
 from hack.cluster import KubectlError, LocalControlPlane, free_port
 from hack.grafana import Panel, Series, load_panels, matrix_series, query_range_url, substitute, variables

@@ -31,9 +31,10 @@ SRC_DIR="$(cd "${IMAGE_SOURCE_DIR:-$REPO}" && pwd)"
 OUT_DIR="${IMAGE_OUT_DIR:-$CACHE/share/image}"
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
 SUITE="${DEBIAN_SUITE:-bookworm}"
-# Every package pyproject.toml ships (a past release may lack the newer ones: kubectl_foo, apimachinery, serving).
+# Every package pyproject.toml ships (a past release may lack the newer ones: kubectl_foo, apimachinery,
+# serving, componentbase).
 PACKAGES=()
-for pkg in apimachinery fooapi kube serving webhook insights controller certs kubectl_foo; do
+for pkg in apimachinery componentbase fooapi kube serving webhook insights controller certs kubectl_foo; do
   [[ -d "$SRC_DIR/$pkg" ]] && PACKAGES+=("$pkg")
 done
 

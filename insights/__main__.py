@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from componentbase.cli import KUBECONFIG_HELP, command_parser, env_default, fail, positive_int
+from componentbase.logs import setup_logging
 from fooapi import DEFAULT_IMAGE
 from fooapi.images import image_reference
-from serving.cli import KUBECONFIG_HELP, command_parser, env_default, fail, positive_int
 from serving.lifecycle import ServingOptions, add_serving_flags, check_serving_flags, run_server, serving_options
 from serving.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
-from serving.logs import setup_logging
 
 from .config import AggregatedConfig
 from .server import serve

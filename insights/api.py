@@ -23,8 +23,8 @@ from aiohttp.payload import Payload
 from apimachinery.admission import REVIEW_BODY_LIMIT
 from apimachinery.bodies import JSON, BodyDeadlines, StatusError, body_too_large, parse_json
 from apimachinery.objects import Object
-from apimachinery.status import failure
-from serving.budget import ByteBudget, MiB, NeverFits, parse_cost
+from apimachinery.status import NOT_ALLOWED, NOT_FOUND, failure
+from serving.budget import ByteBudget, NeverFits, budget_for_memory_limit, parse_cost
 from serving.connections import long_running
 from serving.http import GROWTH_STEP, check_json_content_type, read_body
 
@@ -75,8 +75,9 @@ _REVIEWERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="review")
 
 
 def review_budget(memory_limit_mib: int) -> int:
-    """FooReviews in progress may hold what the process does not need itself (64 MiB of 256 MiB)."""
-    return max((memory_limit_mib - INSIGHTS_RESERVED_MIB) // 2, 16) * MiB
+    """FooReviews in progress may hold what the process does not need itself, by the webhook's rule
+    (serving.budget): 64 MiB of 256 MiB."""
+    return budget_for_memory_limit(memory_limit_mib, reserved_mib=INSIGHTS_RESERVED_MIB)
 
 
 def review_cost(body: bytes) -> int:
@@ -108,8 +109,6 @@ class Insights:
 
 INSIGHTS = web.AppKey("insights", Insights)
 
-NOT_FOUND = "the server could not find the requested resource"
-NOT_ALLOWED = "the server does not allow this method on the requested resource"
 AUTHORIZATION_FAILED = "Internal error occurred: the request could not be authorized; see the server's log"
 
 

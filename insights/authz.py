@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apimachinery.labels import parse_int64
 from apimachinery.status import Status, failure
 from kube.accessreview import subject_access_review as review_of
 
 from .authn import UserInfo
-from .labels import parse_int64
 from .selectors import SelectorError, Selectors, parse_selectors
 
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}

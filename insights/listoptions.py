@@ -19,9 +19,8 @@ from typing import Literal
 import orjson
 
 from apimachinery.errors import CauseType, FieldError
+from apimachinery.labels import go_quote, parse_int64
 from apimachinery.status import Status, failure, invalid
-
-from .labels import go_quote, parse_int64
 
 Match = Literal["", "Exact", "NotOlderThan"]
 _MATCHES: tuple[Match, ...] = ("Exact", "NotOlderThan", "")

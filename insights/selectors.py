@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from apimachinery import name_rules
+from apimachinery.fields import FieldSelector, parse_field_selector
+from apimachinery.labels import LabelSelector, SelectorError, go_quote, parse_label_selector
 from apimachinery.objects import Object, ObjectView
-from fooapi import name_rules
-
-from .fields import FieldSelector, parse_field_selector
-from .labels import LabelSelector, SelectorError, go_quote, parse_label_selector
 
 __all__ = ["MAX_SELECTOR_LENGTH", "SelectorError", "Selectors", "parse_selectors"]
 

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import aiohttp
 
 from apimachinery.bodies import JSON
+from apimachinery.listdecode import ListDecodeError, ListDecoder
 from apimachinery.objects import Object
 from apimachinery.resources import Resource
 
-from .listdecode import ListDecodeError, ListDecoder
 from .ratelimit import TokenBucket
 
 if TYPE_CHECKING:
@@ -393,7 +393,7 @@ class KubeClient:
         continue_: str | None = None,
         timeout: float | None = None,
     ) -> tuple[builtins.list[Object], Object]:
-        """One page of a list, each item ``project``ed as soon as it is decoded (``kube.listdecode``):
+        """One page of a list, each item ``project``ed as soon as it is decoded (``apimachinery.listdecode``):
         (the projections, the list's ``metadata``). The page is never held whole, raw or decoded."""
         path = resource.path(namespace)
         query = _list_query(label_selector, field_selector, limit, continue_)

@@ -15,13 +15,13 @@ import sys
 from collections.abc import Sequence
 
 from certs.rotator import APISERVICES, MUTATING, VALIDATING
+from componentbase.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
+from componentbase.escaping import escape_controls
 from controller.cli import MIGRATE_DESCRIPTION, MIGRATE_SUMMARY, add_migrate_flags, run_migrate
 from insights.resources import FOO_HEALTHS
 from kube.client import CRDS, ApiError, KubeClient, no_answer
 from kube.config import ClientSettings, MissingContextError, connect
 from kube.kubeconfig import KubeconfigError, context_namespace, load
-from serving.cli import KUBECONFIG_HELP, add_subcommand, command_parser, subcommands
-from serving.escaping import escape_controls
 
 from . import cabundles, health, output
 

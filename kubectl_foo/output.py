@@ -2,7 +2,7 @@
 JSONPath templates and custom columns.
 
 What the cluster says is a tenant's text (a Foo's image, a message, a certificate's subject): every
-value printed goes through serving.escaping, as kubectl escapes its tables and custom columns
+value printed goes through componentbase.escaping, as kubectl escapes its tables and custom columns
 (printers.EscapeTerminal), and further: names and JSONPath values too, so nothing printed here
 holds a control byte the plugin or its user did not write. JSON and YAML escape them themselves.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
-from serving.escaping import escape_controls
+from componentbase.escaping import escape_controls
 
 from . import jsonpath
 

@@ -9,12 +9,12 @@ from ssl import SSLContext
 from aiohttp import hdrs, web
 
 from apimachinery.bodies import StatusError
-from apimachinery.status import failure
+from apimachinery.status import NOT_ALLOWED, NOT_FOUND, failure
 
 from .connections import ConnectionGuard, ConnectionLimits, GuardedSite
 from .http import status_response
 from .readiness import Readiness
-from .reviews.protocol import KEEPALIVE_SECONDS
+from .tlsupgrade import KEEPALIVE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,7 @@ async def status_edge(request: web.Request, handler: Handler) -> web.StreamRespo
     except web.HTTPException as err:
         if err.status < 400:
             raise
-        message = {
-            404: "the server could not find the requested resource",
-            405: f"method {request.method} is not allowed on {request.path}",
-        }.get(err.status, err.reason)
+        message = {404: NOT_FOUND, 405: NOT_ALLOWED}.get(err.status, err.reason)
         return status_response(failure(err.status, message))
     except ConnectionError:
         if request.transport is not None and not request.transport.is_closing():

@@ -109,13 +109,16 @@ def pod_headroom_mib(limit_mib: int) -> int:
     return max(limit_mib // 4, 16)
 
 
-def budget_for_memory_limit(limit_mib: int, processes: int = 1, *, shared_mib: int = 0) -> int:
-    """The in-flight budget (bytes) of each of ``processes`` serving processes sharing a container
+def budget_for_memory_limit(
+    limit_mib: int, processes: int = 1, *, shared_mib: int = 0, reserved_mib: int = RESERVED_MIB
+) -> int:
+    """What callers may make each of ``processes`` serving processes hold (bytes) in a container
     that may use ``limit_mib`` MiB, ``shared_mib`` of it held once for all of them (CLIENT_MIB):
-    what is left after the pod's headroom, the shared part and each one's own needs, split
-    evenly. At 256 MiB: 112 MiB for one process, 64 with the client."""
+    what is left after the pod's headroom, the shared part and each one's own ``reserved_mib``,
+    split evenly; at least 16 MiB. The one rule of every server: the webhook at 256 MiB, 112 MiB
+    for one process, 64 with the client; insights (insights.api.INSIGHTS_RESERVED_MIB), 64."""
     usable = limit_mib - pod_headroom_mib(limit_mib) - shared_mib
-    return max((usable - RESERVED_MIB * processes) // processes, 16) * MiB
+    return max((usable - reserved_mib * processes) // processes, 16) * MiB
 
 
 def processes_memory_feeds(limit_mib: int, *, shared_mib: int = 0) -> int:

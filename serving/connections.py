@@ -44,9 +44,10 @@ from aiohttp.web_protocol import RequestHandler
 from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 
-from .reviews.protocol import FIRST_REQUEST_GRACE, KEEPALIVE_SECONDS
 from .tlsupgrade import (
+    FIRST_REQUEST_GRACE,
     HANDSHAKES_COMPUTING,
+    KEEPALIVE_SECONDS,
     Acceptor,
     Handshake,
     HandshakeGate,

@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from .cli import add_log_flags, bind_address, non_negative_float, port
+from certs.files import CA_CERT, TLS_CERT, TLS_KEY
+from componentbase.cli import add_log_flags, bind_address, non_negative_float, parse_bind_address, port
+
 from .limits import TRIM_SECONDS, give_back_freed_memory_every
-from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server, parse_bind_address
+from .metricsserver import MetricsOptions, MetricsServer, MetricsSetupError, metrics_server
 from .probes import ProbeServer, ProbeSetupError
 from .readiness import Readiness
-from .tls import CA_CERT, TLS_CERT, TLS_KEY, CertificateFilesError, CertWatcher, RefusedReason, check_pair
+from .tls import CertificateFilesError, CertWatcher, RefusedReason, check_pair
 from .tlspolicy import SECURE_TLS12_SUITES, TLSPolicy, parse_tls_policy
 
 if TYPE_CHECKING:

@@ -58,20 +58,6 @@ class MetricsOptions:
         return f"{self.host or ''}:{self.port}"
 
 
-def parse_bind_address(text: str, flag: str = "--metrics-bind-address") -> tuple[str | None, int]:
-    """controller-runtime's form: ``host:port``, ``:port`` (every interface) or ``0`` (off).
-
-    ValueError with one line when it is none of them.
-    """
-    if text.strip() == "0":
-        return None, 0
-    host, sep, port_text = text.strip().rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"{flag} {text!r} is not host:port, :port or 0")
-    host = host.removeprefix("[").removesuffix("]")
-    return host or None, int(port_text)
-
-
 def metrics_app(registry: CollectorRegistry, guard: MetricsGuard | None = None) -> web.Application:
     """The `/metrics` app, behind ``guard`` when one is given."""
     from aiohttp import web

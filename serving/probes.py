@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from http import HTTPStatus
 
+from apimachinery.status import NOT_ALLOWED, NOT_FOUND
+
 from .metricsserver import listening_sockets
 
 log = logging.getLogger(__name__)
@@ -60,9 +62,9 @@ def answer(method: str, target: str, live: tuple[bool, str], ready: Readiness) -
     """The status and text for one request line's method and target."""
     path = target.partition("?")[0]
     if path not in ("/healthz", "/livez", "/readyz"):
-        return 404, f"{path} is not served here: /healthz, /livez and /readyz are\n"
+        return 404, NOT_FOUND + "\n"
     if method not in ("GET", "HEAD"):
-        return 405, f"method {method} is not allowed on {path}\n"
+        return 405, NOT_ALLOWED + "\n"
     if path == "/readyz":
         ok, why = ready()
         return (200, "ok") if ok else (503, why)

@@ -1,7 +1,6 @@
-"""What /readyz answers: one Readiness per serving process, whichever HTTP server serves it.
-
-No HTTP library here: the admission port (serving.reviews) and the aiohttp servers
-(serving.lifecycle) share it.
+"""What `/readyz` answers, on whichever port asks: the probe port (serving.probes), the admission
+port (serving.reviews) and insights' port (serving.appserving) read one Readiness per process,
+which serving.lifecycle turns on once listening and off when draining.
 """
 
 from __future__ import annotations
@@ -12,11 +11,13 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Readiness:
-    """Ready once certificates are loaded and the listener is up; not ready while draining."""
+    """Ready once listening and every check passes; not ready while draining. Each check has the
+    name `/readyz` says when it fails (``certificate-loaded failed``), as kube-apiserver's and
+    controller-runtime's named checks do."""
 
     serving: bool = False
     draining: bool = False
-    checks: list[Callable[[], bool]] = field(default_factory=list)
+    checks: dict[str, Callable[[], bool]] = field(default_factory=dict)
     # One worker among several (serving.workers): told when this process starts and stops serving,
     # and asked last, so that every worker's answer says whether all of them serve.
     announce: Callable[[bool], None] | None = None
@@ -27,9 +28,9 @@ class Readiness:
             return False, "shutting down"
         if not self.serving:
             return False, "not serving yet"
-        for check in self.checks:
+        for name, check in self.checks.items():
             if not check():
-                return False, f"{getattr(check, '__name__', 'check')} failed"
+                return False, f"{name} failed"
         return self.shared() if self.shared is not None else (True, "ok")
 
     def set_serving(self) -> None:

@@ -39,11 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The names of a serving pair and its CA: the data keys of a kubernetes.io/tls Secret, so the files
-# a mounted Secret gives, what `foo-operator-certs generate` writes and what every server reads.
-CA_CERT, TLS_CERT, TLS_KEY = "ca.crt", "tls.crt", "tls.key"
-
-
 # Why a new pair was not taken: the label of the refused-reloads counter.
 RefusedReason = Literal["unreadable", "key_mismatch", "expired", "not_yet_valid"]
 REFUSED_REASONS: tuple[RefusedReason, ...] = ("unreadable", "key_mismatch", "expired", "not_yet_valid")

@@ -41,6 +41,17 @@ HANDSHAKES_COMPUTING = 8
 # client's own takes a round trip and milliseconds of CPU (0.4 s at most under the attack mix),
 # so only one that stalled after its ClientHello grows this old.
 HANDSHAKE_TURN = 1.0
+# What every HTTPS port of ours (the admission port, insights') lets its connections do:
+# Idle after an answer. Above the apiserver's 90 s (client-go's IdleConnTimeout, from
+# utilnet.SetTransportDefaults): the client, not us, retires an idle connection, so it never
+# writes a POST onto one we are closing (Go does not retry a POST it wrote: a lost review).
+# Past the connection cap the least recently active idle connection is closed sooner.
+KEEPALIVE_SECONDS = 95.0
+# A connection just admitted, that has not yet had the time to send its first request, is closed
+# to make room only when no other can be: a kubelet probe sends its GET one round trip after its
+# handshake, and under a churn of attacking connections it was the one quiet longest by then.
+# An attacker who keeps every place fresh must open 64 connections a second, each a handshake.
+FIRST_REQUEST_GRACE = 1.0
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 # Linux's TCP states (tcp_info.tcpi_state) of a connection its peer has reset, or closed.
 _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8

@@ -26,21 +26,34 @@ from serving.reviews.protocol import HEAD_TIMEOUT, Request
 from serving.reviews.server import ReviewApp
 
 from . import conversion
+from .manifests import TIMEOUT_SECONDS
 from .metrics import WebhookMetrics
 
 log = logging.getLogger(__name__)
+
+
+def admission_deadline(timeout_seconds: int) -> float:
+    """How long a review may take here when the apiserver waits ``timeout_seconds`` (1-30).
+
+    A second less — time for the answer to travel and for the apiserver to read it — but never
+    less than 80% of a short timeout, so a 1 s webhook still gets most of its second.
+    """
+    return max(timeout_seconds - 1.0, timeout_seconds * 0.8)
+
+
+# A list or watch-cache read at a non-storage version arrives as ONE review of every object;
+# in practice the in-flight budget is the tighter bound (the chart README says how many Foos
+# one review may carry at each memory limit).
+CONVERSION_BODY_LIMIT_MIB = 256
 
 
 @dataclass(frozen=True)
 class Settings:
     default_image: str = DEFAULT_IMAGE
     admission_body_limit: int = REVIEW_BODY_LIMIT
-    # A list or watch-cache read at a non-storage version arrives as ONE review of every object;
-    # in practice the in-flight budget is the tighter bound (the chart README says how many Foos
-    # one review may carry at each memory limit).
-    conversion_body_limit: int = 256 * MiB
-    # Shorter than the configurations' timeoutSeconds (5), so we answer before the apiserver gives up.
-    admission_timeout: float = 4.0
+    conversion_body_limit: int = CONVERSION_BODY_LIMIT_MIB * MiB
+    # Shorter than the configurations' timeoutSeconds, so we answer before the apiserver gives up.
+    admission_timeout: float = admission_deadline(TIMEOUT_SECONDS)
     conversion_timeout: float = 25.0  # the apiserver waits 30 s for a conversion
     # Bounds, so overload queues (slows down) instead of holding hundreds of huge bodies at once.
     max_admissions_in_flight: int = 256
@@ -56,15 +69,6 @@ class Settings:
     conversion_body_timeout: float = 15.0
     # From a request's first byte to the end of its head (serving.reviews.protocol: slowloris on headers).
     head_timeout: float = HEAD_TIMEOUT
-
-
-def admission_deadline(timeout_seconds: int) -> float:
-    """How long a review may take here when the apiserver waits ``timeout_seconds`` (1-30).
-
-    A second less — time for the answer to travel and for the apiserver to read it — but never
-    less than 80% of a short timeout, so a 1 s webhook still gets most of its second.
-    """
-    return max(timeout_seconds - 1.0, timeout_seconds * 0.8)
 
 
 def admission_handler(rule: Rule) -> BodyHandler:

@@ -1,4 +1,6 @@
-"""The webhook's command: parse flags, wire the server, run until SIGTERM. No logic here.
+"""The webhook's command: its flags, the settings and serving options they make, how many
+processes serve (``--workers``) and what of the memory limit each may hold, and the server they
+start.
 
 Started by ``webhook.launcher`` (the console script, and ``python -m webhook``), which pauses
 the collector before this module's imports run. Start-up, step by step:
@@ -18,6 +20,19 @@ from datetime import timedelta
 
 from apimachinery.admission import REVIEW_BODY_LIMIT
 from certs.policy import RotationPolicy
+from componentbase.cli import (
+    KUBECONFIG_HELP,
+    command_parser,
+    count_or_auto,
+    env_default,
+    fail,
+    int_between,
+    parse_bind_address,
+    pod_namespace,
+    positive_float,
+    positive_int,
+)
+from componentbase.logs import setup_logging
 from fooapi import DEFAULT_IMAGE
 from fooapi.images import image_reference
 from serving.budget import (
@@ -28,24 +43,11 @@ from serving.budget import (
     budget_for_memory_limit,
     processes_memory_feeds,
 )
-from serving.cli import (
-    KUBECONFIG_HELP,
-    command_parser,
-    count_or_auto,
-    env_default,
-    fail,
-    int_between,
-    pod_namespace,
-    positive_float,
-    positive_int,
-)
 from serving.lifecycle import add_serving_flags, check_serving_flags, run_server, serving_options
 from serving.limits import keep_large_blocks_out_of_the_heap, raise_open_file_limit
-from serving.logs import setup_logging
-from serving.metricsserver import parse_bind_address
 from serving.workers import Worker, supervise
 
-from .app import Settings, admission_deadline
+from .app import CONVERSION_BODY_LIMIT_MIB, Settings, admission_deadline
 from .manifests import TIMEOUT_SECONDS
 from .server import RotationOptions, ServerOptions, serve
 
@@ -78,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--conversion-body-limit-mib",
         type=positive_int,
-        default=256,
+        default=CONVERSION_BODY_LIMIT_MIB,
         help="largest ConversionReview body accepted, in MiB",
     )
     parser.add_argument(

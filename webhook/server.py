@@ -22,11 +22,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from certs.policy import RotationPolicy
-from kube.metrics import count_gc_in_files, multiprocess_registry
 from serving.lifecycle import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
 from serving.readiness import Readiness
 from serving.reviews.server import ReviewServer
 from serving.tls import CertWatcher, refused_reloads
+from serving.workermetrics import count_gc_in_files, multiprocess_registry
 from serving.workers import Worker
 
 from .app import Settings, build_app
@@ -80,7 +80,7 @@ async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event 
             return  # stopped, or the rotator died, before the pair was written
         options = paired
         readiness = Readiness(
-            checks=[lambda: watcher.loaded],
+            checks={"certificate-loaded": lambda: watcher.loaded},
             announce=worker.announce if worker is not None else None,
             shared=worker.readiness if worker is not None else None,
         )

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from apimachinery.bodies import (
     JSON,
+    PAUSE_GC_FROM,
     BodyDeadlines,
     StatusError,
     body_too_large,
@@ -39,9 +40,6 @@ from serving.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
 from .protocol import Connection, Request, status_body
 
 log = logging.getLogger(__name__)
-
-# Bodies from this size on are parsed and answered with the cyclic collector paused.
-_PAUSE_GC_FROM = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -317,7 +315,7 @@ def _answer(handler: BodyHandler, request: Request, body: bytes, opens: int) -> 
     takes a while, which the apiserver no longer waits for: the tree is returned, held, and freed
     after the write.
     """
-    if len(body) < _PAUSE_GC_FROM or not gc.isenabled():
+    if len(body) < PAUSE_GC_FROM or not gc.isenabled():
         return handler(request, parse_json(body, opens=opens)), None
     gc.disable()
     try:

@@ -39,7 +39,7 @@ from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 from serving.budget import ByteBudget, Reservation
 from serving.readiness import Readiness
-from serving.tlsupgrade import Handshake, HandshakeGate, to_drop
+from serving.tlsupgrade import FIRST_REQUEST_GRACE, Handshake, HandshakeGate, to_drop
 
 # Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line, Node.js 16 KiB.
 # kube-apiserver sends ~300 bytes; 16 KiB bounds what a connection can make us hold before a
@@ -51,11 +51,6 @@ HEAD_TIMEOUT = 5.0
 # client gives its own handshake 10 s (client-go's TLSHandshakeTimeout) and writes the request
 # it dialed for at once. A bare TCP connect was held 60 s (asyncio's default handshake timeout).
 FIRST_REQUEST_SECONDS = 10.0
-# Idle after an answer. Above the apiserver's 90 s (client-go's IdleConnTimeout, from
-# utilnet.SetTransportDefaults): the client, not us, retires an idle connection, so it never
-# writes a POST onto one we are closing (Go does not retry a POST it wrote: a lost review).
-# Past the connection cap the least recently active idle connection is closed sooner (below).
-KEEPALIVE_SECONDS = 95.0
 # Connections one process holds. kube-apiserver keeps at most 25 idle connections per webhook
 # host (client-go's MaxIdleConnsPerHost) and opens one per review in flight beyond them; the
 # kubelet's probes open a new one each. At the cap a new connection closes the one that has
@@ -66,11 +61,6 @@ KEEPALIVE_SECONDS = 95.0
 # buffer below full; docs/architecture.md, "Resource model (admission port)"), so 64 fit in
 # what a process reserves for itself (serving.budget); a pod of N workers holds 64 N.
 MAX_CONNECTIONS = 64
-# A connection just admitted, that has not yet had the time to send its first request, is closed
-# to make room only when no other can be: a kubelet probe sends its GET one round trip after its
-# handshake, and under a churn of attacking connections it was the one quiet longest by then.
-# An attacker who keeps every place fresh must open 64 connections a second, each a handshake.
-FIRST_REQUEST_GRACE = 1.0
 # What the transport (and over TLS each of its two layers) holds before writing pauses: also
 # the largest answer written at once; larger ones are charged and written a piece at a time.
 _WRITE_HIGH = 16 * 1024

@@ -7,13 +7,13 @@ from collections.abc import Coroutine, Iterable
 from ssl import SSLContext
 from typing import Any
 
-from apimachinery.status import failure
+from apimachinery.status import NOT_ALLOWED, NOT_FOUND, failure
 from serving.budget import ByteBudget
 from serving.readiness import Readiness
-from serving.tlsupgrade import HANDSHAKES_COMPUTING, Acceptor, HandshakeGate, listening_socket
+from serving.tlsupgrade import HANDSHAKES_COMPUTING, KEEPALIVE_SECONDS, Acceptor, HandshakeGate, listening_socket
 
 from .endpoint import Endpoint
-from .protocol import FIRST_REQUEST_SECONDS, HEAD_TIMEOUT, KEEPALIVE_SECONDS, MAX_CONNECTIONS, Connection, Request
+from .protocol import FIRST_REQUEST_SECONDS, HEAD_TIMEOUT, MAX_CONNECTIONS, Connection, Request
 
 _TEXT = "text/plain; charset=utf-8"
 _PROBES = ("/healthz", "/readyz")
@@ -51,9 +51,9 @@ class ReviewApp:
             ready, why = (True, "ok") if request.path == "/healthz" else self.readiness.ready()
             conn.write(200 if ready else 503, _TEXT, why.encode(), head_only=request.method == "HEAD")
         elif endpoint is not None or request.path in _PROBES:
-            conn.write_status(failure(405, f"method {request.method} is not allowed on {request.path}"))
+            conn.write_status(failure(405, NOT_ALLOWED))
         else:
-            conn.write_status(failure(404, "the server could not find the requested resource"))
+            conn.write_status(failure(404, NOT_FOUND))
         return None
 
 

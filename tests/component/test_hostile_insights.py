@@ -103,7 +103,7 @@ async def start(tmp_path: Path) -> AsyncIterator[Start]:
     async def start_listener(limits: ConnectionLimits | None = None, **config: Any) -> Listener:
         options = ServingOptions(cert_dir=tmp_path, bind_address="127.0.0.1", port=free_port())
         watcher = options.certificate(client_ca_file=client_ca_file)
-        readiness = Readiness(checks=[lambda: watcher.loaded])
+        readiness = Readiness(checks={"certificate-loaded": lambda: watcher.loaded})
         authorized: list[RequestInfo] = []
 
         async def allow_all(user: UserInfo, info: RequestInfo) -> Decision:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from apimachinery.status import NOT_ALLOWED, NOT_FOUND
 from certs.__main__ import main as certs_main
 from hack.cluster import free_port
 from hack.product import webhook_args
@@ -48,8 +49,9 @@ def test_each_path_answers_what_the_kubelet_reads() -> None:
     assert answer("GET", "/livez?verbose", live, ready) == (200, "ok")
     assert answer("GET", "/readyz", live, ready) == (503, "not serving yet")
     assert answer("GET", "/healthz", (False, "the event loop has not run for 12s"), ready)[0] == 500
-    assert answer("POST", "/readyz", live, ready)[0] == 405
-    assert answer("GET", "/metrics", live, ready)[0] == 404
+    # In kube-apiserver's words, as the serving ports' Statuses say them (apimachinery.status).
+    assert answer("POST", "/readyz", live, ready) == (405, NOT_ALLOWED + "\n")
+    assert answer("GET", "/metrics", live, ready) == (404, NOT_FOUND + "\n")
 
 
 async def test_a_probe_is_answered_while_the_main_loop_is_busy() -> None:

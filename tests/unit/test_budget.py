@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from bench.foos import conversion_of
+from insights.api import INSIGHTS_RESERVED_MIB, review_budget
 from serving.budget import (
     CLIENT_MIB,
     ByteBudget,
@@ -102,6 +103,12 @@ def test_the_budget_is_the_memory_limit_less_the_pods_headroom_and_what_the_proc
     assert budget_for_memory_limit(256, shared_mib=CLIENT_MIB) == 64 * MiB  # - 48 of client, once
     assert budget_for_memory_limit(1024) == 688 * MiB
     assert budget_for_memory_limit(10) == 16 * MiB  # a floor, so a tiny limit still serves small reviews
+
+
+def test_insights_holds_what_the_same_rule_leaves_beside_its_own_larger_reserve() -> None:
+    # Before: insights had a formula of its own, (limit - 128) / 2, which met this one at 256 MiB only.
+    assert review_budget(256) == 64 * MiB  # 256 - 64 of headroom - 128 of its own
+    assert review_budget(512) == budget_for_memory_limit(512, reserved_mib=INSIGHTS_RESERVED_MIB) == 256 * MiB
 
 
 async def test_a_small_charge_passes_while_a_large_one_waits_for_room() -> None:

@@ -1,4 +1,4 @@
-"""Every command follows one pattern (serving.cli): --version, defaults shown in --help, one-line
+"""Every command follows one pattern (componentbase.cli): --version, defaults shown in --help, one-line
 mistakes, the same argument types; and the webhook's hint for missing certificates works as printed."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import controller.settings
 import insights.__main__ as insights_main
 import kubectl_foo.__main__ as kubectl_foo_main
 import webhook.command as webhook_main
-from serving.cli import env_default, pod_namespace, version
+from componentbase.cli import env_default, pod_namespace, version
 from serving.lifecycle import check_serving_flags
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from insights.fields import parse_field_selector
-from insights.labels import parse_label_selector, tokens
+from apimachinery.fields import parse_field_selector
+from apimachinery.labels import parse_label_selector, tokens
 from insights.media import negotiate
 from insights.selectors import MAX_SELECTOR_LENGTH, SelectorError, parse_selectors
 

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from apimachinery.fields import parse_field_selector
+from apimachinery.labels import SelectorError, parse_label_selector
 from hack.binaries import selector_oracle
-from insights.fields import parse_field_selector
-from insights.labels import SelectorError, parse_label_selector
 
 ORACLE = selector_oracle()
 if not ORACLE.is_file() and os.environ.get("CI") != "true":  # in CI a missing oracle fails below

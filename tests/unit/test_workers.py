@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, ProcessCollector
 
-from kube.metrics import PodProcessCollector
 from serving.budget import CLIENT_MIB, RESERVED_MIB, MiB, budget_for_memory_limit, processes_memory_feeds
 from serving.cpus import cgroup_cpu_limit, workers_for
+from serving.workermetrics import PodProcessCollector
 from serving.workers import Worker, describe_exit, runtime_layout
 from webhook.command import parse_args, settings_from, workers
 

@@ -2,7 +2,7 @@
 
 A text record is one line, the only one that starts at the left margin: what a tenant wrote
 (a Foo's image, a message, any extra) reaches it with its control characters escaped
-(serving.escaping), and a traceback's lines follow indented, so no text can start a line that
+(componentbase.escaping), and a traceback's lines follow indented, so no text can start a line that
 reads as a record of its own. JSON escapes control characters by itself.
 """
 

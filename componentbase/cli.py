@@ -1,4 +1,4 @@
-"""The one command-line pattern every foo-operator command follows.
+"""The one command-line pattern every foo-operator command follows (component-base's cli).
 
 Each command builds its parser with ``command_parser``: ``--version``, every default shown in
 ``--help``, environment fallbacks named in the help the way kubectl and helm name theirs, and a
@@ -14,8 +14,6 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NoReturn
-
-from .metricsserver import parse_bind_address
 
 DISTRIBUTION = "foo-operator"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -189,6 +187,20 @@ def port(text: str) -> int:
     if not 0 < value < 65536:
         raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
     return value
+
+
+def parse_bind_address(text: str, flag: str = "--metrics-bind-address") -> tuple[str | None, int]:
+    """controller-runtime's form: ``host:port``, ``:port`` (every interface) or ``0`` (off).
+
+    ValueError with one line when it is none of them.
+    """
+    if text.strip() == "0":
+        return None, 0
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"{flag} {text!r} is not host:port, :port or 0")
+    host = host.removeprefix("[").removesuffix("]")
+    return host or None, int(port_text)
 
 
 def bind_address(flag: str) -> Callable[[str], tuple[str | None, int]]:

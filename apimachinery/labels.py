@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from fooapi import name_rules
+from . import name_rules
 
 
 class SelectorError(ValueError):

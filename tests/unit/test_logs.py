@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from serving.logs import JSONFormatter, TextFormatter, setup_logging
+from componentbase.logs import JSONFormatter, TextFormatter, setup_logging
 
 ASYNCIO = logging.getLogger("asyncio")
 

@@ -1,4 +1,4 @@
-"""kube.listdecode and the informer's paged list: items decoded one at a time as the body streams,
+"""apimachinery.listdecode and the informer's paged list: items decoded one at a time as the body streams,
 so a page of a tenant's large objects is never held whole (issue #34)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kube import listdecode
+from apimachinery import listdecode
+from apimachinery.listdecode import ListDecodeError, ListDecoder
 from kube.client import DEPLOYMENTS, ApiError, KubeClient
 from kube.config import ClientSettings, connect
 from kube.informer import Informer
-from kube.listdecode import ListDecodeError, ListDecoder
 from tests.objects import fat_deployment
 from tests.unit.test_kube_client import write_kubeconfig
 
