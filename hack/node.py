@@ -94,27 +94,54 @@ def cannot_host_node() -> str | None:
     return None
 
 
+class MachineLock:
+    """The exclusive flock on LOCK_FILE, held while this process has a real node's machine-wide
+    state, so a second test session waits for the first one's node instead of tearing its bridge
+    away. Re-entrant within the process (one flock, counted holders): a test that compares the
+    machine before and after a node holds it around the node, so no other session's node starts
+    in between."""
+
+    def __init__(self) -> None:
+        self._fd = -1
+        self._holders = 0
+
+    def __enter__(self) -> None:
+        if self._holders == 0:
+            fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.info("another real node runs on this machine; waiting for it (%s)", LOCK_FILE)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            self._fd = fd
+        self._holders += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._holders -= 1
+        if self._holders == 0:
+            os.close(self._fd)  # releases the flock
+            self._fd = -1
+
+
+machine_lock = MachineLock()
+
+
 @dataclass
 class NodeBridge:
     """The node's own bridge: the pods' gateway and the address kube-apiserver serves on.
 
-    Held under an exclusive lock on LOCK_FILE for its whole life, so a second test session on
-    the same machine waits for the first one's node instead of tearing its bridge away.
+    Held under `machine_lock` for its whole life.
     """
 
     name: str = BRIDGE
     address: str = BRIDGE_ADDRESS
     subnet: str = POD_SUBNET
     created: bool = False
-    _lock: int = -1
+    _locked: bool = False
 
     def __enter__(self) -> NodeBridge:
-        self._lock = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("another real node runs on this machine; waiting for it (%s)", LOCK_FILE)
-            fcntl.flock(self._lock, fcntl.LOCK_EX)
+        machine_lock.__enter__()
+        self._locked = True
         try:
             self._create()
         except BaseException:
@@ -134,9 +161,9 @@ class NodeBridge:
         try:
             self.remove()
         finally:
-            if self._lock >= 0:
-                os.close(self._lock)  # releases the flock
-                self._lock = -1
+            if self._locked:
+                self._locked = False
+                machine_lock.__exit__()
 
     def another_address(self, offset: int) -> str:
         """A further address of this host on the bridge, below the pods' range: a caller that

@@ -15,7 +15,7 @@ import pytest
 
 from hack.cluster import LocalControlPlane
 from hack.machine import machine_state
-from hack.node import PAUSE_IMAGE, NodeBridge, RealNode
+from hack.node import PAUSE_IMAGE, NodeBridge, RealNode, machine_lock
 from tests.e2e.waiting import wait_for
 
 
@@ -44,24 +44,27 @@ def _pod(node: RealNode) -> dict[str, Any]:
 
 
 def test_teardown_after_a_failed_test_restores_the_machine(node_image: dict[str, Any], tmp_path: Path) -> None:
-    before = machine_state()
-    with pytest.raises(SimulatedTestFailure):
-        with (
-            NodeBridge() as bridge,
-            LocalControlPlane(tmp_path, address=bridge.address) as plane,
-            RealNode(plane, bridge) as node,
-        ):
-            plane.kubectl("apply", "-f", "-", input=json.dumps(_pod(node)))
-            wait_for(
-                "the pod to run",
-                lambda: plane.kubectl("get", "pod", "sleeper", "-o", "jsonpath={.status.phase}").stdout == "Running",
-                interval=0.5,
-            )
-            during = machine_state()
-            # The node did change the machine: there is something to put back.
-            assert during["cgroups"] and during["netns"] and during["processes"] and during["mounts"], during
-            assert during["sysctls"] != before["sysctls"], "the kubelet set no sysctl"
-            assert any(during["iptables"].values()), "no KUBE-/CNI- rules while the node ran"
-            raise SimulatedTestFailure
-    after = machine_state()
+    with machine_lock:  # no other session's node starts between the two readings
+        before = machine_state()
+        with pytest.raises(SimulatedTestFailure):
+            with (
+                NodeBridge() as bridge,
+                LocalControlPlane(tmp_path, address=bridge.address) as plane,
+                RealNode(plane, bridge) as node,
+            ):
+                plane.kubectl("apply", "-f", "-", input=json.dumps(_pod(node)))
+                wait_for(
+                    "the pod to run",
+                    lambda: (
+                        plane.kubectl("get", "pod", "sleeper", "-o", "jsonpath={.status.phase}").stdout == "Running"
+                    ),
+                    interval=0.5,
+                )
+                during = machine_state()
+                # The node did change the machine: there is something to put back.
+                assert during["cgroups"] and during["netns"] and during["processes"] and during["mounts"], during
+                assert during["sysctls"] != before["sysctls"], "the kubelet set no sysctl"
+                assert any(during["iptables"].values()), "no KUBE-/CNI- rules while the node ran"
+                raise SimulatedTestFailure
+        after = machine_state()
     assert {k: v for k, v in after.items() if v != before[k]} == {}, f"before: {before}"
