@@ -435,6 +435,15 @@ def placement(release: Cluster) -> dict[str, list[str]]:
     return {c: sorted(p["spec"]["nodeName"] for p in release.pods(c) if _ready(p)) for c in COMPONENTS}
 
 
+def leader(release: Cluster) -> tuple[str, str] | None:
+    """The lease's holder and its node, once it is one of the controller pods not being deleted."""
+    holder = controller_lease(release).get("holderIdentity") or ""
+    for pod in release.pods("controller"):
+        if holder.startswith(pod["metadata"]["name"]):
+            return holder, pod["spec"]["nodeName"]
+    return None
+
+
 def disruptions_allowed(release: Cluster) -> dict[str, int]:
     """Each component's PodDisruptionBudget: how many of its pods an eviction may take now."""
     budgets = release.get("pdb", "-n", NAMESPACE, "-l", f"app.kubernetes.io/instance={RELEASE}")["items"]
@@ -467,9 +476,8 @@ def test_drain_of_the_node_holding_one_replica_of_each_fails_no_request(
         lambda: disruptions_allowed(release) == dict.fromkeys(COMPONENTS, 1),
         timeout=60,
     )
-    holder = wait_for("a controller to hold the lease", lambda: controller_lease(release).get("holderIdentity"))
-    (leader,) = [p for p in release.pods("controller") if holder.startswith(p["metadata"]["name"])]
-    drained = leader["spec"]["nodeName"]
+    # The rollout's old leader may still hold the lease while it drains: wait for one of these.
+    holder, drained = wait_for("a current controller pod to hold the lease", lambda: leader(release), timeout=120)
     (other,) = [name for name in both if name != drained]
     namespace = case_namespace(plane, "disrupt-drain")
     try:
