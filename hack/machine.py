@@ -20,6 +20,8 @@ from hack.procs import run_command
 
 BRIDGE = "foo-br0"
 BRIDGE_ADDRESS = "10.88.0.1"
+# A further real node's cgroupRoot is named after it (hack/node.py: foo-real-node-2).
+NODE_CGROUP_PREFIX = "foo-real-node-"
 # What the kubelet (protectKernelDefaults: false), the CNI bridge and kube-proxy may change.
 SYSCTLS = (
     "vm.overcommit_memory",
@@ -42,6 +44,7 @@ FIXED_PATHS = (
     Path("/usr/libexec/kubernetes"),
     Path("/var/log/pods"),
     Path("/var/lib/foo-operator-node"),
+    Path("/var/lib/foo-operator-node-2"),  # a second node's (hack/node.py's another_node)
 )
 NETNS_DIR = Path("/run/netns")
 IPTABLES = ("iptables", "ip6tables")
@@ -74,14 +77,37 @@ def iptables_rules(binary: str, table: str) -> list[str]:
     return result.stdout.splitlines() if result.returncode == 0 else []
 
 
-def cgroup_dirs() -> list[Path]:
-    """Every kubepods cgroup the kubelet may have made, in every hierarchy (v1 and unified)."""
+def _hierarchies() -> list[Path]:
+    return [CGROUP_ROOT, *sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir())]
+
+
+def cgroup_dirs(parent: str = "") -> list[Path]:
+    """Every kubepods cgroup the kubelet may have made under `parent` (its cgroupRoot; "" the
+    root), in every hierarchy (v1 and unified)."""
     found = []
-    for hierarchy in [CGROUP_ROOT, *sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir())]:
+    for hierarchy in _hierarchies():
         for name in ("kubepods", "kubepods.slice"):
-            if (hierarchy / name).is_dir():
-                found.append(hierarchy / name)
+            if (hierarchy / parent / name).is_dir():
+                found.append(hierarchy / parent / name)
     return found
+
+
+def node_cgroup_parents() -> list[Path]:
+    """The cgroupRoots made for further nodes (hack/node.py names each after its node)."""
+    return [p for hierarchy in _hierarchies() for p in sorted(hierarchy.glob(f"{NODE_CGROUP_PREFIX}*")) if p.is_dir()]
+
+
+def make_cgroup_parent(parent: str) -> None:
+    """`parent` in every v1 hierarchy, as a kubelet's cgroupRoot must be; cpuset's with its
+    parent's cpus and mems, which a new cpuset cgroup lacks and a task in it needs."""
+    for hierarchy in _hierarchies():
+        if hierarchy == CGROUP_ROOT or not (hierarchy / "cgroup.procs").exists():
+            continue
+        directory = hierarchy / parent
+        directory.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if (directory / name).exists() and not (directory / name).read_text().strip():
+                (directory / name).write_text((hierarchy / name).read_text())
 
 
 def machine_state() -> dict[str, Any]:
@@ -113,7 +139,7 @@ def machine_state() -> dict[str, Any]:
             for m in mounts
             if "kubelet" in m or "containerd" in m or "foo-operator-node" in m or m.startswith("/run/netns/cni-")
         ),
-        "cgroups": [str(p) for p in cgroup_dirs()],
+        "cgroups": [str(p) for p in [*cgroup_dirs(), *node_cgroup_parents()]],
         "paths": {str(p): p.exists() for p in FIXED_PATHS},
         "netns": sorted(p.name for p in NETNS_DIR.glob("cni-*")) if NETNS_DIR.is_dir() else [],
         "processes": sorted(_our_processes()),
@@ -162,8 +188,14 @@ def unmount_under(path: Path) -> None:
                 run("umount", "-l", point, check=False)
 
 
-def remove_kubepods_cgroups() -> None:
-    for top in cgroup_dirs():
+def remove_kubepods_cgroups(parent: str = "") -> None:
+    """The kubepods cgroups (killing what still runs in them); under `parent`, a further node's
+    cgroupRoot, that whole tree with `parent` itself."""
+    if parent:
+        tops = [h / parent for h in _hierarchies() if h != CGROUP_ROOT and (h / parent).is_dir()]
+    else:
+        tops = cgroup_dirs()
+    for top in tops:
         for directory in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) + [
             top
         ]:

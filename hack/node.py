@@ -12,9 +12,16 @@ the work dir, the kubelet's cgroups, iptables rules and chains, the bridge and i
 sysctls, and the files the kubelet writes outside its root dir (the bookkeeping is in
 hack/machine.py, whose `machine_state()` a test compares before and after). docs/real-node.md has the facts and traps behind each choice.
 
+A second node (`another_node(first)`, e.g. for `kubectl drain`) joins the first on its plane and
+bridge: a kubelet and a containerd of its own (name, bridge address, state dirs and sockets, pod
+address range, cgroup root), sharing the first node's machine-wide parts (kube-proxy, cluster
+DNS, the forwarding guard, and the record of iptables and sysctls it puts back). It is torn down
+before the first, under the same flock.
+
 Needs root, Debian's containerd/runc/CNI plugins (hack/install-node-deps.sh) and
 `hack/build.sh node` (kubelet, kube-proxy, the pause image, CoreDNS); `cannot_host_node()` says which is
-missing. One real node per machine at a time: the bridge, the node name and iptables are global.
+missing. One real node (and those beside it) per machine at a time: the bridge, the node names and
+iptables are global.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import shutil
 import socket
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +57,7 @@ from hack.machine import (
     iptables_rules,
     kill_shims,
     machine_state,
+    make_cgroup_parent,
     read_sysctls,
     remove_kubepods_cgroups,
     restore_iptables,
@@ -64,6 +72,14 @@ log = logging.getLogger(__name__)
 
 POD_SUBNET = "10.88.0.0/16"
 NODE_NAME = "foo-real-node"
+# Every real node registers with it; the taint below keeps all but tolerating pods off them.
+NODE_LABEL = ("foo-operator.dev/real-node", "true")
+# Node n's pods take their addresses from the n-th block of this many in POD_SUBNET (host-local
+# IPAM per node: two nodes on one bridge must never hand out the same address).
+POD_ADDRESSES_PER_NODE = 1 << 14
+# A further node's kubelet serves on the bridge address plus this plus its number (node 2:
+# 10.88.0.19): below the pods' first address, clear of the callers tests add (another_address).
+NODE_ADDRESS_OFFSET = 16
 # Only pods that say they accept a real node land there; Foos' Deployments keep to kwok.
 TAINT = {"key": "foo-operator.dev/real-node", "value": "true", "effect": "NoSchedule"}
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"  # hack/build.sh PAUSE_VERSION
@@ -94,27 +110,54 @@ def cannot_host_node() -> str | None:
     return None
 
 
+class MachineLock:
+    """The exclusive flock on LOCK_FILE, held while this process has a real node's machine-wide
+    state, so a second test session waits for the first one's node instead of tearing its bridge
+    away. Re-entrant within the process (one flock, counted holders): a test that compares the
+    machine before and after a node holds it around the node, so no other session's node starts
+    in between."""
+
+    def __init__(self) -> None:
+        self._fd = -1
+        self._holders = 0
+
+    def __enter__(self) -> None:
+        if self._holders == 0:
+            fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.info("another real node runs on this machine; waiting for it (%s)", LOCK_FILE)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            self._fd = fd
+        self._holders += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self._holders -= 1
+        if self._holders == 0:
+            os.close(self._fd)  # releases the flock
+            self._fd = -1
+
+
+machine_lock = MachineLock()
+
+
 @dataclass
 class NodeBridge:
     """The node's own bridge: the pods' gateway and the address kube-apiserver serves on.
 
-    Held under an exclusive lock on LOCK_FILE for its whole life, so a second test session on
-    the same machine waits for the first one's node instead of tearing its bridge away.
+    Held under `machine_lock` for its whole life.
     """
 
     name: str = BRIDGE
     address: str = BRIDGE_ADDRESS
     subnet: str = POD_SUBNET
     created: bool = False
-    _lock: int = -1
+    _locked: bool = False
 
     def __enter__(self) -> NodeBridge:
-        self._lock = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info("another real node runs on this machine; waiting for it (%s)", LOCK_FILE)
-            fcntl.flock(self._lock, fcntl.LOCK_EX)
+        machine_lock.__enter__()
+        self._locked = True
         try:
             self._create()
         except BaseException:
@@ -134,9 +177,9 @@ class NodeBridge:
         try:
             self.remove()
         finally:
-            if self._lock >= 0:
-                os.close(self._lock)  # releases the flock
-                self._lock = -1
+            if self._locked:
+                self._locked = False
+                machine_lock.__exit__()
 
     def another_address(self, offset: int) -> str:
         """A further address of this host on the bridge, below the pods' range: a caller that
@@ -153,7 +196,11 @@ class NodeBridge:
 
 
 class RealNode(Started):
-    """containerd, kubelet and kube-proxy for one node named `name`, state under `workdir`."""
+    """containerd, kubelet and kube-proxy for one node named `name`, state under `workdir`.
+
+    `first`: this is a further node beside that running one (`another_node` makes it), sharing
+    its machine-wide parts; None: the first node, which runs those parts and puts them back.
+    """
 
     def __init__(
         self,
@@ -163,6 +210,7 @@ class RealNode(Started):
         *,
         name: str = NODE_NAME,
         timeout: float = 120.0,
+        first: RealNode | None = None,
     ) -> None:
         self.plane = plane
         self.bridge = bridge
@@ -172,6 +220,18 @@ class RealNode(Started):
             self.workdir /= "foo-operator-node"
         self.name = name
         self.timeout = timeout
+        self.first = first
+        self.further: list[RealNode] = []  # the first node's: those running beside it
+        self.number: int = 1 if first is None else first.number + 1 + len(first.further)
+        # Where the kubelet serves, and the InternalIP it registers.
+        self.address = bridge.address if first is None else _offset(bridge.address, NODE_ADDRESS_OFFSET + self.number)
+        # The kubelet's cgroupRoot ("": each hierarchy's root, kubepods right under it). A further
+        # node's kubepods must be its own: a kubelet kills the pods it finds there and does not
+        # know as orphans.
+        self.cgroup_parent = "" if first is None else name
+        self.state_file = STATE_FILE if first is None else STATE_FILE.with_name(f"{self.workdir.name}.json")
+        # Client identities and log files of a further node carry its number.
+        self._prefix = "" if first is None else f"node{self.number}-"
         self.taint = dict(TAINT)
         version = node_version()  # the default version's, also under a plane of another version
         cache = cache_dir()
@@ -197,18 +257,18 @@ class RealNode(Started):
         for path in (self.kubelet_bin, self.kube_proxy_bin, self.pause_archive, self.coredns_bin):
             if not path.exists():
                 raise ComponentError(f"{path} is missing: run `bash hack/build.sh node`")
-        _clean_after_crash()
+        if self.first is not None:
+            self._start_beside(self.first)
+            return
+        for record in sorted(STATE_FILE.parent.glob(f"{STATE_FILE.stem}*.json")):
+            _clean_after_crash(record)  # a further node's too: a crashed run may have left one
         began = time.monotonic()
         self.before = machine_state()
         self._sysctls = read_sysctls()
         self._iptables = {(b, t): iptables_rules(b, t) for b in IPTABLES for t in TABLES}
         self._pre_existing_paths = {p: p.exists() for p in FIXED_PATHS}
         self._netns_before = {p.name for p in NETNS_DIR.glob("*")} if NETNS_DIR.is_dir() else set()
-        STATE_FILE.write_text(
-            json.dumps(
-                {"workdir": str(self.workdir), "socket": str(self.socket), "before": self.before, "pid": os.getpid()}
-            )
-        )
+        self._record()
         try:
             self._guard_forwarding()
             self._start_containerd()
@@ -225,9 +285,60 @@ class RealNode(Started):
             raise
         log.info("real node %s ready in %.1fs", self.name, time.monotonic() - began)
 
-    def stop(self) -> None:
-        """Put the machine back as it was; every step runs even if an earlier one failed."""
+    def _start_beside(self, first: RealNode) -> None:
+        """A further node: a containerd and a kubelet of its own; kube-proxy, DNS and the
+        forwarding guard are the first node's, as is the record of what to put back."""
+        _clean_after_crash(self.state_file)
         began = time.monotonic()
+        self._record()
+        first.further.append(self)
+        try:
+            run("ip", "addr", "add", f"{self.address}/32", "dev", self.bridge.name)
+            self._make_cgroup_parent()
+            self._start_containerd()
+            self.load_image(self.pause_archive)
+            self._start_kubelet()
+            wait_until(
+                f"node {self.name} Ready", self._ready, timeout=self.timeout, watch=list(self._components.values())
+            )
+        except BaseException:
+            self.stop()
+            raise
+        log.info("real node %s ready beside %s in %.1fs", self.name, first.name, time.monotonic() - began)
+
+    def _record(self) -> None:
+        """What a later run needs to clean up after this node if this process dies first."""
+        self.state_file.write_text(
+            json.dumps(
+                {
+                    "workdir": str(self.workdir),
+                    "socket": str(self.socket),
+                    "cgroup_parent": self.cgroup_parent,
+                    "before": self.before,
+                    "pid": os.getpid(),
+                }
+            )
+        )
+
+    def stop(self) -> None:
+        """Put the machine back as it was; every step runs even if an earlier one failed. A
+        further node puts back only what is its own; the first stops any still beside it first."""
+        if self.first is not None:
+            steps = [
+                self._drain,
+                self._stop_kubelet,
+                self._kill_containers,
+                self._stop_containerd,
+                self._unmount,
+                self._remove_cgroups,
+                self._remove_address,
+                self._remove_workdir,
+            ]
+            self._run_teardown(steps)
+            return
+        for node in reversed(self.further):
+            with contextlib.suppress(ComponentError):  # its failed steps are logged; go on
+                node.stop()
         steps = [
             self._drain,
             self._stop_kube_proxy,
@@ -243,6 +354,10 @@ class RealNode(Started):
             self._remove_fixed_paths,
             self._remove_workdir,
         ]
+        self._run_teardown(steps)
+
+    def _run_teardown(self, steps: list[Callable[[], None]]) -> None:
+        began = time.monotonic()
         errors = []
         for step in steps:
             try:
@@ -250,7 +365,9 @@ class RealNode(Started):
             except Exception as err:  # noqa: BLE001 - the other steps must still run
                 errors.append(f"{step.__name__}: {err}")
                 log.warning("teardown step %s failed: %s", step.__name__, err)
-        STATE_FILE.unlink(missing_ok=True)
+        self.state_file.unlink(missing_ok=True)
+        if self.first is not None and self in self.first.further:
+            self.first.further.remove(self)
         log.info("real node %s torn down in %.1fs", self.name, time.monotonic() - began)
         if errors:
             raise ComponentError("teardown incomplete: " + "; ".join(errors))
@@ -288,7 +405,7 @@ class RealNode(Started):
 
     # ------------------------------------------------------------------ start steps
     def _launch(self, name: str, argv: list[str | os.PathLike[str]], env: dict[str, str] | None = None) -> Component:
-        component = Component(name, argv, self.plane.logs_dir / f"node-{name}.log", env=env)
+        component = Component(name, argv, self.plane.logs_dir / f"node-{self._prefix}{name}.log", env=env)
         component.start()
         self._components[name] = component
         log.info("started %s (pid %s), log: %s", name, component.pid, component.log_file)
@@ -348,7 +465,8 @@ class RealNode(Started):
                                         {
                                             "subnet": self.bridge.subnet,
                                             "gateway": self.bridge.address,
-                                            "rangeStart": _offset(self.bridge.address, 255),
+                                            "rangeStart": self._pod_addresses()[0],
+                                            "rangeEnd": self._pod_addresses()[1],
                                         }
                                     ]
                                 ],
@@ -526,8 +644,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
     def _start_kubelet(self) -> None:
         assert self.plane.pki is not None
-        issue_user(self.plane.pki, "kubelet", f"system:node:{self.name}", ("system:nodes",))
-        kubeconfig = self.plane.component_kubeconfig("kubelet")
+        identity = f"{self._prefix}kubelet"
+        issue_user(self.plane.pki, identity, f"system:node:{self.name}", ("system:nodes",))
+        kubeconfig = self.plane.component_kubeconfig(identity)
         kubelet_dir = self.workdir / "kubelet"
         kubelet_dir.mkdir(parents=True, exist_ok=True)
         resolv = self.workdir / "resolv.conf"
@@ -537,7 +656,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            "address": self.bridge.address,
+            "address": self.address,
             "port": 10250,
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
@@ -549,6 +668,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             },
             "authorization": {"mode": "Webhook"},
             "cgroupDriver": "cgroupfs",  # PID 1 is not systemd; hybrid cgroup v1
+            **({"cgroupRoot": f"/{self.cgroup_parent}"} if self.cgroup_parent else {}),
             "failCgroupV1": False,
             "failSwapOn": False,
             "containerRuntimeEndpoint": f"unix://{self.socket}",
@@ -576,9 +696,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 f"--kubeconfig={kubeconfig}",
                 f"--root-dir={kubelet_dir}",
                 f"--cert-dir={kubelet_dir / 'pki'}",
-                f"--node-ip={self.bridge.address}",
+                f"--node-ip={self.address}",
                 f"--hostname-override={self.name}",
-                "--node-labels=foo-operator.dev/real-node=true",
+                "--node-labels={}={}".format(*NODE_LABEL),
                 "--v=1",
             ],
         )
@@ -607,6 +727,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         config_file = self.workdir / "kube-proxy-config.yaml"
         config_file.write_text(yaml.safe_dump(config))
         self._launch("kube-proxy", [self.kube_proxy_bin, f"--config={config_file}", "--v=1"])
+
+    def _pod_addresses(self) -> tuple[str, str]:
+        """The first and last address host-local IPAM gives this node's pods: the node's own
+        block of POD_SUBNET (the first node's starts past the bridge's own addresses)."""
+        base = self.bridge.subnet.split("/")[0]
+        first = (self.number - 1) * POD_ADDRESSES_PER_NODE + (256 if self.number == 1 else 1)
+        return _offset(base, first), _offset(base, self.number * POD_ADDRESSES_PER_NODE - 2)
+
+    def _make_cgroup_parent(self) -> None:
+        """The kubelet's cgroupRoot must exist in every hierarchy before it starts."""
+        make_cgroup_parent(self.cgroup_parent)
 
     def _ready(self) -> bool:
         status, body = self.plane.get(f"/api/v1/nodes/{self.name}")
@@ -691,7 +822,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 path.unlink(missing_ok=True)
 
     def _remove_cgroups(self) -> None:
-        remove_kubepods_cgroups()
+        remove_kubepods_cgroups(self.cgroup_parent)
+
+    def _remove_address(self) -> None:
+        """A further node's address on the bridge (the first's is the bridge's own)."""
+        if self.address != self.bridge.address:
+            run("ip", "addr", "del", f"{self.address}/32", "dev", self.bridge.name, check=False)
 
     def _restore_iptables(self) -> None:
         restore_iptables(self._iptables)
@@ -728,6 +864,20 @@ def plane_with_real_node(
             log.info("loading %s into the node's containerd", image_archive)
             node.load_image(image_archive)
         yield plane, node
+
+
+@contextlib.contextmanager
+def another_node(first: RealNode, image_archive: str | os.PathLike[str] | None) -> Iterator[RealNode]:
+    """A further real node on `first`'s plane and bridge (`<first's name>-<n>`, state in
+    `<first's work dir>-<n>`), `image_archive` loaded into its containerd; torn down after (and
+    by `first`'s teardown if this process never reaches that)."""
+    number = first.number + 1 + len(first.further)
+    with RealNode(
+        first.plane, first.bridge, f"{DEFAULT_WORKDIR}-{number}", name=f"{first.name}-{number}", first=first
+    ) as node:
+        if image_archive is not None:
+            node.load_image(image_archive)
+        yield node
 
 
 def chart_values(node: RealNode, image: str) -> dict[str, Any]:
@@ -808,14 +958,14 @@ def _offset(address: str, n: int) -> str:
     return ".".join(str((value >> s) & 255) for s in (24, 16, 8, 0))
 
 
-def _clean_after_crash() -> None:
-    """A run that died without its teardown left its record: undo what can be undone."""
-    if not STATE_FILE.exists():
+def _clean_after_crash(record: Path) -> None:
+    """A run that died without its teardown left its `record`: undo what can be undone."""
+    if not record.exists():
         return
     try:
-        state = json.loads(STATE_FILE.read_text())
+        state = json.loads(record.read_text())
     except ValueError:
-        STATE_FILE.unlink(missing_ok=True)
+        record.unlink(missing_ok=True)
         return
     if state.get("pid") and Path(f"/proc/{state['pid']}").exists() and state["pid"] != os.getpid():
         raise ComponentError(f"another real node is running (pid {state['pid']}, {state['workdir']}); one per machine")
@@ -823,6 +973,6 @@ def _clean_after_crash() -> None:
     workdir, socket = Path(state["workdir"]), Path(state["socket"])
     kill_shims(socket)
     unmount_under(workdir)
-    remove_kubepods_cgroups()
+    remove_kubepods_cgroups(state.get("cgroup_parent", ""))
     shutil.rmtree(workdir, ignore_errors=True)
-    STATE_FILE.unlink(missing_ok=True)
+    record.unlink(missing_ok=True)

@@ -33,10 +33,10 @@ import yaml
 
 from hack.cluster import LocalControlPlane
 from hack.machine import run
-from hack.node import chart_values, plane_with_real_node
+from hack.node import NODE_LABEL, RealNode, another_node, chart_values, plane_with_real_node
 from tests.e2e.effects import Effects, deployment_uids, effects, foo_names
 from tests.e2e.load import Answers, Call, foo_create, reads, steady_load
-from tests.e2e.test_real_node import NAMESPACE, RELEASE, Cluster
+from tests.e2e.test_real_node import CHART, NAMESPACE, RELEASE, Cluster
 from tests.e2e.waiting import wait_for, wait_for_more
 from tests.e2e.watchers import Watchers, availability, instance, totals, unavailable_seconds
 
@@ -45,12 +45,14 @@ TABLE = Path(os.environ.get("FOO_DISRUPTIONS_TABLE", REPO_ROOT / "dist" / "disru
 REPLICAS = 2
 PERIOD = 0.25  # seconds between the load's rounds: a Foo stored (and a Deployment made) in each
 WATCHERS = 6  # FooHealth watchers in the insights case at first (more join until both pods have some)
+DRAIN = "kubectl drain of the node holding 1 of 2 of each (2 real nodes)"
 # The table's rows, in this order whatever order the cases ran in.
 CASES = (
     "SIGKILL 1 of 2 webhook pods",
     "SIGKILL the leading controller of 2",
     "SIGKILL 1 of 2 insights pods under open FooHealth watches",
     "kube-apiserver restarted (SIGTERM, start)",
+    DRAIN,
 )
 LEASE = {"leaseDurationSeconds": 15, "renewDeadlineSeconds": 10, "retryPeriodSeconds": 2}  # the chart's
 
@@ -379,3 +381,141 @@ def test_a_kube_apiserver_restart_under_load_loses_no_foo_and_every_client_recon
     tally(rows, CASES[3], answers, found, f"{recovery}, watchers caught up at {converged_at - stopped_at:.1f} s")
     assert unexpected == [], unexpected
     assert all(moment <= ready_at for moment in answers.failed_at), "a request failed after /readyz"
+
+
+# ----------------------------------------------------------------------------- a node drained
+# What a platform team sets to spread two replicas over two nodes, beside the chart's soft
+# anti-affinity: at most one more on a node than on another, counting only the Deployment's current
+# revision (pod-template-hash: a rollout's old pods do not push the new ones together), and a node
+# that is cordoned (its unschedulable taint, which the pods do not tolerate) no longer a place to
+# count: a drained replica's replacement may then join the other one on the node left.
+SPREAD = {
+    "maxSkew": 1,
+    "topologyKey": "kubernetes.io/hostname",
+    "whenUnsatisfiable": "DoNotSchedule",
+    "matchLabelKeys": ["pod-template-hash"],
+    "nodeTaintsPolicy": "Honor",
+}
+COMPONENTS = ("webhook", "insights", "controller")
+
+
+@pytest.fixture
+def second_node(release: Cluster, node_image: dict[str, Any]) -> Iterator[RealNode]:
+    """A second real node beside the release's (its own kubelet and containerd, on the same plane
+    and bridge), the release spread over both meanwhile; afterwards back on the first node alone,
+    where the other cases find it, and the second node torn down."""
+    with another_node(release.node, node_image["archive"]) as node:
+        try:
+            yield node
+        finally:
+            for name in (release.node.name, node.name):
+                release.plane.kubectl("uncordon", name, check=False)
+            upgrade(release, release.values)
+
+
+def upgrade(release: Cluster, values: Path) -> None:
+    """helm upgrade the release to ``values`` and wait for every rollout."""
+    release.plane.helm(
+        "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "-f", str(values), "--wait", "--timeout=180s", timeout=240
+    )
+
+
+def spread_over_real_nodes(release: Cluster, values_file: Path) -> None:
+    """The release's values with each component's pods allowed on any real node, spread by SPREAD."""
+    values = yaml.safe_load(release.values.read_text())
+    for component in COMPONENTS:
+        values[component]["nodeSelector"] = dict([NODE_LABEL])
+        values[component]["topologySpreadConstraints"] = [SPREAD]
+    values_file.write_text(yaml.safe_dump(values))
+    upgrade(release, values_file)
+
+
+def placement(release: Cluster) -> dict[str, list[str]]:
+    """The node of each Ready pod of each component, sorted."""
+    return {c: sorted(p["spec"]["nodeName"] for p in release.pods(c) if _ready(p)) for c in COMPONENTS}
+
+
+def leader(release: Cluster) -> tuple[str, str] | None:
+    """The lease's holder and its node, once it is one of the controller pods not being deleted."""
+    holder = controller_lease(release).get("holderIdentity") or ""
+    for pod in release.pods("controller"):
+        if holder.startswith(pod["metadata"]["name"]):
+            return holder, pod["spec"]["nodeName"]
+    return None
+
+
+def disruptions_allowed(release: Cluster) -> dict[str, int]:
+    """Each component's PodDisruptionBudget: how many of its pods an eviction may take now."""
+    budgets = release.get("pdb", "-n", NAMESPACE, "-l", f"app.kubernetes.io/instance={RELEASE}")["items"]
+    return {
+        b["metadata"]["labels"]["app.kubernetes.io/component"]: b["status"].get("disruptionsAllowed", 0)
+        for b in budgets
+    }
+
+
+def test_drain_of_the_node_holding_one_replica_of_each_fails_no_request(
+    release: Cluster, second_node: RealNode, rows: list[Row], tmp_path: Path
+) -> None:
+    """Two real nodes, one replica of each component on each, and `kubectl drain` of the one
+    holding the leading controller. drain cordons the node and evicts its pods through the Eviction
+    API, which grants an eviction only while the component's PodDisruptionBudget (maxUnavailable 1)
+    allows one: here one pod of each, each granted at once. Each evicted pod gets SIGTERM and its
+    grace period: the webhook and insights leave their Services' endpoints before they stop
+    listening, the controller releases its Lease and the standby takes it; the replacements start
+    on the other node. No request fails, nothing is lost or made twice."""
+    plane = release.plane
+    both = sorted([release.node.name, second_node.name])
+    spread_over_real_nodes(release, tmp_path / "spread.yaml")
+    wait_for(
+        "one Ready replica of each component on each node",
+        lambda: placement(release) == dict.fromkeys(COMPONENTS, both),
+        timeout=120,
+    )
+    wait_for(
+        "each PodDisruptionBudget to allow one eviction",
+        lambda: disruptions_allowed(release) == dict.fromkeys(COMPONENTS, 1),
+        timeout=60,
+    )
+    # The rollout's old leader may still hold the lease while it drains: wait for one of these.
+    holder, drained = wait_for("a current controller pod to hold the lease", lambda: leader(release), timeout=120)
+    (other,) = [name for name in both if name != drained]
+    namespace = case_namespace(plane, "disrupt-drain")
+    try:
+        with availability(plane) as changes, steady_load(plane, the_load(namespace), period=PERIOD) as answers:
+            wait_for_more("creates before the drain", lambda: answers.answered["write"], 10)
+            before = deployment_uids(plane, namespace)
+            began = time.monotonic()
+            drain = plane.kubectl(
+                "drain", drained, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s", timeout=360
+            )
+            drained_at = time.monotonic()
+            taken = wait_for(
+                "another controller to take the lease", lambda: _taken(controller_lease(release), holder), timeout=120
+            )
+            took_over_at = time.monotonic()
+            wait_for(
+                f"two Ready replicas of each component on {other}",
+                lambda: placement(release) == dict.fromkeys(COMPONENTS, [other, other]),
+                timeout=180,
+            )
+            ready_at = time.monotonic()
+            wait_for_more("creates after the drain", lambda: answers.answered["write"], 10)
+    finally:
+        plane.kubectl("uncordon", drained)
+    found = effects(plane, namespace, answers, before)
+    down = unavailable_seconds(changes, began)
+    refused = (drain.stdout + drain.stderr).count("violate the pod's disruption budget")
+    _report("drain", answers, found, began, since="the drain")
+    print(
+        f"  kubectl drain {drained} (held the lease; {other} kept the other replicas): done in {drained_at - began:.1f}s, "
+        f"{refused} evictions refused by a PodDisruptionBudget; lease taken by {taken['holderIdentity']} "
+        f"{took_over_at - began:.1f}s after the drain began; two Ready replicas of each on {other} at "
+        f"{ready_at - began:.1f}s; APIService not Available for {down:.1f}s\n{drain.stdout}{drain.stderr}"
+    )
+    recovery = (
+        f"drained in {drained_at - began:.1f} s, new leader at {took_over_at - began:.1f} s, "
+        f"replacements Ready at {ready_at - began:.1f} s, APIService unavailable {down:.1f} s"
+    )
+    tally(rows, DRAIN, answers, found, recovery)
+    assert answers.failures == [], answers.failures
+    assert refused == 0, "a second pod of one component was on the drained node"

@@ -119,6 +119,30 @@ def test_topology_spread_gets_the_components_selector_unless_it_names_one(compon
     assert second == own
 
 
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_every_components_replicas_prefer_different_nodes_so_a_drain_takes_one(component: str) -> None:
+    """Soft anti-affinity by node between a component's replicas (the controller's standby too):
+    with as many nodes as replicas, one each, so draining or losing a node takes one of them and
+    its PodDisruptionBudget lets it go; with fewer nodes they still schedule."""
+    found = deployment(render({component: {"replicas": 2}}), component)
+    anti = found["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti
+    (term,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["weight"] == 100
+    assert term["podAffinityTerm"] == {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": found["spec"]["selector"]["matchLabels"]},
+    }
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_a_components_own_affinity_replaces_the_default_anti_affinity(component: str) -> None:
+    zone = {"topologyKey": "topology.kubernetes.io/zone", "labelSelector": {"matchLabels": {"x": "y"}}}
+    own = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [zone]}}
+    affinity = pod_spec(render({component: {"affinity": own}}), component)["affinity"]
+    assert affinity["podAntiAffinity"] == own["podAntiAffinity"]
+
+
 def test_the_controller_has_a_disruption_budget_on_its_pods() -> None:
     objects = render()
     budget = find(objects, "PodDisruptionBudget", "foo-operator-controller")

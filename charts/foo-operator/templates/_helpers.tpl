@@ -456,11 +456,14 @@ Call with (dict "root" $ "affinity" <map>).
 {{- end }}
 {{- end }}
 
-{{- define "foo-operator.insightsAffinity" -}}
-{{- if .Values.insights.affinity }}
-{{- toYaml .Values.insights.affinity }}
+{{/* A component's own `affinity`, else soft anti-affinity between its replicas, so a node's
+drain or loss takes one of them, not all: (dict "root" $ "component" "controller"). */}}
+{{- define "foo-operator.componentAffinity" -}}
+{{- $own := (get .root.Values .component).affinity }}
+{{- if $own }}
+{{- toYaml $own }}
 {{- else }}
-{{- include "foo-operator.softAntiAffinity" (dict "root" . "component" "insights") }}
+{{- include "foo-operator.softAntiAffinity" . }}
 {{- end }}
 {{- end }}
 
