@@ -22,6 +22,7 @@ run and why each number is what it is.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -144,9 +145,14 @@ def restarted_and_ready(release: Cluster, pod: dict[str, Any]) -> bool:
 
 
 def killed_and_back(release: Cluster, pod: dict[str, Any], answers: Answers) -> tuple[float, float]:
-    """SIGKILL the pod's container under the load; when, and when the pod was Ready again (the
-    load then answered 10 more creates)."""
+    """SIGKILL the pod's container under the load; when, and when the pod was Ready again."""
     killed_at = sigkill(release, pod)
+    return killed_at, back(release, pod, answers)
+
+
+def back(release: Cluster, pod: dict[str, Any], answers: Answers) -> float:
+    """When the pod's killed container was restarted and the pod Ready again (the load then
+    answered 10 more creates)."""
     wait_for(
         f"the killed pod {pod['metadata']['name']} restarted and Ready",
         lambda: restarted_and_ready(release, pod),
@@ -154,7 +160,7 @@ def killed_and_back(release: Cluster, pod: dict[str, Any], answers: Answers) -> 
     )
     ready_at = time.monotonic()
     wait_for_more("creates after the recovery", lambda: answers.answered["write"], 10)
-    return killed_at, ready_at
+    return ready_at
 
 
 def all_ready(release: Cluster, component: str) -> list[dict[str, Any]]:
@@ -168,9 +174,21 @@ def the_load(namespace: str) -> list[Call]:
     return [foo_create(namespace, dry_run=False), *reads(namespace)]
 
 
-def conversions(namespace: str) -> list[Call]:
-    """The reads that call the webhook: a page of Foos at v1alpha1 (the readers' load in its cases)."""
-    return reads(namespace)[:1]
+@contextlib.contextmanager
+def webhook_load(plane: LocalControlPlane, namespace: str) -> Iterator[Answers]:
+    """The webhook cases' load: the load, and the readers reading pages of Foos at v1alpha1 (each
+    through the conversion webhook) back to back; yielded once it has stored 10 Foos."""
+    readers = reads(namespace)[:1]
+    with steady_load(plane, the_load(namespace), period=PERIOD, readers=readers, senders=READERS) as answers:
+        wait_for_more("creates before the disruption", lambda: answers.answered["write"], 10)
+        yield answers
+
+
+def only_webhook_calls_failed(answers: Answers) -> None:
+    """Every failure a 500 for a webhook call: admission's `failed calling webhook`, conversion's
+    `conversion webhook`."""
+    for failure in answers.failures:
+        assert " 500: " in failure and "webhook" in failure, failure
 
 
 def in_flight(answers: Answers, moment: float) -> str:
@@ -223,17 +241,14 @@ def test_sigkill_of_one_webhook_pod_of_two_fails_only_the_requests_it_held(relea
     failed create stored nothing."""
     plane = release.plane
     namespace = case_namespace(plane, "disrupt-webhook")
-    load = the_load(namespace)
-    with steady_load(plane, load, period=PERIOD, readers=conversions(namespace), senders=READERS) as answers:
-        wait_for_more("creates before the kill", lambda: answers.answered["write"], 10)
+    with webhook_load(plane, namespace) as answers:
         victim = serving_most(release)
         killed_at, recovered_at = killed_and_back(release, victim, answers)
     found = effects(plane, namespace, answers)
     _report("webhook SIGKILL", answers, found, killed_at)
     tally(rows, CASES[0], answers, found, f"{recovered_at - killed_at:.1f} s to Ready", in_flight(answers, killed_at))
     assert all(killed_at <= moment <= recovered_at for moment in answers.failed_at), "a request failed outside the kill"
-    for failure in answers.failures:  # admission's `failed calling webhook`, conversion's `conversion webhook`
-        assert " 500: " in failure and "webhook" in failure, failure
+    only_webhook_calls_failed(answers)
 
 
 def test_a_webhook_pod_killed_while_it_holds_requests_fails_those_and_no_others(
@@ -246,9 +261,7 @@ def test_a_webhook_pod_killed_while_it_holds_requests_fails_those_and_no_others(
     nothing. The requests the other pod served, and every one after the restart, succeed."""
     plane = release.plane
     namespace = case_namespace(plane, "disrupt-webhook-held")
-    load = the_load(namespace)
-    with steady_load(plane, load, period=PERIOD, readers=conversions(namespace), senders=READERS) as answers:
-        wait_for_more("creates before the stop", lambda: answers.answered["write"], 10)
+    with webhook_load(plane, namespace) as answers:
         victim = serving_most(release)
         pid = task_pid(release, victim)
         stopped_at = time.monotonic()
@@ -265,8 +278,7 @@ def test_a_webhook_pod_killed_while_it_holds_requests_fails_those_and_no_others(
     tally(rows, CASES[4], answers, found, f"{recovered_at - killed_at:.1f} s to Ready", in_flight(answers, killed_at))
     assert all(stopped_at <= moment <= recovered_at for moment in answers.failed_at), "a request failed outside"
     assert answers.in_flight(killed_at)[1] >= 1, "no request held by the killed pod failed"
-    for failure in answers.failures:
-        assert " 500: " in failure and "webhook" in failure, failure
+    only_webhook_calls_failed(answers)
 
 
 def serving_most(release: Cluster) -> dict[str, Any]:
@@ -321,9 +333,7 @@ def test_an_oom_kill_of_one_webhook_pod_of_two_is_a_sigkill_by_the_kernel(releas
     fail, with a 500, and nothing is lost."""
     plane = release.plane
     namespace = case_namespace(plane, "disrupt-webhook-oom")
-    load = the_load(namespace)
-    with steady_load(plane, load, period=PERIOD, readers=conversions(namespace), senders=READERS) as answers:
-        wait_for_more("creates before the allocation", lambda: answers.answered["write"], 10)
+    with webhook_load(plane, namespace) as answers:
         victim = serving_most(release)
         limit = _bytes(victim["spec"]["containers"][0]["resources"]["limits"]["memory"])
         container = victim["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
@@ -353,13 +363,7 @@ def test_an_oom_kill_of_one_webhook_pod_of_two_is_a_sigkill_by_the_kernel(releas
                 allocator.kill()
             allocator.wait()
         killed_at = time.monotonic()
-        wait_for(
-            f"the OOM-killed pod {victim['metadata']['name']} restarted and Ready",
-            lambda: restarted_and_ready(release, victim),
-            timeout=120,
-        )
-        recovered_at = time.monotonic()
-        wait_for_more("creates after the recovery", lambda: answers.answered["write"], 10)
+        recovered_at = back(release, victim, answers)
     found = effects(plane, namespace, answers)
     last = release.get("pod", victim["metadata"]["name"], "-n", NAMESPACE)["status"]["containerStatuses"][0]
     terminated = last["lastState"]["terminated"]
@@ -374,8 +378,7 @@ def test_an_oom_kill_of_one_webhook_pod_of_two_is_a_sigkill_by_the_kernel(releas
     assert terminated["reason"] == "OOMKilled" and terminated["exitCode"] == 137, terminated
     assert kills and kills[0] == pid, f"the OOM killer's first victim was not the server (pid {pid}): {kills}"
     assert all(began_at <= moment <= recovered_at for moment in answers.failed_at), "a request failed outside"
-    for failure in answers.failures:
-        assert " 500: " in failure and "webhook" in failure, failure
+    only_webhook_calls_failed(answers)
 
 
 def _bytes(quantity: str) -> int:
