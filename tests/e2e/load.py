@@ -81,7 +81,6 @@ class Answers:
     failed_rounds: dict[str, set[int]] = field(default_factory=dict)  # by Call.what: the n of each
     rounds: int = 0  # begun
     spans: list[tuple[float, float, bool]] = field(default_factory=list)  # (began, ended, as expected) of each
-    pending: Counter[float] = field(default_factory=Counter)  # unanswered requests, by when each was sent
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the senders share this
 
     def requests(self) -> int:
@@ -91,7 +90,6 @@ class Answers:
         """One request's answer; ``n``: its round (None: a reader's, which no round counts)."""
         ended, expected = time.monotonic(), status == call.expected
         with self.lock:
-            self.pending -= Counter({began: 1})
             self.spans.append((began, ended, expected))
             if expected:
                 self.answered[call.what] += 1
@@ -106,19 +104,6 @@ class Answers:
         with self.lock:
             held = [expected for began, ended, expected in self.spans if began <= moment < ended]
         return len(held), held.count(False)
-
-    def sent(self) -> float:
-        """A request is sent now: when (``count`` takes its answer)."""
-        began = time.monotonic()
-        with self.lock:
-            self.pending[began] += 1
-        return began
-
-    def unanswered_for(self, seconds: float) -> int:
-        """How many requests sent ``seconds`` ago or longer are still unanswered."""
-        with self.lock:
-            oldest = time.monotonic() - seconds
-            return sum(count for began, count in self.pending.items() if began <= oldest)
 
     def acknowledged(self, what: str) -> set[int]:
         """The rounds whose ``what`` call was answered as expected."""
@@ -156,7 +141,7 @@ def steady_load(
     answers = Answers()
 
     def send(call: Call, n: int | None) -> bool:
-        began = answers.sent()
+        began = time.monotonic()
         status, answer = _as_client_go_would(plane, call, n or 0, timeout)
         answers.count(call, n, began, status, answer)
         return status == call.expected
