@@ -9,7 +9,8 @@
 // behind its APIService), and prints the two answers side by side. It exits 1 when an answer
 // breaks the rule: where the rule allows two answers (the state at R, or 410 Gone), either
 // passes; else both answers must be of the same kind (code, reason, causes; for a 200 what the
-// list holds). tests/e2e/test_client_go_lists.py runs it; hack/build.sh builds it.
+// list holds). tests/e2e/test_client_go_lists.py runs it; hack/build.sh builds it. With --watch
+// it is a FooHealth watcher instead (watch.go), for tests/e2e/test_disruptions.py.
 package main
 
 import (
@@ -40,6 +41,7 @@ func main() {
 	only := flag.String("only", "", "run only the checks whose rule matches this regular expression")
 	via := flag.String("via", "", "run only the checks made this way: raw, REST, pager or informer")
 	objects := flag.Int("objects", 5, "Foos made before the checks (pages are 2 items)")
+	watch := flag.Bool("watch", false, "instead of the checks, watch the namespace's FooHealths with an informer, printing JSON lines (watch.go)")
 	klog.InitFlags(nil) // -v=4 shows why a reflector gave up a watch-list
 	flag.Parse()
 	installGates() // before any client: the reflector reads the gates when it is made
@@ -53,6 +55,10 @@ func main() {
 	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		fail("kubeconfig: %v", err)
+	}
+	if *watch {
+		watchMode(config, *namespace)
+		return
 	}
 	e, err := newEnv(config, *namespace)
 	if err != nil {

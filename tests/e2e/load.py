@@ -80,9 +80,30 @@ class Answers:
     failed_at: list[float] = field(default_factory=list)  # time.monotonic() of each, in step
     failed_rounds: dict[str, set[int]] = field(default_factory=dict)  # by Call.what: the n of each
     rounds: int = 0  # begun
+    spans: list[tuple[float, float, bool]] = field(default_factory=list)  # (began, ended, as expected) of each
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the senders share this
 
     def requests(self) -> int:
         return sum(self.answered.values()) + len(self.failures)
+
+    def count(self, call: Call, n: int | None, began: float, status: int, answer: bytes) -> None:
+        """One request's answer; ``n``: its round (None: a reader's, which no round counts)."""
+        ended, expected = time.monotonic(), status == call.expected
+        with self.lock:
+            self.spans.append((began, ended, expected))
+            if expected:
+                self.answered[call.what] += 1
+                return
+            self.failures.append(f"{call.what} {status}: {answer[:400]!r}")
+            self.failed_at.append(ended)
+            if n is not None:
+                self.failed_rounds.setdefault(call.what, set()).add(n)
+
+    def in_flight(self, moment: float) -> tuple[int, int]:
+        """How many requests were in flight at ``moment`` (sent, not yet answered), and how many of them failed."""
+        with self.lock:
+            held = [expected for began, ended, expected in self.spans if began <= moment < ended]
+        return len(held), held.count(False)
 
     def acknowledged(self, what: str) -> set[int]:
         """The rounds whose ``what`` call was answered as expected."""
@@ -102,12 +123,28 @@ def steady_requests(plane: LocalControlPlane, calls: Sequence[Call]) -> Iterator
 
 @contextlib.contextmanager
 def steady_load(
-    plane: LocalControlPlane, calls: Sequence[Call], *, period: float = 0.0, timeout: float = CLIENT_TIMEOUT
+    plane: LocalControlPlane,
+    calls: Sequence[Call],
+    *,
+    period: float = 0.0,
+    timeout: float = CLIENT_TIMEOUT,
+    readers: Sequence[Call] = (),
+    senders: int = 0,
 ) -> Iterator[Answers]:
     """``calls`` one after another, a round at most every ``period`` seconds, until the block ends;
     every answer counted in the ``Answers`` yielded (the last round is finished before it ends). A
-    request not answered within ``timeout`` seconds failed."""
+    request not answered within ``timeout`` seconds failed.
+
+    Beside it, ``senders`` threads send ``readers`` (reads: no round counts them) one after
+    another with no pause, so that at any moment that many requests are in flight: one sender
+    alone leaves a request in flight at a kill only by chance."""
     answers = Answers()
+
+    def send(call: Call, n: int | None) -> bool:
+        began = time.monotonic()
+        status, answer = _as_client_go_would(plane, call, n or 0, timeout)
+        answers.count(call, n, began, status, answer)
+        return status == call.expected
 
     def load(stop: threading.Event) -> None:
         n = 0
@@ -116,16 +153,19 @@ def steady_load(
             answers.rounds = n
             began = time.monotonic()
             for call in calls:
-                status, answer = _as_client_go_would(plane, call, n, timeout)
-                if status == call.expected:
-                    answers.answered[call.what] += 1
-                else:
-                    answers.failures.append(f"{call.what} {status}: {answer[:400]!r}")
-                    answers.failed_at.append(time.monotonic())
-                    answers.failed_rounds.setdefault(call.what, set()).add(n)
+                send(call, n)
             stop.wait(began + period - time.monotonic())  # a steady rate, not a catch-up burst
 
-    with running("steady-load", load):
+    def read(stop: threading.Event) -> None:
+        while not stop.is_set():
+            for call in readers:
+                if not send(call, None):
+                    stop.wait(period)  # refused at once (kube-apiserver down): no faster than the load
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(running("steady-load", load))
+        for i in range(senders):
+            stack.enter_context(running(f"steady-reader-{i}", read))
         yield answers
 
 

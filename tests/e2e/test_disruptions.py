@@ -9,8 +9,11 @@ has recovered, and counts what the clients saw: every request that failed, every
 whose Deployment was made again (duplicated), and every effect of a request that failed.
 
 A process is killed the way the kernel's OOM killer or a crashed runtime would: SIGKILL to the
-container's task through the node's containerd, so nothing drains. The kubelet then restarts the
-container in the same pod.
+container's task through the node's containerd, so nothing drains; once by the OOM killer itself,
+at the container's memory limit. The kubelet then restarts the container in the same pod. Where
+requests in flight at the moment are the question (the webhook's and kube-apiserver's cases),
+readers send v1alpha1 pages back to back beside the load, and the table says how many requests
+were in flight and how many of those failed.
 
 Each case adds a row to a table written, when the module ends, to ``dist/disruptions.md`` (or
 ``$FOO_DISRUPTIONS_TABLE``), which a release attaches; docs/disruptions.md holds the table of a
@@ -19,8 +22,11 @@ run and why each number is what it is.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,13 +44,14 @@ from tests.e2e.effects import Effects, deployment_uids, effects, foo_names
 from tests.e2e.load import Answers, Call, foo_create, reads, steady_load
 from tests.e2e.test_real_node import CHART, NAMESPACE, RELEASE, Cluster
 from tests.e2e.waiting import wait_for, wait_for_more
-from tests.e2e.watchers import Watchers, availability, instance, totals, unavailable_seconds
+from tests.e2e.watchers import ClientGoWatchers, Watchers, availability, instance, totals, unavailable_seconds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TABLE = Path(os.environ.get("FOO_DISRUPTIONS_TABLE", REPO_ROOT / "dist" / "disruptions.md"))
 REPLICAS = 2
 PERIOD = 0.25  # seconds between the load's rounds: a Foo stored (and a Deployment made) in each
 WATCHERS = 6  # FooHealth watchers in the insights case at first (more join until both pods have some)
+CLIENT_GO_WATCHERS = 2  # and client-go informers beside them (as many more join)
 DRAIN = "kubectl drain of the node holding 1 of 2 of each (2 real nodes)"
 # The table's rows, in this order whatever order the cases ran in.
 CASES = (
@@ -52,8 +59,12 @@ CASES = (
     "SIGKILL the leading controller of 2",
     "SIGKILL 1 of 2 insights pods under open FooHealth watches",
     "kube-apiserver restarted (SIGTERM, start)",
+    "SIGKILL 1 of 2 webhook pods holding requests (stopped first)",
+    "OOM kill of 1 of 2 webhook pods (the kernel's, at its memory limit)",
     DRAIN,
 )
+READERS = 2  # senders of reads beside the load, with no pause: requests in flight at any moment
+HELD = 1  # webhook calls a stopped pod must hold, written on connections open before the stop
 LEASE = {"leaseDurationSeconds": 15, "renewDeadlineSeconds": 10, "retryPeriodSeconds": 2}  # the chart's
 
 
@@ -64,18 +75,19 @@ class Row:
     lost: int
     duplicated: int
     recovery: str
+    in_flight: str = "not counted"  # at the kill or the SIGTERM: how many requests, and how many of them failed
 
     def markdown(self) -> str:
         return (
-            f"| {self.case} | {self.answers.requests()} | {len(self.answers.failures)} | "
+            f"| {self.case} | {self.answers.requests()} | {len(self.answers.failures)} | {self.in_flight} | "
             f"{self.lost} / {self.duplicated} | {self.recovery} |"
         )
 
 
 def table(rows: list[Row]) -> str:
     head = [
-        "| case | requests | failed | lost / duplicated effects | recovery |",
-        "|---|---|---|---|---|",
+        "| case | requests | failed | in flight at the disruption (failed) | lost / duplicated effects | recovery |",
+        "|---|---|---|---|---|---|",
     ]
     ordered = sorted(rows, key=lambda row: CASES.index(row.case))
     return "\n".join([*head, *(row.markdown() for row in ordered)]) + "\n"
@@ -135,9 +147,14 @@ def restarted_and_ready(release: Cluster, pod: dict[str, Any]) -> bool:
 
 
 def killed_and_back(release: Cluster, pod: dict[str, Any], answers: Answers) -> tuple[float, float]:
-    """SIGKILL the pod's container under the load; when, and when the pod was Ready again (the
-    load then answered 10 more creates)."""
+    """SIGKILL the pod's container under the load; when, and when the pod was Ready again."""
     killed_at = sigkill(release, pod)
+    return killed_at, back(release, pod, answers)
+
+
+def back(release: Cluster, pod: dict[str, Any], answers: Answers) -> float:
+    """When the pod's killed container was restarted and the pod Ready again (the load then
+    answered 10 more creates)."""
     wait_for(
         f"the killed pod {pod['metadata']['name']} restarted and Ready",
         lambda: restarted_and_ready(release, pod),
@@ -145,7 +162,7 @@ def killed_and_back(release: Cluster, pod: dict[str, Any], answers: Answers) -> 
     )
     ready_at = time.monotonic()
     wait_for_more("creates after the recovery", lambda: answers.answered["write"], 10)
-    return killed_at, ready_at
+    return ready_at
 
 
 def all_ready(release: Cluster, component: str) -> list[dict[str, Any]]:
@@ -159,23 +176,48 @@ def the_load(namespace: str) -> list[Call]:
     return [foo_create(namespace, dry_run=False), *reads(namespace)]
 
 
+@contextlib.contextmanager
+def webhook_load(plane: LocalControlPlane, namespace: str) -> Iterator[Answers]:
+    """The webhook cases' load: the load, and the readers reading pages of Foos at v1alpha1 (each
+    through the conversion webhook) back to back; yielded once it has stored 10 Foos."""
+    readers = reads(namespace)[:1]
+    with steady_load(plane, the_load(namespace), period=PERIOD, readers=readers, senders=READERS) as answers:
+        wait_for_more("creates before the disruption", lambda: answers.answered["write"], 10)
+        yield answers
+
+
+def only_webhook_calls_failed(answers: Answers) -> None:
+    """Every failure a 500 for a webhook call: admission's `failed calling webhook`, conversion's
+    `conversion webhook`."""
+    for failure in answers.failures:
+        assert " 500: " in failure and "webhook" in failure, failure
+
+
+def in_flight(answers: Answers, moment: float) -> str:
+    """The table's count of the requests in flight at ``moment``: "n (f failed)"."""
+    held, failed = answers.in_flight(moment)
+    return f"{held} ({failed} failed)"
+
+
 def case_namespace(plane: LocalControlPlane, name: str) -> str:
     plane.kubectl("create", "namespace", name)
     return name
 
 
-def tally(rows: list[Row], case: str, answers: Answers, found: Effects, recovery: str) -> None:
+def tally(
+    rows: list[Row], case: str, answers: Answers, found: Effects, recovery: str, held: str = "not counted"
+) -> None:
     """The case's row in the table; then, whatever else it proves, no effect lost or duplicated."""
-    rows.append(Row(case, answers, *found.counted, recovery))
+    rows.append(Row(case, answers, *found.counted, recovery, held))
     assert found == Effects([], [], []), found
 
 
-def caught_up(plane: LocalControlPlane, namespace: str, watchers: Watchers) -> float:
+def caught_up(plane: LocalControlPlane, namespace: str, *watchers: Watchers | ClientGoWatchers) -> float:
     """When every watcher's cache held a FooHealth per Foo (the load stopped, the watchers not)."""
     foos = foo_names(plane, namespace)
     wait_for(
         "every watcher's cache to hold a FooHealth per Foo",
-        lambda: all(cache == foos for cache in watchers.caches()),
+        lambda: all(cache == foos for each in watchers for cache in each.caches()),
         timeout=120,
     )
     return time.monotonic()
@@ -201,16 +243,171 @@ def test_sigkill_of_one_webhook_pod_of_two_fails_only_the_requests_it_held(relea
     failed create stored nothing."""
     plane = release.plane
     namespace = case_namespace(plane, "disrupt-webhook")
-    victim = all_ready(release, "webhook")[0]
-    with steady_load(plane, the_load(namespace), period=PERIOD) as answers:
-        wait_for_more("creates before the kill", lambda: answers.answered["write"], 10)
+    with webhook_load(plane, namespace) as answers:
+        victim = serving_most(release)
         killed_at, recovered_at = killed_and_back(release, victim, answers)
     found = effects(plane, namespace, answers)
     _report("webhook SIGKILL", answers, found, killed_at)
-    tally(rows, CASES[0], answers, found, f"{recovered_at - killed_at:.1f} s to Ready")
+    tally(rows, CASES[0], answers, found, f"{recovered_at - killed_at:.1f} s to Ready", in_flight(answers, killed_at))
     assert all(killed_at <= moment <= recovered_at for moment in answers.failed_at), "a request failed outside the kill"
-    for failure in answers.failures:  # admission's `failed calling webhook`, conversion's `conversion webhook`
-        assert " 500: " in failure and "webhook" in failure, failure
+    only_webhook_calls_failed(answers)
+
+
+def test_a_webhook_pod_killed_while_it_holds_requests_fails_those_and_no_others(
+    release: Cluster, rows: list[Row]
+) -> None:
+    """A webhook pod that hangs (stopped: SIGSTOP) while kube-apiserver keeps calling it, then
+    SIGKILLed once it certainly holds a call: one written on a connection kube-apiserver had open
+    before the stop (bytes the process never read). Such a call ends with the connection reset
+    under it, and kube-apiserver tries none again, so its request fails with a 500 (`failed
+    calling webhook` or `conversion webhook`) and a create it held stored nothing; a call waiting
+    for a new connection to the stopped pod goes out on whichever connection frees up first (Go's
+    transport). Nothing lost; only webhook calls fail, and only from the stop to the restart."""
+    plane = release.plane
+    namespace = case_namespace(plane, "disrupt-webhook-held")
+    with webhook_load(plane, namespace) as answers:
+        victim = serving_most(release)
+        pid = task_pid(release, victim)
+        open_before = {row.split()[3] for row in _connections(pid)}  # kube-apiserver's ends
+        stopped_at = time.monotonic()
+        os.kill(pid, signal.SIGSTOP)  # the process hangs; the kernel still accepts connections for it
+        try:  # (before its liveness probe fails 3 times, 10 s apart, and the kubelet kills it itself)
+            held = wait_for(f"{HELD} calls held", lambda: _holding(pid, open_before, HELD), timeout=20)
+        finally:  # a stopped pod is killed whatever happened: the kubelet restarts it
+            killed_at, recovered_at = killed_and_back(release, victim, answers)
+    found = effects(plane, namespace, answers)
+    _report("webhook SIGKILL of a stopped pod", answers, found, killed_at)
+    print(
+        f"  stopped {killed_at - stopped_at:.1f}s before the kill, holding {held} calls written on connections open "
+        f"before the stop; client requests in flight at the kill: {in_flight(answers, killed_at)}"
+    )
+    tally(rows, CASES[4], answers, found, f"{recovered_at - killed_at:.1f} s to Ready", in_flight(answers, killed_at))
+    assert all(stopped_at <= moment <= recovered_at for moment in answers.failed_at), "a request failed outside"
+    only_webhook_calls_failed(answers)
+
+
+def serving_most(release: Cluster) -> dict[str, Any]:
+    """The webhook pod kube-apiserver holds the most connections to (under load): the one a kill
+    meets. kube-apiserver keeps its HTTP/1.1 connections to a webhook open and reuses them, and
+    dials anew only when it needs more, so after one pod restarts the other may serve it all."""
+    pods = all_ready(release, "webhook")
+    held = {pod["metadata"]["name"]: len(_connections(task_pid(release, pod))) for pod in pods}
+    print(f"\n  kube-apiserver's connections to each webhook pod: {held}")
+    return max(pods, key=lambda pod: held[pod["metadata"]["name"]])
+
+
+def _connections(pid: int) -> list[str]:
+    """The established connections to the webhook's port in ``pid``'s network namespace."""
+    listed = run("nsenter", "-t", str(pid), "-n", "ss", "-Htn", "state", "established", "( sport = :9443 )")
+    return listed.stdout.splitlines()
+
+
+def _holding(pid: int, open_before: set[str], count: int) -> int | None:
+    """How many of the connections in ``open_before`` hold bytes ``pid`` has not read (a call
+    written to it), once there are ``count``."""
+    rows = [row.split() for row in _connections(pid)]
+    unread = sum(1 for row in rows if row[3] in open_before and int(row[0]) > 0)  # Recv-Q, peer
+    return unread if unread >= count else None
+
+
+def task_pid(release: Cluster, pod: dict[str, Any]) -> int:
+    """The host's pid of the pod's container's process (its containerd task)."""
+    container = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+    listed = run("ctr", "--address", str(release.node.socket), "-n", "k8s.io", "tasks", "ls").stdout
+    (pid,) = [line.split()[1] for line in listed.splitlines() if line.startswith(container)]
+    return int(pid)
+
+
+# A process in the container's cgroup (and pid namespace) that forks children, each allocating
+# half the server's resident memory, until together they pass the memory limit. No child is
+# ever as large as the server, so the OOM killer, which kills the largest process of the cgroup
+# (all have the container's oom_score_adj), picks the server (pid 1 here); its death ends the
+# pid namespace, and the children with it.
+ALLOCATE = """
+import os, sys, time
+limit = int(sys.argv[1])
+server = int(open("/proc/1/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+chunk = max(server // 2, 4 << 20)
+for _ in range(limit // chunk + 2):
+    if os.fork() == 0:
+        held = b"\x01" * chunk
+        time.sleep(600)
+        os._exit(0)
+    time.sleep(0.05)
+time.sleep(600)
+"""
+
+
+def test_an_oom_kill_of_one_webhook_pod_of_two_is_a_sigkill_by_the_kernel(release: Cluster, rows: list[Row]) -> None:
+    """One webhook pod's container made to pass its memory limit for real (processes exec'd in
+    its cgroup allocate): the kernel's OOM killer kills the server, the largest process, the
+    kubelet records `OOMKilled` and restarts it. For the clients it is the SIGKILL above: only
+    the requests whose webhook call the dead process held or dialled before its endpoint went
+    fail, with a 500, and nothing is lost."""
+    plane = release.plane
+    namespace = case_namespace(plane, "disrupt-webhook-oom")
+    with webhook_load(plane, namespace) as answers:
+        victim = serving_most(release)
+        limit = _bytes(victim["spec"]["containers"][0]["resources"]["limits"]["memory"])
+        container = victim["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+        pid = task_pid(release, victim)
+        began_at = time.monotonic()
+        ctr = ("ctr", "--address", str(release.node.socket), "-n", "k8s.io")
+        allocator = subprocess.Popen(
+            [
+                *ctr,
+                "tasks",
+                "exec",
+                "--exec-id",
+                f"oom-{os.getpid()}",
+                container,
+                "python3",
+                "-c",
+                ALLOCATE,
+                str(limit),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:  # its exec ends when the container's processes die: then the kernel has killed
+            wait_for("the allocator's end", lambda: allocator.poll() is not None, timeout=120)
+        finally:
+            if allocator.poll() is None:
+                allocator.kill()
+            allocator.wait()
+        killed_at = time.monotonic()
+        recovered_at = back(release, victim, answers)
+    found = effects(plane, namespace, answers)
+    last = release.get("pod", victim["metadata"]["name"], "-n", NAMESPACE)["status"]["containerStatuses"][0]
+    terminated = last["lastState"]["terminated"]
+    kills = oom_kills(container)
+    _report("webhook OOM kill", answers, found, killed_at)
+    print(
+        f"  limit {limit} bytes; allocator ran {killed_at - began_at:.1f}s; the kernel killed {kills} "
+        f"(the server: pid {pid}); lastState.terminated {terminated['reason']}, exit {terminated['exitCode']}; "
+        f"client requests in flight at its end: {in_flight(answers, killed_at)}"
+    )
+    tally(rows, CASES[5], answers, found, f"{recovered_at - killed_at:.1f} s to Ready", in_flight(answers, killed_at))
+    assert terminated["reason"] == "OOMKilled" and terminated["exitCode"] == 137, terminated
+    assert kills and kills[0] == pid, f"the OOM killer's first victim was not the server (pid {pid}): {kills}"
+    assert all(began_at <= moment <= recovered_at for moment in answers.failed_at), "a request failed outside"
+    only_webhook_calls_failed(answers)
+
+
+def _bytes(quantity: str) -> int:
+    """A memory quantity of the chart's kind (Ki, Mi, Gi) in bytes."""
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+    return int(quantity[:-2]) * units[quantity[-2:]] if quantity[-2:] in units else int(quantity)
+
+
+def oom_kills(container: str) -> list[int]:
+    """The pids the kernel's OOM killer killed in the container's memory cgroup, in order (its log)."""
+    log = run("dmesg").stdout
+    return [
+        int(line.split(",pid=")[1].split(",")[0])
+        for line in log.splitlines()
+        if "oom-kill:" in line and "task_memcg=" in line and container in line.split("task_memcg=")[1]
+    ]
 
 
 # ----------------------------------------------------------------------------- the controller
@@ -273,7 +470,7 @@ def _micro_time(stamp: str) -> float:
 
 
 # ----------------------------------------------------------------------------- insights
-def spread_over_every_pod(watchers: Watchers) -> Callable[[], bool]:
+def spread_over_every_pod(watchers: Watchers | ClientGoWatchers) -> Callable[[], bool]:
     """A probe: whether the watches are spread over every insights pod (each watcher's
     resourceVersion names the process serving it). All of the first few may have landed on one
     pod, so each 5 s it is still false, one more watcher."""
@@ -290,26 +487,38 @@ def spread_over_every_pod(watchers: Watchers) -> Callable[[], bool]:
 
 
 def test_sigkill_of_one_insights_pod_of_two_under_open_watches_relists_and_loses_no_foohealth(
-    release: Cluster, rows: list[Row]
+    release: Cluster, rows: list[Row], tmp_path: Path
 ) -> None:
-    """One of the two insights pods SIGKILLed while watchers (kube.informer, client-go's reflector
-    protocol) hold FooHealth watches on both, through the aggregator. A watch the dead pod served
-    ends; its watcher resumes from its resourceVersion, which no other insights process holds
-    (each numbers its own changes), so it is answered 410 Expired and relists, as a reflector
-    expects. Every watcher's cache comes back to the truth (a FooHealth per Foo); writes and
-    v1alpha1 reads never fail; only FooHealth reads the aggregator sent to the dead pod before its
-    endpoint was taken out."""
+    """One of the two insights pods SIGKILLed while watchers hold FooHealth watches on both,
+    through the aggregator: client-go informers (hack/list-rules --watch) and kube.informers
+    (which follow client-go's reflector). A watch the dead pod served ends; its watcher resumes
+    from its resourceVersion, which no other insights process holds (each numbers its own
+    changes), so it is answered 410 Expired and relists, as a reflector expects. Every watcher's
+    cache comes back to the truth (a FooHealth per Foo); writes and v1alpha1 reads never fail;
+    only FooHealth reads the aggregator sent to the dead pod before its endpoint was taken out."""
     plane = release.plane
     namespace = case_namespace(plane, "disrupt-insights")
     victim = all_ready(release, "insights")[0]
     load = the_load(namespace)
-    with availability(plane) as changes, Watchers(plane.kubeconfig, namespace, WATCHERS) as watchers:
+    with (
+        availability(plane) as changes,
+        Watchers(plane.kubeconfig, namespace, WATCHERS) as watchers,
+        ClientGoWatchers(plane.kubeconfig, namespace, CLIENT_GO_WATCHERS, tmp_path) as client_go,
+    ):
         with steady_load(plane, load, period=PERIOD) as answers:
             wait_for_more("creates before the kill", lambda: answers.answered["write"], 10)
             wait_for("watches open on both insights pods", spread_over_every_pod(watchers), timeout=120)
+            wait_for("client-go's watches open on both insights pods", spread_over_every_pod(client_go), timeout=120)
             restarts_before, lists_before = watchers.restarts(), watchers.lists()
+            go_before, go_errors_before = client_go.counts(), client_go.errors()
             killed_at, ready_at = killed_and_back(release, victim, answers)
-        converged_at = caught_up(plane, namespace, watchers)
+        converged_at = caught_up(plane, namespace, watchers, client_go)
+        go = [
+            {what: after[what] - before[what] for what in after}
+            for before, after in zip(go_before, client_go.counts(), strict=True)
+        ]
+        go_errors = [after[len(before) :] for before, after in zip(go_errors_before, client_go.errors(), strict=True)]
+        go_exited = client_go.exited()
         restarts = [
             {reason: after[reason] - before[reason] for reason in after}
             for before, after in zip(restarts_before, watchers.restarts(), strict=True)
@@ -326,12 +535,20 @@ def test_sigkill_of_one_insights_pod_of_two_under_open_watches_relists_and_loses
         f"APIService not Available for {down:.1f}s; its changes: "
         + ", ".join(f"{t - killed_at:+.1f}s {'Available' if up else 'unavailable'}" for t, up in changes)
     )
+    print(f"  client-go watchers after the kill: {go}; how their watches ended: {go_errors}")
     recovery = f"{ready_at - killed_at:.1f} s to Ready, watchers relisted in {converged_at - killed_at:.1f} s"
     tally(rows, CASES[2], answers, found, f"{recovery}, APIService unavailable {down:.1f} s")
     assert unexpected == [], unexpected
     broken = [i for i, r in enumerate(restarts) if any(r.values())]
     assert broken, "no watch ended: the kill met no watcher"
     assert all(relists[i] >= 1 for i in broken), f"a watcher whose watch ended did not relist: {relists}"
+    # client-go: the watches the dead pod served end, resume, get 410 and relist; its processes run on.
+    assert go_exited == [None] * len(go_exited), f"a client-go watcher exited: {go_exited}"
+    go_broken = [counts for counts in go if counts["ended"]]
+    assert go_broken, f"no client-go watch ended: the kill met none ({go})"
+    # Each then resumed its watch or (on a 410, or at once after a stream error) relisted: either
+    # way it watches again, and caught_up has shown its cache whole.
+    assert all(counts["watches"] >= 1 for counts in go_broken), f"a client-go watcher never watched again: {go}"
     assert all(killed_at <= moment <= ready_at for moment in answers.failed_at), "a request failed outside the kill"
     for failure in answers.failures:
         assert failure.startswith("read-foohealths "), failure
@@ -352,7 +569,7 @@ def test_a_kube_apiserver_restart_under_load_loses_no_foo_and_every_client_recon
     namespace = case_namespace(plane, "disrupt-apiserver")
     load = the_load(namespace)
     with availability(plane) as changes, Watchers(plane.kubeconfig, namespace, 2) as watchers:
-        with steady_load(plane, load, period=PERIOD) as answers:
+        with steady_load(plane, load, period=PERIOD, readers=reads(namespace), senders=READERS) as answers:
             wait_for_more("creates before the restart", lambda: answers.answered["write"], 10)
             before = deployment_uids(plane, namespace)
             leader = controller_lease(release)
@@ -375,10 +592,12 @@ def test_a_kube_apiserver_restart_under_load_loses_no_foo_and_every_client_recon
         f"requests failed from {first - stopped_at:+.1f}s to {last - stopped_at:+.1f}s; APIService Available "
         f"{available_at - stopped_at:.1f}s, watchers caught up {converged_at - stopped_at:.1f}s after the SIGTERM; "
         f"the lease held by {leader['holderIdentity']} ({leader.get('leaseTransitions', 0)} transitions) before, "
-        f"by {after['holderIdentity']} ({after.get('leaseTransitions', 0)}) after"
+        f"by {after['holderIdentity']} ({after.get('leaseTransitions', 0)}) after; "
+        f"requests in flight at the SIGTERM: {in_flight(answers, stopped_at)}"
     )
     recovery = f"refused connections for {last - first:.1f} s, /readyz at {ready_at - stopped_at:.1f} s"
-    tally(rows, CASES[3], answers, found, f"{recovery}, watchers caught up at {converged_at - stopped_at:.1f} s")
+    held = in_flight(answers, stopped_at)
+    tally(rows, CASES[3], answers, found, f"{recovery}, watchers caught up at {converged_at - stopped_at:.1f} s", held)
     assert unexpected == [], unexpected
     assert all(moment <= ready_at for moment in answers.failed_at), "a request failed after /readyz"
 

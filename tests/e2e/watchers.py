@@ -1,10 +1,11 @@
-"""FooHealth watchers as client-go's reflector runs them, in an event loop of their own.
+"""FooHealth watchers as client-go's reflector runs them, and client-go's own.
 
-Each is a ``kube.informer.Informer`` (list, watch from the last resourceVersion, resume a watch
-the server closed, relist on 410 Gone, back off after other errors) through kube-apiserver and
-its aggregator, so a test can disrupt the insights pods under open watches and then read what
-each watcher went through and whether its cache came back to the truth; and the APIService's
-Available condition, sampled meanwhile.
+``Watchers`` are ``kube.informer.Informer``s in an event loop of their own (list, watch from the
+last resourceVersion, resume a watch the server closed, relist on 410 Gone, back off after other
+errors); ``ClientGoWatchers`` are client-go informers, a hack/list-rules --watch process each.
+Both go through kube-apiserver and its aggregator, so a test can disrupt the insights pods under
+open watches and then read what each watcher went through and whether its cache came back to the
+truth; and the APIService's Available condition, sampled meanwhile.
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ import asyncio
 import contextlib
 import json
 import logging
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
 from apimachinery.resources import Resource
+from hack.binaries import list_rules
 from hack.cluster import LocalControlPlane
 from kube.client import KubeClient
 from kube.config import connect
@@ -150,6 +154,122 @@ class Watchers:
             ]
 
         return self._in_loop(read)
+
+
+@dataclass
+class ClientGoWatcher:
+    """What one client-go informer has printed so far (hack/list-rules/watch.go's JSON lines)."""
+
+    names: set[str] = field(default_factory=set)  # its cache: ADDED less DELETED
+    lists: int = 0  # list requests answered 200: the first and every relist
+    refused: int = 0  # list or watch requests not answered 200 (a 410 among them)
+    watches: int = 0  # watch requests answered 200: the first, each resumed one, each after a relist
+    ended: list[str] = field(default_factory=list)  # how each watch stream ended
+    expired: int = 0  # watches the reflector's error handler was told ended in 410 Expired/Gone
+    errors: list[str] = field(default_factory=list)  # every watch error, as the handler got it
+    version: str = ""  # the last resourceVersion it watched from or was sent
+    synced: bool = False
+
+    def take(self, line: dict[str, Any]) -> None:
+        if "event" in line:
+            self.version = line["resourceVersion"]
+            (self.names.discard if line["event"] == "DELETED" else self.names.add)(line["name"])
+        elif "request" in line and line["status"] != 200:
+            self.refused += 1
+        elif line.get("request") == "list":
+            self.lists += 1
+        elif line.get("request") == "watch":
+            self.watches += 1
+            self.version = line["resourceVersion"]
+        elif "watchEnded" in line:
+            self.ended.append(line["watchEnded"])
+        elif "watchError" in line:
+            self.errors.append(line["watchError"])
+            self.expired += bool(line["expired"])
+        elif line.get("synced"):
+            self.synced = True
+
+
+class ClientGoWatchers:
+    """``count`` client-go informers of ``namespace``'s FooHealths (`list-rules --watch`, a
+    process each, with connections of its own), running until the block ends; their stderr
+    (client-go's log) under ``logs``."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, count: int, logs: Path) -> None:
+        self.argv = [str(list_rules()), f"--kubeconfig={kubeconfig}", f"--namespace={namespace}", "--watch"]
+        self.count = count
+        self.logs = logs
+        self.watchers: list[ClientGoWatcher] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._readers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> ClientGoWatchers:
+        for _ in range(self.count):
+            self.add()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self._procs:
+            proc.terminate()  # SIGTERM: the program stops its informer and exits
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for reader in self._readers:
+            reader.join(timeout=30)
+
+    def add(self) -> None:
+        """One more watcher."""
+        watcher = ClientGoWatcher()
+        stderr = (self.logs / f"client-go-watcher-{len(self._procs)}.log").open("wb")
+        with stderr:
+            proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr)
+        assert proc.stdout is not None
+        reader = threading.Thread(target=self._read, args=(proc.stdout, watcher), name="client-go-watcher", daemon=True)
+        with self._lock:
+            self.watchers.append(watcher)
+        self._procs.append(proc)
+        self._readers.append(reader)
+        reader.start()
+
+    def _read(self, stdout: IO[bytes], watcher: ClientGoWatcher) -> None:
+        for raw in stdout:
+            line = json.loads(raw)
+            with self._lock:
+                watcher.take(line)
+
+    def _each(self, read: Callable[[ClientGoWatcher], T]) -> list[T]:
+        with self._lock:
+            return [read(watcher) for watcher in self.watchers]
+
+    def versions(self) -> list[str]:
+        return self._each(lambda w: w.version)
+
+    def caches(self) -> list[set[str]]:
+        return self._each(lambda w: set(w.names))
+
+    def counts(self) -> list[dict[str, int]]:
+        """Each watcher's lists, watches, refused requests, ended streams and 410s so far."""
+        return self._each(
+            lambda w: {
+                "lists": w.lists,
+                "watches": w.watches,
+                "refused": w.refused,
+                "ended": len(w.ended),
+                "expired": w.expired,
+            }
+        )
+
+    def errors(self) -> list[list[str]]:
+        """How each watcher's watches ended, and the watch errors its reflector reported."""
+        return self._each(lambda w: [*w.ended, *w.errors])
+
+    def exited(self) -> list[int | None]:
+        """Each process's exit code, None while it runs: every one should run until the block ends."""
+        return [proc.poll() for proc in self._procs]
 
 
 def instance(resource_version: str) -> str:
