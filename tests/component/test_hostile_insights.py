@@ -21,7 +21,8 @@ import aiohttp
 import orjson
 import pytest
 
-from bench.attacks import begun_handshake
+from attacks.harness import begun_handshake
+from attacks.objects import foo_v1
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
 from hack.cluster import free_port
 from insights import AggregatedConfig
@@ -35,7 +36,6 @@ from serving.appserving import AppListener
 from serving.connections import ConnectionLimits
 from serving.lifecycle import ServingOptions, serve_until_stopped
 from serving.readiness import CERTIFICATE_LOADED, Readiness
-from tests.objects import foo_v1
 
 from .handshakes import handshakes_held
 from .waiting import until

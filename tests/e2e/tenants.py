@@ -2,7 +2,7 @@
 
 ``Memory`` reads a process's resident size and its peak from /proc; ``Insights`` is the insights
 server as a loopback process, called directly as the aggregator would call it (the front-proxy
-client certificate and X-Remote-* headers). ``bench.tenant_attacks.store`` writes the objects.
+client certificate and X-Remote-* headers). ``attacks.tenants.store`` writes the objects.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from bench.tenant_attacks import (
+from attacks.tenants import (
     Attack,
     FatDeployments,
     FatFoos,

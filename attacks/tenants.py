@@ -25,7 +25,8 @@ from fooapi.names import FOOS
 from hack.adminclient import AdminClient
 from hack.cluster import LocalControlPlane
 from kube.client import DEPLOYMENTS
-from tests.objects import fat_deployment, fat_foo, foo_v1
+
+from .objects import fat_deployment, fat_foo, foo_v1
 
 NAMESPACES = "/api/v1/namespaces"
 QUOTAS = "resourcequotas"
