@@ -15,8 +15,8 @@ import ssl
 from multiprocessing.connection import Connection
 from typing import Any
 
-from hack.adminclient import AdminClient, plain_foo
-from hack.cluster import LocalControlPlane
+from hack.plane.adminclient import AdminClient, plain_foo
+from hack.plane.cluster import LocalControlPlane
 
 from . import webhook as webhook_attacks
 from .harness import Attack, Tally, Target

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 import orjson
 
 from fooapi.names import FOOS
-from hack.adminclient import AdminClient
-from hack.cluster import LocalControlPlane
+from hack.plane.adminclient import AdminClient
+from hack.plane.cluster import LocalControlPlane
 from kube.client import DEPLOYMENTS
 
 from .objects import fat_deployment, fat_foo, foo_v1

@@ -41,8 +41,8 @@ from attacks.clients import ATTACKS, Clients, create_foos, insights_target
 from attacks.harness import Tally, Target
 from attacks.honest import CHECK_ATTEMPTS, Honest, Probes
 from attacks.insights import FOOHEALTHS
-from hack.cluster import LocalControlPlane, free_port
-from hack.procs import wait_until
+from hack.plane.cluster import LocalControlPlane, free_port
+from hack.plane.procs import wait_until
 
 from . import memcg, proctree, servers
 from .planes import apply_plain_crd, plane

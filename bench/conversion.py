@@ -33,8 +33,8 @@ from typing import Any
 
 from attacks.foos import conversion_of, dumps
 from fooapi import HUB_API_VERSION, LEGACY_API_VERSION
-from hack.adminclient import AdminClient, plain_foo
-from hack.product import LocalProduct
+from hack.plane.adminclient import AdminClient, plain_foo
+from hack.plane.product import LocalProduct
 
 from . import servers
 from .load import cores

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from attacks.foos import conversion_of, dumps
-from hack.cluster import free_port
-from hack.product import webhook_args
+from hack.plane.cluster import free_port
+from hack.plane.product import webhook_args
 
 from . import servers
 from .admission import bodies

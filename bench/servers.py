@@ -18,9 +18,9 @@ from pathlib import Path
 from attacks.foos import create_review, dumps, new_foo
 from certs.authority import issue_serving, new_ca
 from certs.files import write_serving_files
-from hack.cluster import free_port
-from hack.procs import Component, wait_until
-from hack.product import webhook_args
+from hack.plane.cluster import free_port
+from hack.plane.procs import Component, wait_until
+from hack.plane.product import webhook_args
 
 from .load import cores, pinned
 from .peers import KOPF_WEBHOOK, go_webhook_binary, kopf_venv

@@ -41,9 +41,9 @@ from attacks.tenants import (
     SharedDeployment,
     Tenants,
 )
-from hack.cluster import LocalControlPlane
-from hack.procs import wait_until
-from hack.product import LocalProduct
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.procs import wait_until
+from hack.plane.product import LocalProduct
 
 from .planes import plane
 from .report import fmt, percentile, ratio, save, say, table

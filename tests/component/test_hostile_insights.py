@@ -24,7 +24,7 @@ import pytest
 from attacks.harness import begun_handshake
 from attacks.objects import foo_v1
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from insights import AggregatedConfig
 from insights import api as insights_api
 from insights.api import INSIGHTS

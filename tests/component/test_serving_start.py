@@ -17,7 +17,7 @@ import aiohttp
 from aiohttp import web
 
 from certs.authority import issue_client, issue_serving, new_ca
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from serving.appserving import AppListener, serving_app
 from serving.lifecycle import ServingOptions, serve_until_stopped
 from serving.readiness import CERTIFICATE_LOADED, Readiness

@@ -20,7 +20,7 @@ import uvloop
 
 from attacks.foos import admission_review
 from attacks.objects import foo_v1
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from tests.component.certificates import serving_certificates
 from webhook.app import Settings
 from webhook.server import ServerOptions, serve

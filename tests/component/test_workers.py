@@ -22,7 +22,7 @@ import pytest
 
 from attacks.foos import admission_review
 from attacks.objects import foo_v1
-from hack.product import webhook_args
+from hack.plane.product import webhook_args
 from tests.component.test_tls import free_port
 from tests.e2e.waiting import wait_for
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hack.machine import cgroup_dirs
+from hack.plane.machine import cgroup_dirs
 from serving.cgroups import MemoryCgroup
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from certs.__main__ import main as certs_main
-from hack.cluster import LocalControlPlane, free_port
+from hack.plane.cluster import LocalControlPlane, free_port
 from insights.resources import GROUP_VERSION
 
 REPO = Path(__file__).resolve().parents[2]

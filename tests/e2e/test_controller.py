@@ -23,7 +23,7 @@ import pytest
 from attacks.objects import foo_v1
 from controller.settings import Settings
 from fooapi.crd import CRD_NAME, crd_manifest
-from hack.cluster import LocalControlPlane, free_port
+from hack.plane.cluster import LocalControlPlane, free_port
 from tests.e2e.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.cluster import LocalControlPlane
-from hack.machine import run
-from hack.node import chart_values, plane_with_real_node
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.machine import run
+from hack.plane.node import chart_values, plane_with_real_node
 from tests.e2e.effects import Effects, deployment_uids, effects, foo_names
 from tests.e2e.load import Answers, Call, foo_create, reads, steady_load
 from tests.e2e.test_real_node import NAMESPACE, RELEASE, Cluster

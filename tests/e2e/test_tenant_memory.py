@@ -18,8 +18,8 @@ import pytest
 from apimachinery.projection import MAX_LABELS
 from attacks.objects import fat_deployment, fat_foo, foo_v1
 from attacks.tenants import store
-from hack.cluster import LocalControlPlane
-from hack.product import LocalProduct
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.product import LocalProduct
 from kube.client import DEPLOYMENTS
 from tests.e2e.tenants import Insights, Memory
 from tests.e2e.test_controller import Controller, controllers, crd, deployment_of

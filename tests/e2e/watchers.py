@@ -22,7 +22,7 @@ from typing import TypeVar
 from prometheus_client import CollectorRegistry
 
 from apimachinery.resources import Resource
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 from kube.client import KubeClient
 from kube.config import connect
 from kube.informer import Informer

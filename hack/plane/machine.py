@@ -1,4 +1,4 @@
-"""What a real node changes on this machine, recorded before and put back after (hack/node.py).
+"""What a real node changes on this machine, recorded before and put back after (hack/plane/node.py).
 
 Sysctls the kubelet and the CNI bridge set, iptables rules and chains (kubelet's, kube-proxy's,
 CNI's, ours), mounts under the node's work dir, the kubelet's kubepods cgroups, containerd's
@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hack.procs import run_command
+from hack.plane.procs import run_command
 
 BRIDGE = "foo-br0"
 BRIDGE_ADDRESS = "10.88.0.1"
