@@ -85,7 +85,7 @@ build-node: venv
 	else hack/install-node-deps.sh && nice -n 10 bash hack/build.sh node cert-manager && nice -n 10 bash hack/build.sh cosign krew \
 	  && PYTHON=$(PY) nice -n 10 hack/image.sh; fi
 
-# A release from a clean checkout (hack/release.py; docs/install.md, Making a release): into
+# A release from a clean checkout (hack/release/pipeline.py; docs/install.md, Making a release): into
 # RELEASE_DIST/assets exactly what the GitHub release carries (the chart, packed reproducibly; the
 # image's SBOM; the plain and CRD-only manifests; the kubectl plugin; release.json; SHA256SUMS and,
 # with RELEASE_KEY, its cosign signature), beside them the image as an OCI archive (root:
@@ -103,18 +103,18 @@ release: venv
 # REAL_NODE=1 (root): the chart from the image built here, on a real kubelet (docs/real-node.md).
 REAL_NODE ?=
 run: venv build-plane $(if $(REAL_NODE),build-node)
-	$(PY) -m hack.demo $(if $(REAL_NODE),--real-node)
+	$(PY) -m hack.plane.demo $(if $(REAL_NODE),--real-node)
 
 # Benchmarks against peers, side by side (bench/README.md): numbers and ratios; a slow machine fails nothing.
 bench: venv build-plane
 	$(PY) -m bench
 
 # The picture of the Grafana dashboard in the README (docs/images/dashboard.svg), from a ~3 min
-# run on the local plane scraped by a Prometheus server built here (hack/dashboard.py). Not in CI.
+# run on the local plane scraped by a Prometheus server built here (hack/pictures/dashboard.py). Not in CI.
 dashboard: venv
 	@$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install --quiet -e '.[docs]'
 	nice -n 10 bash hack/build.sh prometheus
-	$(PY) -m hack.dashboard
+	$(PY) -m hack.pictures.dashboard
 
 # actionlint checks .github/workflows (built from its Go module: hack/build.sh actionlint).
 CACHE ?= $(or $(FOO_OPERATOR_CACHE),$(HOME)/.cache/foo-operator)

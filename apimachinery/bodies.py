@@ -6,9 +6,6 @@ not pay for aiohttp's import to serve.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,30 +56,6 @@ def unsupported_content_type(content_type: str) -> StatusError:
     return StatusError(failure(415, f"unsupported Content-Type {content_type!r}: send {JSON}"))
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a burst of allocation.
-
-    Parsing a large ConversionReview allocates hundreds of thousands of containers; the collector
-    would walk them again and again, making the parse several times slower. JSON trees have
-    no cycles, so reference counting frees them all; the collector runs again afterwards.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-# Bodies from this size on are parsed with the cyclic collector paused (and the admission port keeps
-# it paused until the answer is written: serving.reviews.endpoint); below it, too few containers
-# to be worth the pause's own cost.
-PAUSE_GC_FROM = 64 * 1024
-
-
 def parse_json(body: bytes, *, opens: int | None = None) -> Any:
     """``body`` parsed as JSON, or a 400 Status that says what is wrong.
 
@@ -96,11 +69,7 @@ def parse_json(body: bytes, *, opens: int | None = None) -> Any:
     if opens is None:
         opens = body.count(b"{") + body.count(b"[")
     try:
-        if len(body) < PAUSE_GC_FROM:
-            value = orjson.loads(body)
-        else:
-            with gc_paused():
-                value = orjson.loads(body)
+        value = orjson.loads(body)
     except orjson.JSONDecodeError as err:
         # orjson refuses past 1,024 levels: say it is the nesting, as for 129.
         if opens > MAX_DEPTH and too_deep(body, opens=opens):

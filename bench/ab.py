@@ -29,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attacks.foos import bad_foo, conversion_of, create_review, dumps
 from fooapi import LEGACY_API_VERSION
 
 from . import servers
 from .admission import bodies
-from .foos import bad_foo, conversion_of, create_review, dumps
 from .load import cores, run_wrk
 from .report import REPO, fmt, save, say, table
 

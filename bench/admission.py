@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from attacks.foos import conversion_of, create_review, dumps, new_foo
 from fooapi import LEGACY_API_VERSION
 
 from . import servers
-from .foos import conversion_of, create_review, dumps, new_foo
 from .load import LoadResult, cores, run_wrk
 from .planes import apply_plain_crd, plane
 from .report import fmt, ratio, save, say, table

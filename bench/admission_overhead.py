@@ -29,9 +29,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from hack.adminclient import AdminClient, plain_foo
-from hack.cluster import LocalControlPlane
-from hack.product import LocalProduct
+from hack.plane.adminclient import AdminClient, plain_foo
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.product import LocalProduct
 
 from . import servers
 from .planes import plane

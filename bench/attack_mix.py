@@ -10,8 +10,8 @@ on 2 CPUs, which the memory plan makes one process at 256Mi; the soft RLIMIT_NOF
 starts with, 1024), on 127.0.0.1. Insights needs a kube-apiserver: a minimal plane with the Foo CRD and
 ``--foos`` Foos with 8 KiB of labels each (and five small ones the honest lists select).
 
-For ``--seconds``, three client processes: the attacks of the chosen findings (bench.webhook_attacks,
-bench.insights_attacks), honest callers (bench.honest), and the kubelet's probe (/readyz on the
+For ``--seconds``, three client processes: the attacks of the chosen findings (attacks.webhook,
+attacks.insights), honest callers (attacks.honest), and the kubelet's probe (/readyz on the
 probe port, as the chart runs it). Reported per run:
 peak memory of the server's whole process tree (RSS summed, sampled every 50 ms) against 200 MiB
 and the limit, probe latency (max must be < 1 s: the kubelet's timeout), failed honest requests, 5xx answers to
@@ -25,13 +25,8 @@ Numbers, never pass/fail: bench/README.md ("Attack mix (issue #25)") has the mea
 from __future__ import annotations
 
 import argparse
-import asyncio
-import dataclasses
-import multiprocessing
 import os
-import resource
 import signal
-import ssl
 import sys
 import tempfile
 import time
@@ -39,27 +34,23 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from hack.adminclient import AdminClient, plain_foo
-from hack.cluster import LocalControlPlane, free_port
-from hack.procs import wait_until
+from attacks.clients import ATTACKS, Clients, create_foos, insights_target
+from attacks.harness import Tally, Target
+from attacks.honest import CHECK_ATTEMPTS, Honest, Probes
+from attacks.insights import FOOHEALTHS
+from hack.plane.cluster import LocalControlPlane, free_port
+from hack.plane.procs import wait_until
 
-from . import memcg, proctree, servers, webhook_attacks
-from .attacks import Attack, Tally, Target
-from .honest import CHECK_ATTEMPTS, HONEST_LABEL, Honest, Probes, run_honest, run_probe
-from .insights_attacks import FOOHEALTHS, INSIGHTS_ATTACKS
+from . import memcg, proctree, servers
 from .planes import apply_plain_crd, plane
 from .report import fmt, percentile, save, say, table
-from .webhook_attacks import WEBHOOK_ATTACKS
 
 BOUND_MIB = 200
 HEALTHZ_BOUND_S = 1.0
 CONTAINER_NOFILE = "1024:20000"  # a container's soft limit; the hard one is this machine's
-ATTACKS: dict[str, dict[int, Attack]] = {"webhook": WEBHOOK_ATTACKS, "insights": INSIGHTS_ATTACKS}
-LABELS_PER_FOO = 128  # x 63-character values: ~8 KiB of labels per Foo
 
 
 @dataclass
@@ -125,49 +116,6 @@ class Run:
         }
 
 
-# ---- the client processes ---------------------------------------------------------------------------
-
-
-def _raise_nofile() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-async def _attack_all(target: Target, findings: tuple[int, ...], server: str, seconds: float) -> dict[int, Tally]:
-    """Every attack for ``seconds``; then a few seconds to finish what is in flight, no more: a
-    loop holding thousands of connections may take minutes to unwind, and only the tallies matter."""
-    tallies = {n: Tally() for n in findings}
-    stop = asyncio.Event()
-    tasks = [asyncio.create_task(ATTACKS[server][n](target, tallies[n], stop)) for n in findings]
-    done, _ = await asyncio.wait(tasks, timeout=seconds)
-    for task in done:  # an attack that ended early is a harness bug: say so, do not hide it
-        task.result()
-    stop.set()
-    await asyncio.wait(tasks, timeout=5)
-    return tallies
-
-
-def _client(
-    role: str, target: Target, run: tuple[str, tuple[int, ...], float, int, str | None], results: Connection
-) -> None:
-    """One client process: attackers, honest callers and the probe never share a loop. It leaves
-    with os._exit once it has sent its outcome: the attackers' connections die with it."""
-    _raise_nofile()
-    server, findings, seconds, clients, attackers_from = run
-    loop = asyncio.new_event_loop()
-    outcome: object
-    if role == "attack":
-        attacker = dataclasses.replace(target, source=attackers_from)
-        outcome = loop.run_until_complete(_attack_all(attacker, findings, server, seconds))
-    elif role == "honest":
-        outcome = loop.run_until_complete(run_honest(target, server, clients, seconds))
-    else:
-        outcome = loop.run_until_complete(run_probe(target, seconds))
-    results.send(outcome)
-    results.close()
-    os._exit(0)
-
-
 # ---- one run ------------------------------------------------------------------------------------------
 
 
@@ -179,54 +127,6 @@ def _tracebacks(log: Path) -> list[str]:
     for part in text.split("Traceback (most recent call last)")[1:]:
         found.append("Traceback" + part[:1200])
     return found
-
-
-class Clients:
-    """The three client processes of one server's run (attacks, honest callers, probe), forked."""
-
-    ROLES = ("attack", "honest", "probe")
-
-    def __init__(
-        self,
-        server: str,
-        target: Target,
-        findings: tuple[int, ...],
-        seconds: float,
-        honest: int,
-        attackers_from: str | None = None,
-    ) -> None:
-        if server == "webhook":
-            webhook_attacks.prepare()  # inherited by the forked attack process
-        context = multiprocessing.get_context("fork")
-        run = (server, findings, seconds, honest, attackers_from)
-        self.seconds = seconds
-        self.pipes = {role: context.Pipe(duplex=False) for role in self.ROLES}
-        self.procs = [
-            context.Process(
-                target=_client, args=(role, target, run, send), name=f"attack-mix-{server}-{role}", daemon=True
-            )
-            for role, (_, send) in self.pipes.items()
-        ]
-
-    def start(self) -> None:
-        for proc in self.procs:
-            proc.start()
-
-    def finished(self) -> bool:
-        return all(receive.poll() for receive, _ in self.pipes.values())
-
-    def results(self) -> tuple[dict[int, Tally], Honest, Probes]:
-        """What each process found (waits for them; a process that died is a harness bug)."""
-        outcomes = {}
-        for role, (receive, _) in self.pipes.items():
-            if not receive.poll(self.seconds + 60):
-                raise RuntimeError(f"the attack mix's {role} client process ended without a result")
-            outcomes[role] = receive.recv()
-        for proc in self.procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.kill()
-        return outcomes["attack"], outcomes["honest"], outcomes["probe"]
 
 
 def measure(
@@ -320,25 +220,6 @@ def source_env(source: Path | None) -> dict[str, str] | None:
     return {**os.environ, "PYTHONPATH": str(source.resolve()), "PYTHONSAFEPATH": "1"}
 
 
-def insights_target(
-    host: str, port: int, context: ssl.SSLContext, p: LocalControlPlane, probe_port: int | None = None
-) -> Target:
-    """Insights at ``host:port``, with the aggregator's front-proxy client certificate of plane ``p``
-    for the requests that need a user (one that may do anything)."""
-    assert p.pki is not None
-    front_proxy = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    front_proxy.check_hostname = context.check_hostname
-    front_proxy.verify_mode = context.verify_mode
-    front_proxy.load_verify_locations(cadata=_ca_of(context))
-    front_proxy.load_cert_chain(p.pki.cert_file("front-proxy-client"), p.pki.key_file("front-proxy-client"))
-    user = (("X-Remote-User", "admin"), ("X-Remote-Group", "system:masters"))
-    return Target(host, port, context, front_proxy, user, probe_port)
-
-
-def _ca_of(context: ssl.SSLContext) -> str:
-    return "".join(ssl.DER_cert_to_PEM_cert(der) for der in context.get_ca_certs(binary_form=True))
-
-
 @contextmanager
 def insights(
     p: LocalControlPlane, cert_dir: Path, args: argparse.Namespace
@@ -369,29 +250,6 @@ def foohealths_served(target: Target) -> bool:
             return bool(response.status == 200)
     except OSError:
         return False
-
-
-def heavy_foo(i: int) -> dict[str, Any]:
-    """A Foo with ~8 KiB of labels: its FooHealth, and a Table row holding it, are as large."""
-    foo = plain_foo(i)
-    foo["metadata"]["labels"] = {f"l{j:03d}": f"{j:03d}" + "v" * 60 for j in range(LABELS_PER_FOO)}
-    return foo
-
-
-def create_foos(p: LocalControlPlane, foos: int) -> None:
-    """Five small Foos the honest lists select, and ``foos`` heavy ones, in the attacks' namespace."""
-    honest = [plain_foo(i, prefix="honest") for i in range(5)]
-    for foo in honest:
-        foo["metadata"]["labels"] = dict([HONEST_LABEL])
-
-    async def create() -> None:
-        async with AdminClient(p) as client:
-            outcome = await client.create_foos([*honest, *(heavy_foo(i) for i in range(foos))])
-        if outcome.failed:
-            raise RuntimeError(f"creating Foos failed: {outcome.first_error}")
-
-    say(f"creating {foos} Foos with 8 KiB of labels each")
-    asyncio.run(create())
 
 
 # ---- the CLI --------------------------------------------------------------------------------------------
@@ -496,6 +354,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.server in ("insights", "both") and (findings := _findings(args.findings, "insights")):
             with plane("attack-mix") as p:
                 apply_plain_crd(p)
+                say(f"creating {args.foos} Foos with 8 KiB of labels each")
                 create_foos(p, args.foos)
                 for chosen in _runs(findings, args.each):
                     with insights(p, cert_dir, args) as started:

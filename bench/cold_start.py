@@ -27,10 +27,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from hack.adminclient import AdminClient, plain_foo
-from hack.cluster import LocalControlPlane, free_port
-from hack.procs import Component
-from hack.product import webhook_args
+from hack.plane.adminclient import AdminClient, plain_foo
+from hack.plane.cluster import LocalControlPlane, free_port
+from hack.plane.procs import Component
+from hack.plane.product import webhook_args
 
 from . import servers
 from .load import cores, pinned
@@ -51,7 +51,7 @@ CONSOLE_SCRIPT = "import sys; from webhook.launcher import main; sys.exit(main()
 
 
 def webhook_command(cert_dir: Path, port: int, *python_flags: str) -> list[str]:
-    """Our webhook as a pod starts it, serving ``cert_dir``'s pair on ``port`` (hack.product's flags)."""
+    """Our webhook as a pod starts it, serving ``cert_dir``'s pair on ``port`` (hack.plane.product's flags)."""
     return [sys.executable, *python_flags, "-c", CONSOLE_SCRIPT, *webhook_args(cert_dir, port)]
 
 

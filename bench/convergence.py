@@ -26,11 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hack.adminclient import AdminClient, plain_foo
-from hack.audit import WriteAudit
-from hack.cluster import LocalControlPlane, free_port
-from hack.procs import Component, wait_until
-from hack.product import LocalProduct
+from hack.plane.adminclient import AdminClient, plain_foo
+from hack.plane.audit import WriteAudit
+from hack.plane.cluster import LocalControlPlane, free_port
+from hack.plane.procs import Component, wait_until
+from hack.plane.product import LocalProduct
 
 from .planes import plane
 from .report import LOGS_DIR, REPO, RESULTS_DIR, fmt, ratio, save, say, table
@@ -42,7 +42,7 @@ GROUP_PATH = "/apis/samplecontroller.k8s.io"
 
 
 class Audit(WriteAudit):
-    """The write verbs the apiserver audited, read from a mark on (hack.audit)."""
+    """The write verbs the apiserver audited, read from a mark on (hack.plane.audit)."""
 
     def __init__(self, name: str) -> None:
         super().__init__(RESULTS_DIR / "planes" / f"{name}-audit")
@@ -305,7 +305,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_peer(args: argparse.Namespace) -> dict[str, Any]:
-    from hack.binaries import find_binaries
+    from hack.plane.binaries import find_binaries
 
     binaries = find_binaries()
     if binaries.missing("sample_controller", "sample_controller_crd"):

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attacks.foos import conversion_of, dumps
 from fooapi import HUB_API_VERSION, LEGACY_API_VERSION
-from hack.adminclient import AdminClient, plain_foo
-from hack.product import LocalProduct
+from hack.plane.adminclient import AdminClient, plain_foo
+from hack.plane.product import LocalProduct
 
 from . import servers
-from .foos import conversion_of, dumps
 from .load import cores
 from .planes import apply, plane
 from .profile import profile_table, start_py_spy, stop_py_spy

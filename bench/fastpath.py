@@ -18,10 +18,10 @@ import time
 
 import orjson
 
-from tests.component.sink import Sink
+from attacks.foos import create_review, new_foo
+from bench.sink import Sink
 from webhook.app import Settings, build_app
 
-from .foos import create_review, new_foo
 from .report import save, say
 
 

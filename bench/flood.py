@@ -26,36 +26,21 @@ import os
 import ssl
 import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 
+from attacks.foos import conversion_of, create_review, new_foo
+from attacks.honest import ReviewTally, valid
+from attacks.webhook import dense
 from fooapi import LEGACY_API_VERSION
 
 from . import servers
-from .foos import conversion_of, create_review, new_foo
 from .report import fmt, percentile, save, say, table
 
 MiB = 1024 * 1024
-
-
-def dense(review: dict[str, Any], size: int) -> bytes:
-    """``review`` with a field of empty objects appended until the body is ``size`` bytes."""
-    head = orjson.dumps(review)
-    return head[:-1] + b',"padding":[' + b"{}," * ((size - len(head) - 14) // 3) + b"{}]}"
-
-
-@dataclass
-class Tally:
-    valid_latency: list[float] = field(default_factory=list)
-    valid_failures: list[str] = field(default_factory=list)
-    hostile: Counter[str] = field(default_factory=Counter)
-    slow: Counter[str] = field(default_factory=Counter)
 
 
 def rss_kib(pid: int) -> tuple[int, int]:
@@ -69,7 +54,7 @@ async def hostile(
     url: str,
     bodies: list[tuple[str, bytes]],
     index: int,
-    tally: Tally,
+    tally: ReviewTally,
     stop: asyncio.Event,
 ) -> None:
     path, body = bodies[index % len(bodies)]
@@ -88,7 +73,7 @@ async def hostile(
             await asyncio.sleep(0.05)
 
 
-async def slow_sender(host: str, port: int, context: ssl.SSLContext, tally: Tally, stop: asyncio.Event) -> None:
+async def slow_sender(host: str, port: int, context: ssl.SSLContext, tally: ReviewTally, stop: asyncio.Event) -> None:
     """Declares 8 MiB, sends a byte a second; reconnects once answered."""
     while not stop.is_set():
         try:
@@ -118,53 +103,11 @@ async def slow_sender(host: str, port: int, context: ssl.SSLContext, tally: Tall
             writer.close()
 
 
-def _check(path: str, status: int, answer: Any) -> str | None:
-    if status != 200:
-        return f"{path}: HTTP {status}: {str(answer)[:200]}"
-    response = answer.get("response", {})
-    if path == "/convert":
-        if response.get("result", {}).get("status") != "Success" or len(response.get("convertedObjects", [])) != 2:
-            return f"{path}: unexpected answer {str(answer)[:200]}"
-    elif response.get("uid") != "705ab4f5-6393-11e8-b7cc-42010a800002" or response.get("allowed") is not True:
-        return f"{path}: unexpected answer {str(answer)[:200]}"
-    return None
-
-
-async def valid(
-    session: aiohttp.ClientSession, url: str, index: int, tally: Tally, stop: asyncio.Event, timeout: float = 30.0
-) -> None:
-    bodies = [
-        ("/validate-foo", orjson.dumps(create_review(new_foo(defaulted=True)))),
-        ("/mutate-foo", orjson.dumps(create_review(new_foo()))),
-        ("/convert", orjson.dumps(conversion_of(2, LEGACY_API_VERSION))),
-    ]
-    turn = index
-    while not stop.is_set():
-        path, body = bodies[turn % len(bodies)]
-        turn += 1
-        started = time.perf_counter()
-        try:
-            async with session.post(
-                url + path,
-                data=body,
-                headers={"Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=timeout),
-            ) as response:
-                answer = await response.json(content_type=None)
-                problem = _check(path, response.status, answer)
-        except (TimeoutError, aiohttp.ClientError, ValueError) as err:
-            problem = f"{path}: {type(err).__name__}: {err}"
-        tally.valid_latency.append(time.perf_counter() - started)
-        if problem:
-            tally.valid_failures.append(problem)
-        await asyncio.sleep(0.01)
-
-
 def _ms(seconds: float | None) -> float:
     return float("nan") if seconds is None else seconds * 1000
 
 
-async def _hostile_side(url: str, context: ssl.SSLContext, args: argparse.Namespace, tally: Tally) -> None:
+async def _hostile_side(url: str, context: ssl.SSLContext, args: argparse.Namespace, tally: ReviewTally) -> None:
     size = int(args.hostile_mib * MiB)
     bodies = [
         ("/validate-foo", dense(create_review(new_foo()), size)),
@@ -183,7 +126,7 @@ async def _hostile_side(url: str, context: ssl.SSLContext, args: argparse.Namesp
         await asyncio.gather(*pending, return_exceptions=True)
 
 
-async def _valid_side(url: str, context: ssl.SSLContext, args: argparse.Namespace, tally: Tally) -> None:
+async def _valid_side(url: str, context: ssl.SSLContext, args: argparse.Namespace, tally: ReviewTally) -> None:
     stop = asyncio.Event()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=0)) as session:
         await asyncio.sleep(1.0)  # the flood first
@@ -195,7 +138,7 @@ async def _valid_side(url: str, context: ssl.SSLContext, args: argparse.Namespac
 
 def _side(role: str, url: str, cert_dir: Path, args: argparse.Namespace, results: Connection) -> None:
     """One client process: the hostile clients and the valid ones never share a loop or a core's turn."""
-    tally = Tally()
+    tally = ReviewTally()
     side = _hostile_side if role == "hostile" else _valid_side
     asyncio.run(side(url, servers.client_context(cert_dir), args, tally))
     results.send(tally)

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 
 from . import servers
 from .admission import bodies

@@ -20,7 +20,7 @@ import sys
 import time
 from typing import cast
 
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 
 from .report import say, table
 

@@ -1,4 +1,4 @@
-"""Real control planes for the benchmarks that need kube-apiserver (their admin client: hack.adminclient)."""
+"""Real control planes for the benchmarks that need kube-apiserver (their admin client: hack.plane.adminclient)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from fooapi.crd import CRD_NAME, crd_manifest
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 
 from .report import RESULTS_DIR, say
 
@@ -19,7 +19,7 @@ def plane(
     name: str, *, minimal: bool = True, apiserver_args: list[str] | None = None, aggregator_routing: bool = True
 ) -> Iterator[LocalControlPlane]:
     """A LocalControlPlane under bench/results/planes/<name> (logs kept there after it stops);
-    ``aggregator_routing=False`` for insights on loopback (hack.product.LocalProduct)."""
+    ``aggregator_routing=False`` for insights on loopback (hack.plane.product.LocalProduct)."""
     workdir = RESULTS_DIR / "planes" / name
     shutil.rmtree(workdir, ignore_errors=True)
     say(f"starting a {'minimal ' if minimal else ''}control plane ({name})")

@@ -22,12 +22,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hack.cluster import free_port
-from hack.product import webhook_args
+from attacks.foos import conversion_of, dumps
+from hack.plane.cluster import free_port
+from hack.plane.product import webhook_args
 
 from . import servers
 from .admission import bodies
-from .foos import conversion_of, dumps
 from .load import run_wrk
 from .peers import py_spy
 from .report import save, say, table

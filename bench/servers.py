@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attacks.foos import create_review, dumps, new_foo
 from certs.authority import issue_serving, new_ca
 from certs.files import write_serving_files
-from hack.cluster import free_port
-from hack.procs import Component, wait_until
-from hack.product import webhook_args
+from hack.plane.cluster import free_port
+from hack.plane.procs import Component, wait_until
+from hack.plane.product import webhook_args
 
-from .foos import create_review, dumps, new_foo
 from .load import cores, pinned
 from .peers import KOPF_WEBHOOK, go_webhook_binary, kopf_venv
 from .report import LOGS_DIR, REPO

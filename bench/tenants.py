@@ -5,7 +5,7 @@
 One plane (etcd, kube-apiserver, kube-controller-manager, kwok) and the whole product on loopback
 as `make run` starts it: the webhook (admission and conversion), insights (registered as the
 APIService) and the controller, all three started afresh for each run so that each process's
-peak RSS (VmHWM) is that run's. The runs (issue 34; bench.tenant_attacks has the attacks):
+peak RSS (VmHWM) is that run's. The runs (issue 34; attacks.tenants has the attacks):
 
 * ``idle``: the honest tenant alone;
 * ``fat-foos``, ``fat-deployments``: a tenant stores ``--fat`` Foos, or Deployments no Foo
@@ -32,13 +32,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from hack.cluster import LocalControlPlane
-from hack.procs import wait_until
-from hack.product import LocalProduct
-
-from .planes import plane
-from .report import fmt, percentile, ratio, save, say, table
-from .tenant_attacks import (
+from attacks.tenants import (
     Attack,
     FatDeployments,
     FatFoos,
@@ -47,6 +41,12 @@ from .tenant_attacks import (
     SharedDeployment,
     Tenants,
 )
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.procs import wait_until
+from hack.plane.product import LocalProduct
+
+from .planes import plane
+from .report import fmt, percentile, ratio, save, say, table
 
 PROCESSES = ("controller", "insights", "webhook")
 RUNS = ("idle", "fat-foos", "fat-deployments", "shared", "refused", "all", "restarted")

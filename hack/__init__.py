@@ -1,1 +1,2 @@
-"""Tooling for a real local Kubernetes control plane: `hack/build.sh` builds it, `hack.cluster` runs it."""
+"""Tooling around the product: the local plane it is tested on (`plane`), what a release ships
+(`release`), and the dashboard's pictures (`pictures`); `hack/build.sh` builds what they run."""

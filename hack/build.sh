@@ -14,7 +14,7 @@
 #   sample-controller  also build the Go k8s.io/sample-controller (a peer for comparisons)
 #   node               also build kubelet and kube-proxy (same wrapper module as the apiserver),
 #                      the pause image (pause.c from the module, gcc -static, buildah) and
-#                      CoreDNS with only the plugins cluster DNS needs: what hack/node.py needs
+#                      CoreDNS with only the plugins cluster DNS needs: what hack/plane/node.py needs
 #                      besides Debian's packages
 #   cert-manager       cert-manager's controller, webhook and cainjector (hack/cert-manager: its
 #                      own packages, wired as its commands wire them) and its CRDs, for the
@@ -301,9 +301,9 @@ build_kubernetes() {
   done
   [[ ${#todo[@]} -gt 0 ]] || return 0
 
-  # Per-version Go build tags, with the reason for each: hack/kube_versions.py.
+  # Per-version Go build tags, with the reason for each: hack/plane/kube_versions.py.
   local tags
-  tags="$(cd "$HACK_DIR/.." && python3 -m hack.kube_versions go-tags "$K8S_VERSION")"
+  tags="$(cd "$HACK_DIR/.." && python3 -m hack.plane.kube_versions go-tags "$K8S_VERSION")"
   local pkgs=()
   for name in $(k8s_commands); do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
   if [[ "$(cat "$dir/.tidy-done" 2>/dev/null)" != "k8s.io/kubernetes@$K8S_VERSION ${pkgs[*]}" ]]; then
@@ -315,7 +315,7 @@ build_kubernetes() {
   local ldflags tag_args=()
   ldflags="$(k8s_ldflags)"
   if [[ -n "$tags" ]]; then
-    log "kubernetes $K8S_VERSION: build tags $tags (hack/kube_versions.py says why)"
+    log "kubernetes $K8S_VERSION: build tags $tags (hack/plane/kube_versions.py says why)"
     tag_args=(-tags "$tags")
   fi
   for name in "${todo[@]}"; do
@@ -408,7 +408,7 @@ build_promtool() {
 }
 
 # ---------------------------------------------------------------- prometheus (server)
-# The server itself, only for `make dashboard` (hack/dashboard.py): it scrapes the product on
+# The server itself, only for `make dashboard` (hack/pictures/dashboard.py): it scrapes the product on
 # loopback so the dashboard's queries can be evaluated over a real run. Same module, version and
 # tags as promtool (static scrape configs need no service discovery); built without the
 # `builtinassets` tag, so the web UI's assets are not embedded: only the HTTP API is used. A
@@ -512,7 +512,7 @@ build_sample_controller_in() {
 # ---------------------------------------------------------------- programs of this repository
 # Go programs kept in hack/<name>, built from this repository (go.mod pins apimachinery and
 # client-go to the plane's version, go.sum is committed); the directory name carries a hash of the
-# sources, so an edit rebuilds it and hack/binaries.py (repo_program) finds the build that
+# sources, so an edit rebuilds it and hack/plane/binaries.py (repo_program) finds the build that
 # matches the checkout. Seconds each once the plane's build has filled the Go module cache.
 #   selector-oracle  k8s.io/apimachinery's own label and field selector parsers behind a
 #                    JSON-lines pipe, for the differential test of insights' parser
@@ -534,7 +534,7 @@ build_repo_program() {
 }
 
 # ---------------------------------------------------------------- coredns
-# Cluster DNS for the real node's pods (hack/node.py runs it on the host). Not `go install
+# Cluster DNS for the real node's pods (hack/plane/node.py runs it on the host). Not `go install
 # .../coredns`: that links every plugin CoreDNS ships (forward, etcd, route53, ...). A main
 # package of our own imports only the plugins cluster DNS needs and sets their order, as
 # CoreDNS's own plugin.cfg would (its order is the chain's: bind, ready, errors, log, cache,
@@ -583,7 +583,7 @@ build_coredns_in() {
 # ---------------------------------------------------------------- pause image
 # The sandbox image every pod starts from, made here because nothing may be pulled:
 # build/pause/linux/pause.c ships in the k8s.io/kubernetes module; compiled static (as its
-# Makefile does) and packaged from scratch with buildah into an OCI archive that hack/node.py
+# Makefile does) and packaged from scratch with buildah into an OCI archive that hack/plane/node.py
 # imports into containerd under the name the kubelet and containerd expect.
 PAUSE_VERSION=3.10.1  # build/pause/Makefile's TAG for v1.34; kubeadm's PauseVersion
 

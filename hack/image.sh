@@ -9,17 +9,17 @@
 #   image    buildah from scratch + that rootfs as one layer, user 65532, OCI labels,
 #            timestamps clamped to SOURCE_DATE_EPOCH (default: the last commit's time)
 #   SBOM     CycloneDX JSON of every Debian package and Python distribution left in the rootfs
-#            (hack/sbom.py, from the .debs mmdebstrap unpacked and the dist-info dirs)
+#            (hack/release/sbom.py, from the .debs mmdebstrap unpacked and the dist-info dirs)
 # Output (outside the repo): $FOO_OPERATOR_CACHE/share/image/foo-operator-<hash>.oci.tar, its
 # SBOM foo-operator-<hash>.cdx.json, and image.json beside them ({"ref", "archive", "sbom",
-# "digest", "version", "size_bytes", "rootfs_bytes"}) for hack/node.py and hack/release.py.
+# "digest", "version", "size_bytes", "rootfs_bytes"}) for hack/plane/node.py and hack/release/pipeline.py.
 # The hash covers the product's sources, pyproject.toml and the scripts: an unchanged checkout
 # is a cache hit in a second.
 #
 # Usage: hack/image.sh [--force]
 # Environment: FOO_OPERATOR_CACHE, PYTHON (a python with pip; default .venv/bin/python),
 #              SOURCE_DATE_EPOCH, DEBIAN_SUITE (default bookworm)
-#              IMAGE_SOURCE_DIR (default this checkout: where the sources are; hack/release.py
+#              IMAGE_SOURCE_DIR (default this checkout: where the sources are; hack/release/pipeline.py
 #                builds a past release from that commit's tree with today's script),
 #              IMAGE_OUT_DIR (default the cache's share/image), IMAGE_REVISION (the commit)
 set -euo pipefail
@@ -57,7 +57,7 @@ done
 # What the image is made of; any change makes a new image.
 version="$(cd "$SRC_DIR" && "$PYTHON" -c 'import tomllib; print(tomllib.load(open("pyproject.toml","rb"))["project"]["version"])')"
 hash="$(cd "$SRC_DIR" && { find "${PACKAGES[@]}" -name '*.py' -o -name '*.yaml' -o -name '*.typed' | LC_ALL=C sort \
-  | xargs sha256sum; sha256sum pyproject.toml; cd "$REPO" && sha256sum hack/image.sh hack/sbom.py; echo "$SUITE"; } \
+  | xargs sha256sum; sha256sum pyproject.toml; cd "$REPO" && sha256sum hack/image.sh hack/release/sbom.py; echo "$SUITE"; } \
   | sha256sum | cut -c1-12)"
 archive="$OUT_DIR/foo-operator-$hash.oci.tar"
 sbom="$OUT_DIR/foo-operator-$hash.cdx.json"
@@ -191,8 +191,8 @@ if [[ -f "$SRC_DIR/webhook/command.py" ]]; then imports+=", webhook.command"; el
 [[ -d "$SRC_DIR/kubectl_foo" ]] && imports+=", kubectl_foo.__main__"
 chroot "$rootfs" /usr/bin/python3 -c "import $imports"
 
-log "SBOM: hack/sbom.py (the unpacked .debs + dist-info)"
-(cd "$REPO" && "$PYTHON" -m hack.sbom "$rootfs" "$work/debs" "$sbom.tmp" --version "$version")
+log "SBOM: hack/release/sbom.py (the unpacked .debs + dist-info)"
+(cd "$REPO" && "$PYTHON" -m hack.release.sbom "$rootfs" "$work/debs" "$sbom.tmp" --version "$version")
 mv -f "$sbom.tmp" "$sbom"
 
 find "$rootfs" -newermt "@$SOURCE_DATE_EPOCH" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +

@@ -8,7 +8,7 @@
 # apt-get); prints one line and exits 1 otherwise.
 #
 # Debian's containerd package enables a systemd unit; this machine's PID 1 is not systemd, so
-# nothing starts on its own. Where systemd runs it, hack/node.py still starts its own containerd
+# nothing starts on its own. Where systemd runs it, hack/plane/node.py still starts its own containerd
 # with its own config, socket and state under the node's work dir, never the system's.
 set -euo pipefail
 

@@ -21,10 +21,10 @@ from aiohttp import web
 from aiohttp.payload import Payload
 
 from apimachinery.admission import REVIEW_BODY_LIMIT
-from apimachinery.bodies import JSON, BodyDeadlines, StatusError, body_too_large, parse_json
+from apimachinery.bodies import JSON, BodyDeadlines, StatusError, body_too_large
 from apimachinery.objects import Object
 from apimachinery.status import NOT_ALLOWED, NOT_FOUND, failure
-from serving.budget import ByteBudget, NeverFits, budget_for_memory_limit, parse_cost
+from serving.budget import ByteBudget, NeverFits, budget_for_memory_limit, parse_cost, parse_paused
 from serving.connections import long_running
 from serving.http import GROWTH_STEP, check_json_content_type, read_body
 
@@ -290,7 +290,7 @@ async def _create_review(request: web.Request, insights: Insights, namespace: st
 
 def _review_rendered(body: bytes, namespace: str, default_image: str, form: Form) -> tuple[bytes | Payload, str]:
     try:
-        answer = review(parse_json(body), namespace, default_image=default_image)
+        answer = review(parse_paused(body), namespace, default_image=default_image)
     except ReviewError as err:
         raise StatusError(err.status) from None
     return _rendered(answer, form)

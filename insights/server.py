@@ -10,7 +10,7 @@ from apimachinery.admission import REVIEW_BODY_LIMIT
 from kube.metrics import REGISTRY
 from serving.appserving import AppListener, serving_app
 from serving.lifecycle import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
-from serving.readiness import Readiness
+from serving.readiness import CERTIFICATE_LOADED, Readiness
 from serving.tls import refused_reloads
 
 from . import setup_aggregated_api
@@ -37,7 +37,7 @@ async def serve(options: ServingOptions, config: AggregatedConfig, stop: asyncio
     watcher = options.certificate(client_ca_file=config.requestheader_ca_file, on_refused=refused_reloads(REGISTRY))
     stop = stop or asyncio.Event()
     stop_on_signals(stop)
-    app = build_app(config, Readiness(checks={"certificate-loaded": lambda: watcher.loaded}))
+    app = build_app(config, Readiness(checks={CERTIFICATE_LOADED: lambda: watcher.loaded}))
     # The toolkit's registry: the informers' watch restarts and the event counters land there.
     metrics = await serving_metrics(options, REGISTRY, kubeconfig=config.kubeconfig, name="insights")
     await serve_until_stopped(AppListener(app), options, watcher, stop, name="insights", metrics=metrics)

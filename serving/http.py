@@ -19,12 +19,11 @@ from apimachinery.bodies import (
     StatusError,
     body_too_large,
     is_json_content_type,
-    parse_json,
     request_timeout,
     unsupported_content_type,
 )
 from apimachinery.status import Status, failure
-from serving.budget import Reservation
+from serving.budget import Reservation, parse_paused
 
 
 def json_response(
@@ -96,4 +95,4 @@ def check_json_content_type(request: web.Request) -> None:
 async def read_json(request: web.Request, limit: int, *, deadlines: BodyDeadlines | None = None) -> Any:
     """The request body parsed as JSON, or a 400/408/413/415 Status that says what is wrong."""
     check_json_content_type(request)
-    return parse_json(await read_body(request, limit, deadlines=deadlines))
+    return parse_paused(await read_body(request, limit, deadlines=deadlines))

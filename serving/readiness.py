@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+# The check every serving process runs: its serving pair loaded (serving.tls.CertWatcher.loaded).
+CERTIFICATE_LOADED = "certificate-loaded"
+
 
 @dataclass
 class Readiness:

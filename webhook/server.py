@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from certs.policy import RotationPolicy
 from serving.lifecycle import ServingOptions, serve_until_stopped, serving_metrics, stop_on_signals
-from serving.readiness import Readiness
+from serving.readiness import CERTIFICATE_LOADED, Readiness
 from serving.reviews.server import ReviewServer
 from serving.tls import CertWatcher, refused_reloads
 from serving.workermetrics import count_gc_in_files, multiprocess_registry
@@ -80,7 +80,7 @@ async def serve(options: ServerOptions, settings: Settings, stop: asyncio.Event 
             return  # stopped, or the rotator died, before the pair was written
         options = paired
         readiness = Readiness(
-            checks={"certificate-loaded": lambda: watcher.loaded},
+            checks={CERTIFICATE_LOADED: lambda: watcher.loaded},
             announce=worker.announce if worker is not None else None,
             shared=worker.readiness if worker is not None else None,
         )

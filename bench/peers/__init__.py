@@ -10,7 +10,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-from hack.binaries import cache_dir
+from hack.plane.binaries import cache_dir
 
 PEERS_DIR = Path(__file__).resolve().parent
 GO_WEBHOOK_SRC = PEERS_DIR / "go-webhook"

@@ -25,7 +25,6 @@ from typing import Any, Protocol
 
 from apimachinery.bodies import (
     JSON,
-    PAUSE_GC_FROM,
     BodyDeadlines,
     StatusError,
     body_too_large,
@@ -35,7 +34,7 @@ from apimachinery.bodies import (
     unsupported_content_type,
 )
 from apimachinery.status import Status, failure
-from serving.budget import ByteBudget, MiB, NeverFits, Reservation, parse_charge
+from serving.budget import PAUSE_GC_FROM, ByteBudget, MiB, NeverFits, Reservation, parse_charge
 
 from .protocol import Connection, Request, status_body
 

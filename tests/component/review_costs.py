@@ -57,8 +57,8 @@ def fingerprint() -> dict[str, str]:
 
 def requests() -> dict[str, bytes]:
     """Each endpoint's request, head and body, as kube-apiserver writes it."""
+    from attacks.foos import bad_foo, conversion_of, create_review, dumps
     from bench.admission import bodies
-    from bench.foos import bad_foo, conversion_of, create_review, dumps
     from fooapi import LEGACY_API_VERSION
 
     admission = bodies()
@@ -88,9 +88,9 @@ def _reads(request: bytes) -> Iterator[memoryview]:
 
 async def _phases(settings_limit_mib: int) -> None:
     """Warm every endpoint up, then count each one's reviews as a phase of its own."""
+    from bench.sink import Sink
     from serving.reviews.protocol import Connection
     from serving.reviews.server import ReviewServer
-    from tests.component.sink import Sink
     from webhook.app import Settings, build_app
 
     webhook = build_app(Settings(in_flight_budget=settings_limit_mib * 1024 * 1024))
@@ -166,9 +166,9 @@ def _total(dump: Path) -> int:
 
 def count_page_faults(seconds: float = 3.0, tree: Path | None = None) -> dict[str, float]:
     """Minor page faults per review of the webhook process over TLS under wrk's load."""
+    from attacks.foos import bad_foo, create_review, dumps
     from bench import servers
     from bench.admission import bodies
-    from bench.foos import bad_foo, create_review, dumps
     from bench.load import run_wrk
 
     admission = bodies()

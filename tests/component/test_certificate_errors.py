@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from certs.__main__ import main as certs_main
-from hack.cluster import free_port
-from hack.product import webhook_args
+from hack.plane.cluster import free_port
+from hack.plane.product import webhook_args
 from serving.tls import CertificateFilesError, CertWatcher
 
 

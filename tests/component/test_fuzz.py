@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.component.reviews import admission_review, conversion_review
-from tests.objects import foo_v1, foo_v1alpha1
+from attacks.foos import admission_review, conversion_review
+from attacks.objects import foo_v1, foo_v1alpha1
 from webhook.app import Settings, build_app
 
 from .webhook_client import serve_webhook

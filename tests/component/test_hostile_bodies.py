@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
+from attacks.foos import admission_review, conversion_review
+from attacks.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from fooapi.conversion import CONVERSION_ANNOTATION
-from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from webhook.app import Settings
 
-from .reviews import admission_review, conversion_review
 from .waiting import until
 from .webhook_client import ServeWebhook
 

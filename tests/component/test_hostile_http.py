@@ -11,11 +11,11 @@ import gzip
 
 import orjson
 
+from attacks.foos import admission_review
+from attacks.objects import foo_v1
 from serving.reviews.protocol import HEAD_LIMIT
-from tests.objects import foo_v1
 from webhook.app import Settings
 
-from .reviews import admission_review
 from .webhook_client import ServeWebhook
 
 REVIEW = orjson.dumps(admission_review(foo_v1()))

@@ -21,9 +21,10 @@ import aiohttp
 import orjson
 import pytest
 
-from bench.attacks import begun_handshake
+from attacks.harness import begun_handshake
+from attacks.objects import foo_v1
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from insights import AggregatedConfig
 from insights import api as insights_api
 from insights.api import INSIGHTS
@@ -34,8 +35,7 @@ from insights.view import HealthView
 from serving.appserving import AppListener
 from serving.connections import ConnectionLimits
 from serving.lifecycle import ServingOptions, serve_until_stopped
-from serving.readiness import Readiness
-from tests.objects import foo_v1
+from serving.readiness import CERTIFICATE_LOADED, Readiness
 
 from .handshakes import handshakes_held
 from .waiting import until
@@ -103,7 +103,7 @@ async def start(tmp_path: Path) -> AsyncIterator[Start]:
     async def start_listener(limits: ConnectionLimits | None = None, **config: Any) -> Listener:
         options = ServingOptions(cert_dir=tmp_path, bind_address="127.0.0.1", port=free_port())
         watcher = options.certificate(client_ca_file=client_ca_file)
-        readiness = Readiness(checks={"certificate-loaded": lambda: watcher.loaded})
+        readiness = Readiness(checks={CERTIFICATE_LOADED: lambda: watcher.loaded})
         authorized: list[RequestInfo] = []
 
         async def allow_all(user: UserInfo, info: RequestInfo) -> Decision:

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import orjson
 
+from attacks.foos import conversion_review
+from attacks.objects import V1ALPHA1, foo_v1
 from serving.reviews.protocol import Connection
 from serving.reviews.server import ReviewServer
-from tests.objects import V1ALPHA1, foo_v1
 from webhook.app import Settings, Webhook, build_app
 
 from .certificates import serving_certificates
 from .handshakes import handshakes_held
-from .reviews import conversion_review
 from .waiting import until
 from .webhook_client import ServeWebhook
 

@@ -23,13 +23,13 @@ import pytest
 from aiohttp.test_utils import TestServer
 from multidict import CIMultiDict
 
+from attacks.objects import deployment_of, foo_v1
 from certs.authority import KeyPair, issue_client, issue_serving, new_ca
 from insights import AggregatedConfig
 from insights.authn import RequestHeaderConfig, UserInfo
 from insights.authz import Decision, RequestInfo
 from insights.server import build_app
 from insights.view import HealthView
-from tests.objects import deployment_of, foo_v1
 
 GV = "/apis/insights.samplecontroller.k8s.io/v1alpha1"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from certs.files import write_self_signed
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from kube.client import ApiError
 from serving.metricsauth import (
     ALLOWED_TTL,

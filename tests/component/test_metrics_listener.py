@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from certs.authority import issue_client, issue_serving, new_ca
 from certs.files import write_atomic, write_self_signed, write_serving_files
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from serving.metricsauth import MetricsGuard, User
 from serving.metricsserver import MetricsOptions, MetricsServer, MetricsSetupError
 from serving.tls import CertWatcher

@@ -16,8 +16,8 @@ import pytest
 
 from apimachinery.status import NOT_ALLOWED, NOT_FOUND
 from certs.__main__ import main as certs_main
-from hack.cluster import free_port
-from hack.product import webhook_args
+from hack.plane.cluster import free_port
+from hack.plane.product import webhook_args
 from serving import probes
 from serving.probes import MAX_CONNECTIONS, ProbeServer, answer
 from tests.e2e.waiting import wait_for

@@ -17,10 +17,10 @@ import aiohttp
 from aiohttp import web
 
 from certs.authority import issue_client, issue_serving, new_ca
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from serving.appserving import AppListener, serving_app
 from serving.lifecycle import ServingOptions, serve_until_stopped
-from serving.readiness import Readiness
+from serving.readiness import CERTIFICATE_LOADED, Readiness
 
 from .waiting import until
 
@@ -37,7 +37,7 @@ async def test_a_client_ca_written_during_start_up_verifies_the_first_client(tmp
         client_ca_file.write_bytes(front_proxy_ca.cert_pem)
 
     watcher = ServingOptions(cert_dir=tmp_path).certificate(client_ca_file=client_ca_file)
-    readiness = Readiness(checks={"certificate-loaded": lambda: watcher.loaded})
+    readiness = Readiness(checks={CERTIFICATE_LOADED: lambda: watcher.loaded})
     app = serving_app(readiness)
     app.on_startup.append(learn_the_front_proxy_ca)
     # No second look at the files during the test: the first context must already hold the CA.

@@ -18,10 +18,10 @@ import orjson
 import pytest
 import uvloop
 
-from hack.cluster import free_port
+from attacks.foos import admission_review
+from attacks.objects import foo_v1
+from hack.plane.cluster import free_port
 from tests.component.certificates import serving_certificates
-from tests.component.reviews import admission_review
-from tests.objects import foo_v1
 from webhook.app import Settings
 from webhook.server import ServerOptions, serve
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from serving.tlspolicy import TLSPolicy, parse_tls_policy
 from tests.component.certificates import serving_certificates
 from webhook.app import Settings

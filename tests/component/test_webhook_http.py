@@ -8,10 +8,11 @@ from typing import Any
 import orjson
 import pytest
 
+from attacks.foos import admission_review, conversion_review
+from attacks.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from fooapi.conversion import CONVERSION_ANNOTATION
 from serving.metricsserver import metrics_app
-from tests.component.reviews import admission_review, conversion_review, decoded_patch
-from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
+from tests.component.reviews import decoded_patch
 from webhook.app import Settings
 
 from .webhook_client import Client, ServeWebhook

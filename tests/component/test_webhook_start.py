@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from certs.__main__ import main as certs_main
-from hack.cluster import free_port
-from hack.product import webhook_args
+from hack.plane.cluster import free_port
+from hack.plane.product import webhook_args
 from serving.tls import CertWatcher
 from tests.e2e.waiting import wait_for
 

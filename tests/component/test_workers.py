@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from hack.product import webhook_args
-from tests.component.reviews import admission_review
+from attacks.foos import admission_review
+from attacks.objects import foo_v1
+from hack.plane.product import webhook_args
 from tests.component.test_tls import free_port
 from tests.e2e.waiting import wait_for
-from tests.objects import foo_v1
 
 TRIES = 40  # new connections: both workers answer some of them unless the kernel is very unlucky
 

@@ -26,8 +26,8 @@ E2E_DIR = Path(__file__).resolve().parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from hack.binaries import BUILD_SCRIPT, versions  # noqa: E402
-from hack.cluster import LocalControlPlane  # noqa: E402
+from hack.plane.binaries import BUILD_SCRIPT, versions  # noqa: E402
+from hack.plane.cluster import LocalControlPlane  # noqa: E402
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -131,7 +131,7 @@ def control_plane(built: None, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 # --- foo-operator on the plane ------------------------------------------------------------------
 
-from hack.product import LocalProduct  # noqa: E402
+from hack.plane.product import LocalProduct  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -157,10 +157,10 @@ def namespace(control_plane: LocalControlPlane, request: pytest.FixtureRequest) 
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-# --- a real node (hack/node.py) ------------------------------------------------------------------
+# --- a real node (hack/plane/node.py) ------------------------------------------------------------------
 
-from hack.kube_versions import kubelet_skew_refusal, node_version  # noqa: E402
-from hack.node import cannot_host_node, image_metadata  # noqa: E402
+from hack.plane.kube_versions import kubelet_skew_refusal, node_version  # noqa: E402
+from hack.plane.node import cannot_host_node, image_metadata  # noqa: E402
 
 
 @pytest.fixture(scope="session")

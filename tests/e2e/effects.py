@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 from tests.e2e.load import Answers
 from tests.e2e.waiting import wait_for
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 from kube.client import MAX_RETRIES, ApiError
 
 # How long one request may take before it counts as failed: kube-apiserver's own limit

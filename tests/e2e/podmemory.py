@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hack.machine import cgroup_dirs
+from hack.plane.machine import cgroup_dirs
 from serving.cgroups import MemoryCgroup
 
 
@@ -57,7 +57,7 @@ def charges_mib(cgroup: Path) -> dict[str, float]:
 
 
 class PodWorkingSet:
-    """A reader of one pod's working set (MiB) for ``bench.tenant_attacks.Peaks``: None until the
+    """A reader of one pod's working set (MiB) for ``attacks.tenants.Peaks``: None until the
     pod's cgroup exists, or once it is gone."""
 
     def __init__(self, uid: str) -> None:

@@ -8,7 +8,7 @@ import json
 import re
 import urllib.request
 
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 
 # The walk's summary, as controller/migrate.py prints it (storage version v1).
 DONE_LINE = re.compile(

@@ -2,7 +2,7 @@
 
 ``Memory`` reads a process's resident size and its peak from /proc; ``Insights`` is the insights
 server as a loopback process, called directly as the aggregator would call it (the front-proxy
-client certificate and X-Remote-* headers). ``bench.tenant_attacks.store`` writes the objects.
+client certificate and X-Remote-* headers). ``attacks.tenants.store`` writes the objects.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from certs.__main__ import main as certs_main
-from hack.cluster import LocalControlPlane, free_port
+from hack.plane.cluster import LocalControlPlane, free_port
 from insights.resources import GROUP_VERSION
 
 REPO = Path(__file__).resolve().parents[2]

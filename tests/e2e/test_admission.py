@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.cluster import LocalControlPlane
-from hack.product import OWN_NAMESPACE, LocalProduct
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.product import OWN_NAMESPACE, LocalProduct
 from tests.e2e.waiting import wait_for
 
 

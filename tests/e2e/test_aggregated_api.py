@@ -33,10 +33,10 @@ import yaml
 
 from certs.authority import issue_serving, new_ca, service_dns_names
 from certs.files import write_serving_files
-from hack.cluster import LocalControlPlane
-from hack.netns import NetNamespace
-from hack.procs import Component
-from hack.product import LocalProduct
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.netns import NetNamespace
+from hack.plane.procs import Component
+from hack.plane.product import LocalProduct
 from insights.manifests import APISERVICE_NAME, aggregated_api_manifests
 from tests.e2e.waiting import wait_for
 

@@ -28,13 +28,13 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.attack_mix import Clients, create_foos, insights_target
-from bench.attacks import Target
-from bench.honest import HONEST_LABEL
-from bench.insights_attacks import INSIGHTS_ATTACKS, NAMESPACE
-from bench.webhook_attacks import WEBHOOK_ATTACKS
-from hack.cluster import LocalControlPlane
-from hack.node import chart_values, plane_with_real_node
+from attacks.clients import Clients, create_foos, insights_target
+from attacks.harness import Target
+from attacks.honest import HONEST_LABEL
+from attacks.insights import INSIGHTS_ATTACKS, NAMESPACE
+from attacks.webhook import WEBHOOK_ATTACKS
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.node import chart_values, plane_with_real_node
 from tests.e2e.load import Call, dry_run_foo_create, steady_requests
 from tests.e2e.podmemory import charges_mib, container_cgroup, working_set_mib
 

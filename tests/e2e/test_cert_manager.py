@@ -33,11 +33,11 @@ import yaml
 from cryptography import x509
 
 from fooapi.crd import CRD_NAME
-from hack.binaries import BUILD_SCRIPT, cert_manager
-from hack.cluster import LocalControlPlane, free_port
-from hack.node import RealNode, chart_values, plane_with_real_node
-from hack.pki import served_certificate
-from hack.procs import Component
+from hack.plane.binaries import BUILD_SCRIPT, cert_manager
+from hack.plane.cluster import LocalControlPlane, free_port
+from hack.plane.node import RealNode, chart_values, plane_with_real_node
+from hack.plane.pki import served_certificate
+from hack.plane.procs import Component
 from tests.e2e.load import Call, dry_run_foo_create, steady_requests
 from tests.e2e.waiting import wait_for, wait_for_more
 
@@ -164,7 +164,7 @@ def cluster(node_image: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
     _build_cert_manager()
     binaries = cert_manager()
     assert not binaries.missing(), (
-        f"hack/build.sh cert-manager left no {binaries.missing()}: hack/binaries.py disagrees"
+        f"hack/build.sh cert-manager left no {binaries.missing()}: hack/plane/binaries.py disagrees"
     )
     workdir = tmp_path_factory.mktemp("cert-manager")
     began = time.monotonic()

@@ -17,7 +17,7 @@ import pytest
 
 from apimachinery.resources import Resource
 from fooapi.crd import CRD_NAME
-from hack.product import LocalProduct
+from hack.plane.product import LocalProduct
 from kube.client import ApiError
 from kube.config import connect
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"
@@ -25,7 +25,7 @@ CHART = REPO_ROOT / "charts" / "foo-operator"
 
 # ----------------------------------------------------------------------------- rendered objects
 def render(*args: str, release: str = "dry-run") -> list[dict[str, Any]]:
-    from hack.binaries import find_binaries
+    from hack.plane.binaries import find_binaries
 
     out = subprocess.run(
         [str(find_binaries().helm), "template", release, str(CHART), *args],

@@ -23,8 +23,8 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from hack.binaries import BUILD_SCRIPT, find_binaries, gitops_crds, helm4
-from hack.cluster import LocalControlPlane
+from hack.plane.binaries import BUILD_SCRIPT, find_binaries, gitops_crds, helm4
+from hack.plane.cluster import LocalControlPlane
 from tests.e2e.waiting import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 from tests.e2e.waiting import wait_for
 from tests.unit.test_chart import render
 

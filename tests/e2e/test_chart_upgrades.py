@@ -1,6 +1,6 @@
 """docs/install.md's upgrade, run as written, from every past release, with Helm 3 and Helm 4.
 
-Each past release's chart comes from its commit (hack.release.PAST_RELEASES: 0.1.0 and 0.2.0),
+Each past release's chart comes from its commit (hack.release.pipeline.PAST_RELEASES: 0.1.0 and 0.2.0),
 installed as a user did, with values of their own; then the `helm upgrade` line of install.md's
 "3. Upgrade" section runs in a shell, as written (`helm` on PATH is the Helm under test,
 `foo-operator-$VERSION.tgz` this checkout's chart packaged, as step 1 leaves it). The release must
@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.binaries import BUILD_SCRIPT, find_binaries, helm4
-from hack.cluster import LocalControlPlane
-from hack.release import PAST_RELEASES, project_version
+from hack.plane.binaries import BUILD_SCRIPT, find_binaries, helm4
+from hack.plane.cluster import LocalControlPlane
+from hack.release.pipeline import PAST_RELEASES, project_version
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"

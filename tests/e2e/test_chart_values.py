@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 from tests.unit.test_chart import render
 
 EVERY_KNOB: dict[str, Any] = {

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from hack.binaries import list_rules
-from hack.cluster import LocalControlPlane
-from hack.product import LocalProduct
+from hack.plane.binaries import list_rules
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.product import LocalProduct
 
 
 @pytest.fixture(scope="module")

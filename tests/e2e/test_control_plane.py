@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 
 NGINX_DEPLOYMENT = """
 apiVersion: apps/v1

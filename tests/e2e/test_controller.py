@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
+from attacks.objects import foo_v1
 from controller.settings import Settings
 from fooapi.crd import CRD_NAME, crd_manifest
-from hack.cluster import LocalControlPlane, free_port
+from hack.plane.cluster import LocalControlPlane, free_port
 from tests.e2e.waiting import wait_for
-from tests.objects import foo_v1
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE = "foo-operator-controller"

@@ -15,13 +15,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from attacks.objects import foo_v1
 from fooapi.crd import CRD_NAME, crd_manifest
-from hack.audit import WriteAudit
-from hack.cluster import LocalControlPlane
-from hack.pki import issue_user
+from hack.plane.audit import WriteAudit
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.pki import issue_user
 from tests.e2e.test_controller import LEASE, Controller, get, lease_holder
 from tests.e2e.waiting import wait_for
-from tests.objects import foo_v1
 
 FOOS = 300
 WORKERS = 16  # reconciles in flight at once

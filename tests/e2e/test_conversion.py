@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.cluster import LocalControlPlane
-from hack.product import LocalProduct
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.product import LocalProduct
 from tests.e2e.test_admission import apply_foo, foo_yaml, get_foo
 from tests.e2e.waiting import wait_for
 

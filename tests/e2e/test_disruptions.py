@@ -37,9 +37,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.cluster import LocalControlPlane
-from hack.machine import run
-from hack.node import NODE_LABEL, RealNode, another_node, chart_values, plane_with_real_node
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.machine import run
+from hack.plane.node import NODE_LABEL, RealNode, another_node, chart_values, plane_with_real_node
 from tests.e2e.effects import Effects, deployment_uids, effects, foo_names
 from tests.e2e.load import Answers, Call, foo_create, reads, steady_load
 from tests.e2e.test_real_node import CHART, NAMESPACE, RELEASE, Cluster

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from certs.__main__ import main as certs_main
-from hack.cluster import LocalControlPlane, free_port
+from hack.plane.cluster import LocalControlPlane, free_port
 
 
 def test_insights_with_a_garbage_certificate_names_the_file_in_one_line_and_exits_1(

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from cryptography import x509
 
-from hack.cluster import KubectlError, LocalControlPlane
-from hack.product import LocalProduct
+from hack.plane.cluster import KubectlError, LocalControlPlane
+from hack.plane.product import LocalProduct
 from insights.manifests import APISERVICE_NAME
 from tests.e2e.test_aggregated_api import Insights, available, insights  # noqa: F401 (fixtures)
 from tests.e2e.waiting import wait_for

@@ -1,6 +1,6 @@
 """`make run` as shipped: the whole product on a plane of its own, tried with kubectl as the README says.
 
-`python -m hack.demo` (what `make run` runs once the binaries are built) is started as a user
+`python -m hack.plane.demo` (what `make run` runs once the binaries are built) is started as a user
 starts it; the tests read its ready line and then use the kubeconfig it prints. Its plane dials
 APIServices by name (no aggregator routing), so insights on loopback is reached through an
 ExternalName Service: the session's plane, which dials endpoints, cannot stand in for it.
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack.binaries import find_binaries
-from hack.procs import Component
+from hack.plane.binaries import find_binaries
+from hack.plane.procs import Component
 from insights.manifests import APISERVICE_NAME
 from tests.e2e.waiting import wait_for
 
@@ -54,7 +54,7 @@ def make_run(built: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     workdir = tmp_path_factory.mktemp("make-run")
     demo = Component(
         "make run",
-        [sys.executable, "-m", "hack.demo", "--workdir", str(workdir)],
+        [sys.executable, "-m", "hack.plane.demo", "--workdir", str(workdir)],
         workdir / "make-run.log",
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from certs.__main__ import main as certs_main
-from hack.cluster import LocalControlPlane, free_port
-from hack.procs import Component, wait_until
-from hack.product import webhook_args
+from hack.plane.cluster import LocalControlPlane, free_port
+from hack.plane.procs import Component, wait_until
+from hack.plane.product import webhook_args
 
 REPO = Path(__file__).resolve().parents[2]
 

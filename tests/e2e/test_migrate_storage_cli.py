@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from fooapi.crd import CRD_NAME
-from hack.cluster import LocalControlPlane
-from hack.product import LocalProduct
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.product import LocalProduct
 from tests.e2e.waiting import wait_for
 
 FOO_OPERATOR = Path(sys.executable).parent / "foo-operator"

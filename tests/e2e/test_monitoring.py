@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from hack.cluster import LocalControlPlane, free_port
-from hack.procs import Component, wait_until
-from hack.product import LocalProduct
+from hack.plane.cluster import LocalControlPlane, free_port
+from hack.plane.procs import Component, wait_until
+from hack.plane.product import LocalProduct
 from tests.monitoring import SYNTHETIC, dashboard_queries, exported_names, metric_names, rule_queries
 from tests.unit.test_chart import find, render
 

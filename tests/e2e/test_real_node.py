@@ -14,7 +14,7 @@ tests that only read share it, each test makes the Foos it reads, and a test tha
 leaves the next one a release installed again (`release`), so any one test runs alone.
 
 The node is machine-wide state (bridge, node name, iptables), so this module has a plane of its
-own, serving on the node's bridge; hack/node.py puts the machine back afterwards.
+own, serving on the node's bridge; hack/plane/node.py puts the machine back afterwards.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import yaml
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from bench.tenant_attacks import (
+from attacks.tenants import (
     Attack,
     FatDeployments,
     FatFoos,
@@ -50,9 +50,9 @@ from bench.tenant_attacks import (
 )
 from certs.authority import issue_serving, new_ca, service_dns_names
 from fooapi.crd import CRD_NAME, crd_manifest
-from hack.cluster import LocalControlPlane
-from hack.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
-from hack.pki import KUBERNETES_SERVICE_IP, served_certificate
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.node import CLUSTER_DOMAIN, DNS_SERVICE_IP, RealNode, chart_values, dns_query, plane_with_real_node
+from hack.plane.pki import KUBERNETES_SERVICE_IP, served_certificate
 from kube.client import DEPLOYMENTS
 from tests.e2e.load import dry_run_foo_create, steady_requests
 from tests.e2e.podmemory import PodWorkingSet

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from hack.cluster import LocalControlPlane
-from hack.machine import machine_state
-from hack.node import PAUSE_IMAGE, NodeBridge, RealNode, another_node, machine_lock
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.machine import machine_state
+from hack.plane.node import PAUSE_IMAGE, NodeBridge, RealNode, another_node, machine_lock
 from tests.e2e.waiting import wait_for
 
 

@@ -1,10 +1,10 @@
-"""A release as users get it: built by `hack/release.py`, pushed to a registry, verified, installed,
+"""A release as users get it: built by `hack/release/pipeline.py`, pushed to a registry, verified, installed,
 upgraded, rolled back and installed again from there, on the real node — the docs' commands as
 written (tests/docs.py), where they say to run them.
 
 The registry is CNCF distribution (Debian's docker-registry) on loopback with TLS from a CA of its
-own (hack/registry.py), standing in for ghcr.io: the releases are pushed to it exactly as the
-release workflow pushes them (`hack.release.push`: image and chart signed, the SBOM attached as an
+own (hack/plane/registry.py), standing in for ghcr.io: the releases are pushed to it exactly as the
+release workflow pushes them (`hack.release.pipeline.push`: image and chart signed, the SBOM attached as an
 attestation), under `<registry>/foo-operator`, and the GitHub release's files are served on
 loopback too (tests/e2e/downloads.py). `where_users_get_it` is the one change made to the docs'
 text: those two addresses. The node's containerd pulls the image itself (nothing is loaded
@@ -13,7 +13,7 @@ image, through a mirror entry that sends ghcr.io there; every other registry sti
 Signatures are made with a cosign key pair made for this module and no transparency log (nothing
 leaves the machine), so the docs' `--insecure-ignore-tlog` commands are the ones run here.
 
-0.1.0 is built from its commit (hack.release.PAST_RELEASES) with today's tools; the upgrade to
+0.1.0 is built from its commit (hack.release.pipeline.PAST_RELEASES) with today's tools; the upgrade to
 this checkout's version (docs/install.md's `helm upgrade --reset-then-reuse-values`, as written)
 and the rollback run under load through kube-apiserver: Foo writes at both versions, v1alpha1
 reads (the conversion webhook) and FooHealth reads (the aggregated API).
@@ -40,10 +40,10 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.binaries import BUILD_SCRIPT, cache_dir, find_binaries, policy_tester, versions
-from hack.node import RealNode, chart_values, plane_with_real_node
-from hack.registry import LocalRegistry
-from hack.release import CHECKSUMS, NAME, PAST_RELEASES, build, cosign, project_version, push, sha256
+from hack.plane.binaries import BUILD_SCRIPT, cache_dir, find_binaries, policy_tester, versions
+from hack.plane.node import RealNode, chart_values, plane_with_real_node
+from hack.plane.registry import LocalRegistry
+from hack.release.pipeline import CHECKSUMS, NAME, PAST_RELEASES, build, cosign, project_version, push, sha256
 from tests.docs import REPO_ROOT, DocSession, path_with
 from tests.e2e.downloads import Downloads
 from tests.e2e.load import Call, dry_run_foo_create, steady_requests

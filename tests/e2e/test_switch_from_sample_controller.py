@@ -29,10 +29,10 @@ import yaml
 
 from apimachinery.objects import Object
 from fooapi.crd import CRD_NAME
-from hack.binaries import BUILD_SCRIPT, find_binaries
-from hack.cluster import LocalControlPlane
-from hack.procs import Component, wait_until
-from hack.product import LocalProduct
+from hack.plane.binaries import BUILD_SCRIPT, find_binaries
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.procs import Component, wait_until
+from hack.plane.product import LocalProduct
 from tests.e2e.storage import DONE_LINE, etcd_foos
 from tests.e2e.waiting import wait_for
 

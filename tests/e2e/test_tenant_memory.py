@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 
 from apimachinery.projection import MAX_LABELS
-from bench.tenant_attacks import store
-from hack.cluster import LocalControlPlane
-from hack.product import LocalProduct
+from attacks.objects import fat_deployment, fat_foo, foo_v1
+from attacks.tenants import store
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.product import LocalProduct
 from kube.client import DEPLOYMENTS
 from tests.e2e.tenants import Insights, Memory
 from tests.e2e.test_controller import Controller, controllers, crd, deployment_of
 from tests.e2e.waiting import wait_for
-from tests.objects import fat_deployment, fat_foo, foo_v1
 
 FAT = 20
 # How far past its peak before the tenant stored anything each process may go, whatever it does

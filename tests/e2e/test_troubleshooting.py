@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 from tests.e2e.waiting import wait_for
 
 GROUP = "stuck.foo-operator.example"

@@ -48,9 +48,9 @@ from apimachinery.resources import Resource
 from certs.authority import issue_serving, new_ca, service_dns_names
 from certs.files import write_serving_files
 from fooapi.crd import CRD_NAME, crd_manifest
-from hack.binaries import BUILD_SCRIPT, MissingBinaryError
-from hack.cluster import LocalControlPlane
-from hack.netns import NetNamespace
+from hack.plane.binaries import BUILD_SCRIPT, MissingBinaryError
+from hack.plane.cluster import LocalControlPlane
+from hack.plane.netns import NetNamespace
 from kube.client import ApiError
 from kube.config import connect
 from serving.lifecycle import ServingOptions

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hack.product import LocalProduct
+from hack.plane.product import LocalProduct
 from tests.e2e.test_admission import foo_yaml, get_foo
 
 FOOS = 12

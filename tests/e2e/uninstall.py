@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from fooapi.crd import CRD_NAME
-from hack.cluster import LocalControlPlane
+from hack.plane.cluster import LocalControlPlane
 
 # The kinds the chart makes, by scope; every one carries the release's instance label.
 NAMESPACED_KINDS = "deployments,services,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets"

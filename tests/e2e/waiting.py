@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from hack.procs import Component
+from hack.plane.procs import Component
 
 T = TypeVar("T")
 

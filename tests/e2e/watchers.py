@@ -25,8 +25,8 @@ from typing import IO, Any, TypeVar
 from prometheus_client import CollectorRegistry
 
 from apimachinery.resources import Resource
-from hack.binaries import list_rules
-from hack.cluster import LocalControlPlane
+from hack.plane.binaries import list_rules
+from hack.plane.cluster import LocalControlPlane
 from kube.client import KubeClient
 from kube.config import connect
 from kube.informer import Informer

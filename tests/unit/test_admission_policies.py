@@ -1,6 +1,6 @@
 """docs/policies' admission policies name what the release publishes: the key is cosign.pub (a new
 key means new policies, or the cluster refuses the next release), the image is the published
-one, the SBOM attestation's type is the one `hack/release.py` attaches (cosign's `cyclonedx`).
+one, the SBOM attestation's type is the one `hack/release/pipeline.py` attaches (cosign's `cyclonedx`).
 
 What they decide is checked in tests/e2e/test_release.py, by sigstore policy-controller's own code
 against a release in a registry; these tests keep the files in step with the repository.

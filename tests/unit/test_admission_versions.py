@@ -14,10 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apimachinery.admission import AdmissionRequest, Outcome
+from attacks.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from fooapi.admission import mutate_foo, validate_foo
 from fooapi.conversion import CONVERSION_ANNOTATION, CONVERSION_ANNOTATION_FIELD, convert, field_at_legacy
 from insights.review import apply_patch
-from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 
 
 def request(obj: Any, *, old: Any = None, version: str = "v1", operation: str | None = None) -> AdmissionRequest:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack.artifacthub import KINDS, ChangelogError, changes, changes_annotation
-from hack.release import PAST_RELEASES, REPO_ROOT, changelog_section, with_annotation
+from hack.release.artifacthub import KINDS, ChangelogError, changes, changes_annotation
+from hack.release.pipeline import PAST_RELEASES, REPO_ROOT, changelog_section, with_annotation
 
 from .test_chart import CHART, run_helm
 
@@ -52,7 +52,7 @@ def test_every_entry_of_a_released_section_is_listed_with_a_known_kind(version: 
 
 
 def test_the_chart_yaml_the_release_packages_carries_the_changes_and_lints_clean() -> None:
-    """hack/release.py's build_chart writes it so (beside the image): the annotation parses back to
+    """hack/release/pipeline.py's build_chart writes it so (beside the image): the annotation parses back to
     the list, every other key of Chart.yaml stays, and helm lints the chart."""
     annotation = changes_annotation(changelog_section("0.2.0", REPO_ROOT))
     with tempfile.TemporaryDirectory(prefix="chart-changes-") as scratch:

@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from attacks.harness import status_of
+from attacks.webhook import deep_bodies, gzip_bomb, invalid_name_review
 from bench import memcg, proctree
 from bench.attack_mix import _runs, _tracebacks, source_env
-from bench.attacks import status_of
-from bench.webhook_attacks import deep_bodies, gzip_bomb, invalid_name_review
 
 
 def test_parent_is_read_after_a_command_name_with_spaces_and_parentheses() -> None:

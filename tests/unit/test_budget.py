@@ -9,7 +9,8 @@ import tracemalloc
 import orjson
 import pytest
 
-from bench.foos import conversion_of
+from attacks.foos import admission_review, conversion_of
+from attacks.objects import foo_v1
 from insights.api import INSIGHTS_RESERVED_MIB, review_budget
 from serving.budget import (
     CLIENT_MIB,
@@ -21,8 +22,6 @@ from serving.budget import (
     parse_charge,
     parse_cost,
 )
-from tests.component.reviews import admission_review
-from tests.objects import foo_v1
 
 N = 512 * 1024
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from certs.authority import new_ca
-from hack.binaries import find_binaries
+from hack.plane.binaries import find_binaries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "foo-operator"

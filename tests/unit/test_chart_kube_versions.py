@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack.binaries import versions
-from hack.kube_versions import minor_of, smoke_versions
+from hack.plane.binaries import versions
+from hack.plane.kube_versions import minor_of, smoke_versions
 from tests.unit.test_chart import run_helm
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "foo-operator"

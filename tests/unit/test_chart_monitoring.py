@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from certs.rotation import CA_BUNDLE
-from hack.binaries import find_binaries
+from hack.plane.binaries import find_binaries
 from tests.monitoring import DASHBOARD, dashboard, dashboard_queries, metric_names, rule_queries
 
 from .test_chart import CHART, NAMESPACE, PEM_CA, RELEASE, find, helm_with_values, mode_values, render, render_error

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives import serialization
 
 from certs.authority import service_dns_names
 from controller.settings import parse as parse_controller_flags
-from hack.release import chart_versions
+from hack.release.pipeline import chart_versions
 from insights.__main__ import parse_args as parse_insights_flags
 from insights.manifests import aggregated_api_manifests
 from serving.tlspolicy import parse_tls_policy

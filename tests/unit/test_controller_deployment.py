@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from attacks.objects import foo_v1
 from controller.controller import owning_foo_key
 from controller.deployment import desired_deployment, drift_patch
 from fooapi.views import DeploymentView, FooView, deployment_index
-from tests.objects import foo_v1
 
 UID = "6b8e5b0c-1f0e-4c38-9d61-0f6a5f5a0001"
 

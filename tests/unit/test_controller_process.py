@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from componentbase.logs import JSONFormatter
 from controller.manager import _metrics_server
 from controller.settings import parse
-from hack.cluster import free_port
+from hack.plane.cluster import free_port
 from kube.metrics import metrics_for
 from serving.metricsauth import MAX_CHECKS
 from serving.metricsserver import MetricsOptions, MetricsServer

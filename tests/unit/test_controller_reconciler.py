@@ -10,6 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from apimachinery.resources import Resource
+from attacks.objects import foo_v1
 from controller.controller import FooController
 from controller.outcomes import Done, PermanentFailure, Retry, RetryAfter
 from controller.reconciler import FooReconciler
@@ -19,7 +20,6 @@ from kube.client import ApiError, FencedWrite
 from kube.informer import Store
 from kube.metrics import metrics_for
 from kube.workqueue import ShutDown, WorkQueue
-from tests.objects import foo_v1
 
 UID = "uid-foo"
 DEPLOYMENT_UID = "uid-deployment"

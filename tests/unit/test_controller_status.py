@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from attacks.objects import deployment, foo_v1
 from controller.status import Problem, desired_status, merge_conditions, status_changed
-from tests.objects import deployment, foo_v1
 
 T0 = "2025-01-01T00:00:00Z"
 T1 = "2025-01-01T00:05:00Z"

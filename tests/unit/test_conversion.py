@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attacks.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 from fooapi import ConversionError, convert
 from fooapi.conversion import CONVERSION_ANNOTATION, CONVERSION_ANNOTATION_FIELD, field_at_legacy
-from tests.objects import V1, V1ALPHA1, foo_v1, foo_v1alpha1
 
 
 def test_sample_controller_foo_converts_to_v1() -> None:

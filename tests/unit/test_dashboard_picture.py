@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hack.binaries import MissingBinaryError, find_binaries
-from hack.dashboard import EMPTY_FOR_A_REASON, Target, prometheus_config
-from hack.grafana import (
+from hack.pictures.dashboard import EMPTY_FOR_A_REASON, Target, prometheus_config
+from hack.pictures.grafana import (
     GridPos,
     Panel,
     UnknownVariable,
@@ -28,7 +27,8 @@ from hack.grafana import (
     substitute,
     variables,
 )
-from hack.product import OWN_NAMESPACE
+from hack.plane.binaries import MissingBinaryError, find_binaries
+from hack.plane.product import OWN_NAMESPACE
 
 
 def test_every_query_of_the_chart_dashboard_is_filled_with_no_variable_left() -> None:

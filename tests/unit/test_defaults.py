@@ -3,8 +3,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attacks.objects import foo_v1, foo_v1alpha1
 from fooapi import DEFAULT_IMAGE, default
-from tests.objects import foo_v1, foo_v1alpha1
 
 
 def test_v1_foo_without_image_and_replicas_gets_nginx_latest_and_one_replica() -> None:

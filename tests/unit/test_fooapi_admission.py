@@ -9,11 +9,11 @@ from typing import Any
 
 from apimachinery import admission
 from apimachinery.admission import AdmissionRequest, Outcome
+from attacks.foos import admission_review
+from attacks.objects import foo_v1
 from fooapi.admission import mutate_foo, validate_foo
 from fooapi.defaults import DEFAULT_IMAGE
 from fooapi.names import MAX_REPLICAS
-from tests.component.reviews import admission_review
-from tests.objects import foo_v1
 
 FOOS = "foos.samplecontroller.k8s.io"
 IMAGE = "registry.example.com/team/app:v2"

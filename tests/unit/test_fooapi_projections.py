@@ -9,13 +9,13 @@ from typing import Any
 import orjson
 
 from apimachinery.projection import MAX_LABEL_CHARACTERS, MAX_LABELS, MAX_MESSAGE, NOTES
+from attacks.objects import controller_reference, deployment_of, fat_deployment, fat_foo, fat_metadata, foo_v1
 from controller.deployment import drift_patch
 from controller.status import desired_status, status_changed
 from fooapi.images import MAX_LENGTH as MAX_IMAGE_LENGTH
 from fooapi.projections import project_deployment, project_foo
 from fooapi.views import DeploymentView, FooView
 from insights.health import foo_health
-from tests.objects import controller_reference, deployment_of, fat_deployment, fat_foo, fat_metadata, foo_v1
 
 NOW = "2026-11-23T12:00:00Z"
 # What a projection may cost, serialized, whatever the object held: a kilobyte or two of fields,

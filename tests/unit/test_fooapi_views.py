@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from attacks.objects import deployment, foo_v1
 from fooapi.defaults import DEFAULT_REPLICAS
 from fooapi.views import DeploymentView, FooView, deployment_index, is_foo_reference, pod_foo_index
-from tests.objects import deployment, foo_v1
 
 
 def test_a_foo_view_reads_name_spec_and_status() -> None:

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attacks.objects import foo_v1
 from controller.settings import parse as parse_controller_flags
 from fooapi import validate
 from fooapi.crd import openapi_schema
 from fooapi.images import MAX_LENGTH, REFERENCE, REFERENCE_PATTERN, image_reference, reference_errors
 from fooapi.models import FooV1
-from tests.objects import foo_v1
 
 DIGEST = "sha256:" + "f" * 64
 

@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 from apimachinery.projection import MAX_LABELS
+from attacks.objects import deployment, fat_metadata, foo_v1
 from insights.cluster import EVENTS_PER_FOO, cached_deployment, cached_event, cached_foo, cached_pod, health_informers
 from insights.health import event_time, foo_health
-from tests.objects import deployment, fat_metadata, foo_v1
 
 UID = "uid-web"
 

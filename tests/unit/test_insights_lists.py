@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attacks.objects import foo_v1
 from insights.listing import page
 from insights.listoptions import LATEST, Continue, OptionsError, Read, list_options, parse_resource_version, watch_read
 from insights.view import HealthView
 from serving.budget import ByteBudget
-from tests.objects import foo_v1
 
 
 @given(st.text(max_size=24))

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apimachinery.admission import json_patch
+from attacks.objects import foo_v1, foo_v1alpha1
 from insights.review import ReviewError, apply_patch, review
-from tests.objects import foo_v1, foo_v1alpha1
 
 GV = "insights.samplecontroller.k8s.io/v1alpha1"
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from apimachinery.fields import parse_field_selector
 from apimachinery.labels import SelectorError, parse_label_selector
-from hack.binaries import selector_oracle
+from hack.plane.binaries import selector_oracle
 
 ORACLE = selector_oracle()
 if not ORACLE.is_file() and os.environ.get("CI") != "true":  # in CI a missing oracle fails below

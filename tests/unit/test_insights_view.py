@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from attacks.objects import deployment, foo_v1
 from insights.view import Expired, HealthView
-from tests.objects import deployment, foo_v1
 
 
 def watched_foo(

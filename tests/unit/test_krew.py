@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack import krew, release
+from hack.release import pipeline as release
+from hack.release.pipeline import krew
 
 VERSION = "1.2.3"
 URI = "https://example.org/releases/v1.2.3/{name}"
@@ -110,7 +111,7 @@ def test_the_lock_pins_what_pyproject_asks_for_with_hashes() -> None:
     for requirement in wanted:
         name = requirement.split(">")[0].split("<")[0].split("=")[0].strip().lower().replace("_", "-")
         assert name in pinned, (
-            f"{name}: pyproject.toml asks for it, hack/plugin.lock does not pin it (python -m hack.krew lock)"
+            f"{name}: pyproject.toml asks for it, hack/plugin.lock does not pin it (python -m hack.release.krew lock)"
         )
     for locked in lock["locked_resolves"][0]["locked_requirements"]:
         assert all(a["algorithm"] == "sha256" and a["hash"] for a in locked["artifacts"]), locked["project_name"]

@@ -1,10 +1,10 @@
-"""hack/kube_versions.py: the per-version table answers for the version asked, by its minor."""
+"""hack/plane/kube_versions.py: the per-version table answers for the version asked, by its minor."""
 
 from __future__ import annotations
 
 import pytest
 
-from hack.kube_versions import go_tags, kubelet_skew_refusal, minor_of, node_version, plane_flags, smoke_versions
+from hack.plane.kube_versions import go_tags, kubelet_skew_refusal, minor_of, node_version, plane_flags, smoke_versions
 
 
 @pytest.mark.parametrize(("version", "minor"), [("v1.27.16", 27), ("1.37.2", 37), ("v1.34", 34), ("v1.38.0-rc.1", 38)])
@@ -25,7 +25,7 @@ def test_only_v1_27_is_built_providerless(version: str, tags: list[str]) -> None
 
 @pytest.mark.parametrize("version", ["v1.27.16", "v1.34.4", "v1.37.2"])
 def test_no_matrix_version_needs_flags_of_its_own(version: str) -> None:
-    # The endpoint reconciler follows the plane's address (hack/cluster.py), not its version.
+    # The endpoint reconciler follows the plane's address (hack/plane/cluster.py), not its version.
     for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         assert plane_flags(component, version) == []
 

@@ -15,10 +15,10 @@ from aiohttp import web
 
 from apimachinery import listdecode
 from apimachinery.listdecode import ListDecodeError, ListDecoder
+from attacks.objects import fat_deployment
 from kube.client import DEPLOYMENTS, ApiError, KubeClient
 from kube.config import ClientSettings, connect
 from kube.informer import Informer
-from tests.objects import fat_deployment
 from tests.unit.test_kube_client import write_kubeconfig
 
 

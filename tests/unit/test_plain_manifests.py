@@ -1,4 +1,4 @@
-"""deploy/foo-operator.yaml is `helm template` of the chart as it is now (hack/manifests.py), and
+"""deploy/foo-operator.yaml is `helm template` of the chart as it is now (hack/release/manifests.py), and
 holds no private key: people without Helm get what Helm users get, in the rotator TLS mode."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack import manifests
-from hack.binaries import find_binaries
+from hack.plane.binaries import find_binaries
+from hack.release import manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def rendered() -> str:
 
 def test_the_committed_manifests_are_up_to_date(rendered: str) -> None:
     assert (ROOT / "deploy" / "foo-operator.yaml").read_text() == rendered, (
-        "deploy/foo-operator.yaml is out of date: run `.venv/bin/python -m hack.manifests`"
+        "deploy/foo-operator.yaml is out of date: run `.venv/bin/python -m hack.release.manifests`"
     )
 
 

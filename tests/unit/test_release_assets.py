@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack import release
-from hack.binaries import find_binaries
+from hack.plane.binaries import find_binaries
+from hack.release import pipeline as release
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack.release import PAST_RELEASES, REPO_ROOT, ReleaseError, changelog_section, chart_versions, project_version
+from hack.release.pipeline import (
+    PAST_RELEASES,
+    REPO_ROOT,
+    ReleaseError,
+    changelog_section,
+    chart_versions,
+    project_version,
+)
 from tests.unit.test_cli_pattern import console_scripts  # the completion endpoint takes no --version
 
 VERSION = project_version()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hack.sbom import cyclonedx, debian_packages, main, python_distributions
+from hack.release.sbom import cyclonedx, debian_packages, main, python_distributions
 
 pytestmark = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb (Debian) reads the .debs")
 

@@ -8,8 +8,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from apimachinery.errors import MAX_SHOWN_CHARS, CauseType, invalid_message, shown
+from attacks.objects import foo_v1, foo_v1alpha1
 from fooapi import GROUP, KIND, validate
-from tests.objects import foo_v1, foo_v1alpha1
 
 
 def errors_of(new: dict[str, Any], old: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:

@@ -300,7 +300,7 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "foo-operato
 {{- end }}
 {{- end }}
 
-{{/* clientConfig.service of the admission webhooks; the CRD's is generated (hack/gen_crd.py). */}}
+{{/* clientConfig.service of the admission webhooks; the CRD's is generated (hack/release/gen_crd.py). */}}
 {{- define "foo-operator.webhookClientConfig" -}}
 service:
   namespace: {{ .root.Release.Namespace }}

@@ -32,7 +32,7 @@ from .cluster import LocalControlPlane, free_port
 from .pki import issue_user, write_kubeconfig
 from .procs import Component, Started, wait_until
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FIELD_MANAGER = "foo-operator"
 # The webhooks skip the operator's own namespace, as the chart's skip its release namespace: a
 # broken operator must never block the writes that would repair it. Foos there meet the CRD

@@ -1,8 +1,8 @@
 """`make dashboard`: a picture of the chart's Grafana dashboard, drawn from a real run.
 
-    .venv/bin/python -m hack.dashboard [--seconds 150] [--scrape-interval 2] [--out docs/images/dashboard.svg]
+    .venv/bin/python -m hack.pictures.dashboard [--seconds 150] [--scrape-interval 2] [--out docs/images/dashboard.svg]
 
-Starts the local plane (hack/cluster.py) and the product on loopback as `make run` does: the
+Starts the local plane (hack/plane/cluster.py) and the product on loopback as `make run` does: the
 webhook, the controller (leader-elected) and the insights server, each with secure /metrics as the
 chart's default has it. A Prometheus server built from the same module as promtool (`bash
 hack/build.sh prometheus`) scrapes the three with a ServiceAccount token that the chart's
@@ -34,15 +34,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hack.adminclient import AdminClient, plain_foo
-from hack.binaries import MissingBinaryError, find_binaries
-from hack.cluster import KubectlError, LocalControlPlane, free_port
-from hack.grafana import Panel, Series, load_panels, matrix_series, query_range_url, substitute, variables
-from hack.procs import Component, ComponentError, wait_until
-from hack.product import OWN_NAMESPACE, REPO, LocalProduct
+from hack.pictures.grafana import Panel, Series, load_panels, matrix_series, query_range_url, substitute, variables
+from hack.plane.adminclient import AdminClient, plain_foo
+from hack.plane.binaries import MissingBinaryError, find_binaries
+from hack.plane.cluster import KubectlError, LocalControlPlane, free_port
+from hack.plane.procs import Component, ComponentError, wait_until
+from hack.plane.product import OWN_NAMESPACE, REPO, LocalProduct
 
-# Run as `python -m hack.dashboard`, where __name__ is "__main__": the rule (getLogger(__name__)) names it by hand.
-log = logging.getLogger("hack.dashboard")
+# Run as `python -m hack.pictures.dashboard`, where __name__ is "__main__": the rule (getLogger(__name__)) names it by hand.
+log = logging.getLogger("hack.pictures.dashboard")
 
 LOAD_NAMESPACE = "dashboard-load"
 SCRAPER = "prometheus"  # the ServiceAccount Prometheus scrapes as, in the release namespace
@@ -356,7 +356,7 @@ def run(args: argparse.Namespace) -> int:
 
 def draw(saved: Path, out: Path) -> None:
     """The picture from a run's saved series (``--redraw`` draws again without a new run)."""
-    from hack.dashboard_render import render  # matplotlib: the [docs] extra, needed here only
+    from hack.pictures.dashboard_render import render  # matplotlib: the [docs] extra, needed here only
 
     run = json.loads(saved.read_text())
     data = {

@@ -13,9 +13,9 @@ no venv, no network. The first run unpacks it under ~/.pex.
 manifest for a krew index) and ``kubectl-foo-operator-<version>.cdx.json`` (the SBOM of what the
 archives carry) into ``out_dir``.
 
-    python -m hack.krew --source . --version 0.2.0 --out dist \\
+    python -m hack.release.krew --source . --version 0.2.0 --out dist \\
         --uri 'https://github.com/foo-operator/foo-operator/releases/download/v0.2.0/{name}'
-    python -m hack.krew lock      # hack/plugin.lock again, from pyproject.toml's dependencies (PyPI)
+    python -m hack.release.krew lock      # hack/plugin.lock again, from pyproject.toml's dependencies (PyPI)
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from typing import Any
 
 import yaml
 
-from hack.binaries import cache_dir
-from hack.sbom import Component, cyclonedx
+from hack.plane.binaries import cache_dir
+from hack.release.sbom import Component, cyclonedx
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "foo-operator"  # `kubectl krew install foo-operator`, `kubectl foo-operator`
 COMMAND = "kubectl-foo_operator"  # kubectl looks a plugin's dash up as an underscore
 COMPLETION = "kubectl_complete-foo_operator"  # kubectl >= 1.26 runs it to complete `kubectl foo-operator ...`
@@ -246,7 +246,7 @@ def lock(out: Path = LOCK) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m hack.krew", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m hack.release.krew", description=__doc__.split("\n\n")[0])
     p.add_argument("what", nargs="?", choices=["release", "lock"], default="release")
     p.add_argument("--source", type=Path, default=REPO_ROOT, help="the tree to build the plugin from")
     p.add_argument("--version", help="the release's version, e.g. 0.2.0")
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in release_plugin(args.source, version=args.version, out_dir=args.out, uri=args.uri):
             print(f"wrote {path}")
     except PluginError as err:
-        print(f"hack.krew: error: {err}", file=sys.stderr)
+        print(f"hack.release.krew: error: {err}", file=sys.stderr)
         return 1
     return 0
 

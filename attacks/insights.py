@@ -13,10 +13,9 @@ import ssl
 
 import orjson
 
-from .attacks import Attack, MiB, Tally, Target, close, connect, exchange, many, post, repeat, status_of
-from .flood import dense
 from .foos import new_foo
-from .webhook_attacks import DEEP, nested_lists, with_deep
+from .harness import Attack, MiB, Tally, Target, close, connect, exchange, many, post, repeat, status_of
+from .webhook import DEEP, dense, nested_lists, with_deep
 
 GROUP_VERSION = "insights.samplecontroller.k8s.io/v1alpha1"
 NAMESPACE = "default"

@@ -14,14 +14,15 @@ import ssl
 import time
 import zlib
 from functools import cache
+from typing import Any
 
 import orjson
 
 from fooapi import LEGACY_API_VERSION
 from fooapi.conversion import CONVERSION_ANNOTATION
-from tests.component.reviews import conversion_review
 
-from .attacks import (
+from .foos import conversion_of, conversion_review, create_review, new_foo
+from .harness import (
     Attack,
     MiB,
     Tally,
@@ -37,8 +38,12 @@ from .attacks import (
     repeat,
     status_of,
 )
-from .flood import dense
-from .foos import conversion_of, create_review, new_foo
+
+
+def dense(review: dict[str, Any], size: int) -> bytes:
+    """``review`` with a field of empty objects appended until the body is ``size`` bytes."""
+    head = orjson.dumps(review)
+    return head[:-1] + b',"padding":[' + b"{}," * ((size - len(head) - 14) // 3) + b"{}]}"
 
 
 def legacy_foo(

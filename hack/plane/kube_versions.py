@@ -2,7 +2,7 @@
 
 The versions themselves are in `hack/versions.env` (`K8S_VERSION`, `K8S_SMOKE_VERSIONS`);
 `hack/build.sh` asks here for the Go build tags of the version it builds
-(`python3 -m hack.kube_versions go-tags v1.27.16`), `hack/cluster.py` for the extra flags of the
+(`python3 -m hack.plane.kube_versions go-tags v1.27.16`), `hack/plane/cluster.py` for the extra flags of the
 version it runs. Each entry names the minors it applies to and the reason, so a reader can tell
 when it may go.
 """
@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from hack.binaries import versions
+from hack.plane.binaries import versions
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class PlaneFlag:
 
 
 # No minor of the matrix needs a flag of its own today. The endpoint reconciler is switched off by
-# hack/cluster.py, for the address rather than the version: a loopback plane advertises 127.0.0.1,
+# hack/plane/cluster.py, for the address rather than the version: a loopback plane advertises 127.0.0.1,
 # which kube-apiserver >= 1.37 refuses as the `kubernetes` Service's endpoint, while a plane serving
 # a real node keeps its endpoints so kube-proxy leads pods to it.
 PLANE_FLAGS: tuple[PlaneFlag, ...] = ()
@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "go-tags":
         print(",".join(go_tags(argv[1])))
         return 0
-    print("usage: python3 -m hack.kube_versions go-tags VERSION", file=sys.stderr)
+    print("usage: python3 -m hack.plane.kube_versions go-tags VERSION", file=sys.stderr)
     return 2
 
 

@@ -1,6 +1,6 @@
 """The image's SBOM (CycloneDX 1.5 JSON): every Debian package and Python distribution in its rootfs.
 
-    python -m hack.sbom ROOTFS DEBS_DIR OUT --name foo-operator --version 0.2.0
+    python -m hack.release.sbom ROOTFS DEBS_DIR OUT --name foo-operator --version 0.2.0
 
 hack/image.sh calls it after stripping the rootfs. DEBS_DIR holds the .deb files mmdebstrap
 unpacked into it (its extract variant keeps no dpkg database); each is read with `dpkg-deb` (its
@@ -133,7 +133,7 @@ def cyclonedx(
         "version": 1,
         "metadata": {
             "timestamp": datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "tools": {"components": [{"type": "application", "name": "foo-operator hack/sbom.py"}]},
+            "tools": {"components": [{"type": "application", "name": "foo-operator hack/release/sbom.py"}]},
             "component": {
                 "type": kind,
                 "bom-ref": f"pkg:oci/{name}@{version}" if kind == "container" else f"pkg:generic/{name}@{version}",
@@ -147,7 +147,7 @@ def cyclonedx(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hack.sbom", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hack.release.sbom", description=__doc__.split("\n")[0])
     parser.add_argument("rootfs", type=Path)
     parser.add_argument("debs_dir", type=Path, help="the .deb files unpacked into the rootfs")
     parser.add_argument("out", type=Path)
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     dists = python_distributions(args.rootfs)
     if not debs or not dists:
         print(
-            f"hack.sbom: error: found {len(debs)} Debian packages and {len(dists)} Python distributions",
+            f"hack.release.sbom: error: found {len(debs)} Debian packages and {len(dists)} Python distributions",
             file=sys.stderr,
         )
         return 1

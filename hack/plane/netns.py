@@ -3,7 +3,7 @@
 For tests where a process, not a pod, is the point (docs/architecture.md says which and why):
 the webhook failover test signals a replica mid-request and reads its connections, the
 aggregated API test serves from the checkout on the session's loopback plane. The chart's pods
-run on a real node (hack/node.py), never here.
+run on a real node (hack/plane/node.py), never here.
 
     with NetNamespace("foo-e2e", ns_ip="10.213.0.2", host_ip="10.213.0.1") as netns:
         netns.forward_host_port(apiserver_port)          # inside, 127.0.0.1:<port> is the host's
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hack.procs import run_command
+from hack.plane.procs import run_command
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = Path("/var/run/netns")

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from certs.authority import issue_serving, new_ca
-from hack.procs import Component, ComponentError, Started, wait_until
+from hack.plane.procs import Component, ComponentError, Started, wait_until
 
 REGISTRY_BINARY = "docker-registry"
 

@@ -1,4 +1,4 @@
-"""What a real node changes on this machine, recorded before and put back after (hack/node.py).
+"""What a real node changes on this machine, recorded before and put back after (hack/plane/node.py).
 
 Sysctls the kubelet and the CNI bridge set, iptables rules and chains (kubelet's, kube-proxy's,
 CNI's, ours), mounts under the node's work dir, the kubelet's kubepods cgroups, containerd's
@@ -16,11 +16,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hack.procs import run_command
+from hack.plane.procs import run_command
 
 BRIDGE = "foo-br0"
 BRIDGE_ADDRESS = "10.88.0.1"
-# A further real node's cgroupRoot is named after it (hack/node.py: foo-real-node-2).
+# A further real node's cgroupRoot is named after it (hack/plane/node.py: foo-real-node-2).
 NODE_CGROUP_PREFIX = "foo-real-node-"
 # What the kubelet (protectKernelDefaults: false), the CNI bridge and kube-proxy may change.
 SYSCTLS = (
@@ -44,7 +44,7 @@ FIXED_PATHS = (
     Path("/usr/libexec/kubernetes"),
     Path("/var/log/pods"),
     Path("/var/lib/foo-operator-node"),
-    Path("/var/lib/foo-operator-node-2"),  # a second node's (hack/node.py's another_node)
+    Path("/var/lib/foo-operator-node-2"),  # a second node's (hack/plane/node.py's another_node)
 )
 NETNS_DIR = Path("/run/netns")
 IPTABLES = ("iptables", "ip6tables")
@@ -93,7 +93,7 @@ def cgroup_dirs(parent: str = "") -> list[Path]:
 
 
 def node_cgroup_parents() -> list[Path]:
-    """The cgroupRoots made for further nodes (hack/node.py names each after its node)."""
+    """The cgroupRoots made for further nodes (hack/plane/node.py names each after its node)."""
     return [p for hierarchy in _hierarchies() for p in sorted(hierarchy.glob(f"{NODE_CGROUP_PREFIX}*")) if p.is_dir()]
 
 

@@ -1,6 +1,6 @@
 """The chart's Grafana dashboard read as data: its panels, their queries, their places on the grid.
 
-Pure functions only (no I/O but reading the JSON), for `make dashboard` (hack/dashboard.py), which
+Pure functions only (no I/O but reading the JSON), for `make dashboard` (hack/pictures/dashboard.py), which
 evaluates each panel's queries with Prometheus' HTTP API over a local run and draws the panels
 where Grafana would put them.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "charts" / "foo-operator" / "dashboards" / "foo-operator.json"
 
 GRID_COLUMNS = 24  # Grafana's grid: 24 columns; a height unit is 30 px, a column 1/24 of the width

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-HACK_DIR = Path(__file__).resolve().parent
+HACK_DIR = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = HACK_DIR / "build.sh"
 VERSIONS_FILE = HACK_DIR / "versions.env"
 

@@ -22,10 +22,11 @@ from typing import Any, Protocol
 import orjson
 
 from fooapi.names import FOOS
-from hack.adminclient import AdminClient
-from hack.cluster import LocalControlPlane
+from hack.plane.adminclient import AdminClient
+from hack.plane.cluster import LocalControlPlane
 from kube.client import DEPLOYMENTS
-from tests.objects import fat_deployment, fat_foo, foo_v1
+
+from .objects import fat_deployment, fat_foo, foo_v1
 
 NAMESPACES = "/api/v1/namespaces"
 QUOTAS = "resourcequotas"

@@ -1,6 +1,6 @@
 """The callers an attack must not hurt: kube-apiserver's requests and the kubelet's probes.
 
-The webhook's honest callers are bench.flood's (admission and conversion reviews, every answer
+The webhook's honest callers are ``valid``'s (admission and conversion reviews, every answer
 checked); insights' are the aggregator's (FooHealth list, get and Table, FooReview creates, with
 the front-proxy certificate). The probe opens a new TLS connection for each /healthz, as the
 kubelet does, and gives up after 5 s (a failure the kubelet would count).
@@ -12,17 +12,18 @@ import asyncio
 import contextlib
 import ssl
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
 
-from .attacks import Target, close, open_tcp, open_tls
-from .flood import Tally as ReviewTally
-from .flood import valid
-from .foos import new_foo
-from .insights_attacks import FOOHEALTHS, FOOREVIEWS, TABLE, foo_review
+from fooapi import LEGACY_API_VERSION
+
+from .foos import conversion_of, create_review, new_foo
+from .harness import Target, close, open_tcp, open_tls
+from .insights import FOOHEALTHS, FOOREVIEWS, TABLE, foo_review
 
 PROBE_TIMEOUT = 5.0
 # The chart's webhook timeoutSeconds: kube-apiserver gives up on a review after it.
@@ -39,6 +40,58 @@ CHECKED_PATH = "/apis/insights.samplecontroller.k8s.io/v1alpha1"
 # FooHealths carrying this label are the ones honest lists select: a list of the attack's 1,000
 # heavy FooHealths would be the attack itself.
 HONEST_LABEL = ("honest", "yes")
+
+
+@dataclass
+class ReviewTally:
+    """What the honest review callers met (bench.flood adds what its hostile and slow clients were answered)."""
+
+    valid_latency: list[float] = field(default_factory=list)
+    valid_failures: list[str] = field(default_factory=list)
+    hostile: Counter[str] = field(default_factory=Counter)
+    slow: Counter[str] = field(default_factory=Counter)
+
+
+def _check(path: str, status: int, answer: Any) -> str | None:
+    if status != 200:
+        return f"{path}: HTTP {status}: {str(answer)[:200]}"
+    response = answer.get("response", {})
+    if path == "/convert":
+        if response.get("result", {}).get("status") != "Success" or len(response.get("convertedObjects", [])) != 2:
+            return f"{path}: unexpected answer {str(answer)[:200]}"
+    elif response.get("uid") != "705ab4f5-6393-11e8-b7cc-42010a800002" or response.get("allowed") is not True:
+        return f"{path}: unexpected answer {str(answer)[:200]}"
+    return None
+
+
+async def valid(
+    session: aiohttp.ClientSession, url: str, index: int, tally: ReviewTally, stop: asyncio.Event, timeout: float = 30.0
+) -> None:
+    bodies = [
+        ("/validate-foo", orjson.dumps(create_review(new_foo(defaulted=True)))),
+        ("/mutate-foo", orjson.dumps(create_review(new_foo()))),
+        ("/convert", orjson.dumps(conversion_of(2, LEGACY_API_VERSION))),
+    ]
+    turn = index
+    while not stop.is_set():
+        path, body = bodies[turn % len(bodies)]
+        turn += 1
+        started = time.perf_counter()
+        try:
+            async with session.post(
+                url + path,
+                data=body,
+                headers={"Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:
+                answer = await response.json(content_type=None)
+                problem = _check(path, response.status, answer)
+        except (TimeoutError, aiohttp.ClientError, ValueError) as err:
+            problem = f"{path}: {type(err).__name__}: {err}"
+        tally.valid_latency.append(time.perf_counter() - started)
+        if problem:
+            tally.valid_failures.append(problem)
+        await asyncio.sleep(0.01)
 
 
 @dataclass
@@ -199,7 +252,7 @@ async def availability_checks(target: Target, honest: Honest, stop: asyncio.Even
 async def honest_reviews(
     session: aiohttp.ClientSession, target: Target, index: int, honest: Honest, stop: asyncio.Event
 ) -> None:
-    """The webhook's honest callers: bench.flood's checked reviews, tallied as ours."""
+    """The webhook's honest callers: ``valid``'s checked reviews, tallied as ours."""
     tally = ReviewTally()
     await valid(session, target.url, index, tally, stop, timeout=REVIEW_TIMEOUT)
     honest.latency += tally.valid_latency

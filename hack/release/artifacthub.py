@@ -4,7 +4,7 @@ entry by entry, as Artifact Hub lists them on the chart's page.
 CHANGELOG.md follows Keep a Changelog: a section per version, a `### Added`/`Changed`/... heading
 per kind of change, one `- ` entry per change (continued on indented lines). Artifact Hub takes a
 list of `{kind, description}` with the same six kinds in lower case. The release writes it into
-the packaged Chart.yaml beside the image's digest (hack/release.py); the source Chart.yaml never
+the packaged Chart.yaml beside the image's digest (hack/release/pipeline.py); the source Chart.yaml never
 carries it, so it cannot go stale between releases.
 """
 
@@ -60,5 +60,5 @@ def changes(section: str) -> list[dict[str, str]]:
 
 
 def changes_annotation(section: str) -> str:
-    """The value of `artifacthub.io/changes` for a CHANGELOG section (hack.release.changelog_section)."""
+    """The value of `artifacthub.io/changes` for a CHANGELOG section (hack.release.pipeline.changelog_section)."""
     return str(yaml.safe_dump(changes(section), sort_keys=False, allow_unicode=True, width=1 << 20))

@@ -8,9 +8,9 @@ and kwok playing the kubelet of N fake nodes, so Deployments really roll out to 
         plane.kubectl("get", "nodes")
 
 CLI:
-    python -m hack.cluster up [--workdir DIR] [--minimal] [--nodes N]   # foreground, Ctrl-C stops
-    python -m hack.cluster down [--workdir DIR]                          # stop a backgrounded `up`
-    python -m hack.cluster env [--workdir DIR]                           # print the export line
+    python -m hack.plane.cluster up [--workdir DIR] [--minimal] [--nodes N]   # foreground, Ctrl-C stops
+    python -m hack.plane.cluster down [--workdir DIR]                          # stop a backgrounded `up`
+    python -m hack.plane.cluster env [--workdir DIR]                           # print the export line
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hack.binaries import Binaries, MissingBinaryError, find_binaries
-from hack.kube_versions import plane_flags
-from hack.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPKI, write_kubeconfig, write_pki
-from hack.procs import Component, ComponentError, Started, wait_until
+from hack.plane.binaries import Binaries, MissingBinaryError, find_binaries
+from hack.plane.kube_versions import plane_flags
+from hack.plane.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPKI, write_kubeconfig, write_pki
+from hack.plane.procs import Component, ComponentError, Started, wait_until
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_WORKDIR = REPO_ROOT / ".local" / "cluster"  # /.local/ is git-ignored
 # kwok only manages Nodes carrying this annotation, so it never touches anything else.
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
@@ -94,7 +94,7 @@ class LocalControlPlane(Started):
         aggregator_routing: bool = True,
     ) -> None:
         """`address`: where kube-apiserver binds and what it advertises. Loopback (the default)
-        keeps the plane invisible off this host; a real node's bridge address (hack/node.py)
+        keeps the plane invisible off this host; a real node's bridge address (hack/plane/node.py)
         lets pods reach it, as `kubernetes.default`, through kube-proxy.
 
         `aggregator_routing`: the aggregator dials an APIService's Service by its endpoints
@@ -305,7 +305,7 @@ class LocalControlPlane(Started):
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={pki.cert_file('front-proxy-client')}",
             f"--proxy-client-key-file={pki.key_file('front-proxy-client')}",
-            # Its identity towards a real kubelet (hack/node.py), which authorizes by webhook.
+            # Its identity towards a real kubelet (hack/plane/node.py), which authorizes by webhook.
             f"--kubelet-client-certificate={pki.cert_file('apiserver-kubelet-client')}",
             f"--kubelet-client-key={pki.key_file('apiserver-kubelet-client')}",
             # Dial Service endpoints directly: there is no kube-proxy to make ClusterIPs work.
@@ -316,7 +316,7 @@ class LocalControlPlane(Started):
             # Without kube-controller-manager no namespace ever gets its `default`
             # ServiceAccount, and the ServiceAccount admission plugin would refuse every Pod.
             argv.append("--disable-admission-plugins=ServiceAccount")
-        # What this Kubernetes version needs (e.g. no endpoint reconciler): hack/kube_versions.py.
+        # What this Kubernetes version needs (e.g. no endpoint reconciler): hack/plane/kube_versions.py.
         return argv + plane_flags("kube-apiserver", self.version) + self.apiserver_args
 
     def _start_apiserver(self) -> None:
@@ -328,7 +328,7 @@ class LocalControlPlane(Started):
         wait_until("kube-apiserver /readyz", ready, timeout=self.timeout, watch=[self._components["etcd"], apiserver])
 
     def component_kubeconfig(self, user: str) -> Path:
-        """A kubeconfig for one identity of hack.pki (COMPONENT_USERS, or one made by issue_user)."""
+        """A kubeconfig for one identity of hack.plane.pki (COMPONENT_USERS, or one made by issue_user)."""
         return self._component_kubeconfig(user)
 
     def _component_kubeconfig(self, user: str) -> Path:
@@ -595,10 +595,10 @@ def _terminate(pid: int, grace: float) -> None:
 def _cmd_up(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir).resolve()
     pid_file = workdir / "cluster.pid"
-    if pid_file.exists() and _pid_alive(int(pid_file.read_text()), "hack.cluster"):
+    if pid_file.exists() and _pid_alive(int(pid_file.read_text()), "hack.plane.cluster"):
         print(
             f"a control plane is already up in {workdir} (pid {pid_file.read_text().strip()});"
-            f" run `python -m hack.cluster down --workdir {workdir}`",
+            f" run `python -m hack.plane.cluster down --workdir {workdir}`",
             file=sys.stderr,
         )
         return 1
@@ -617,7 +617,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     try:
         plane.start()
         print(f"export KUBECONFIG={plane.kubeconfig}", flush=True)
-        log.info("running; Ctrl-C (or `python -m hack.cluster down --workdir %s`) stops it", workdir)
+        log.info("running; Ctrl-C (or `python -m hack.plane.cluster down --workdir %s`) stops it", workdir)
         while True:
             plane.check_alive()
             time.sleep(1)
@@ -637,7 +637,7 @@ def _cmd_down(args: argparse.Namespace) -> int:
     pid_file = workdir / "cluster.pid"
     if pid_file.exists():
         pid = int(pid_file.read_text())
-        if _pid_alive(pid, "hack.cluster"):
+        if _pid_alive(pid, "hack.plane.cluster"):
             log.info("stopping the `up` process (pid %d)", pid)
             _terminate(pid, grace=60)
         pid_file.unlink(missing_ok=True)
@@ -656,7 +656,7 @@ def _cmd_down(args: argparse.Namespace) -> int:
 def _cmd_env(args: argparse.Namespace) -> int:
     kubeconfig = Path(args.workdir).resolve() / "kubeconfig"
     if not kubeconfig.exists():
-        print(f"no control plane in {args.workdir}: run `python -m hack.cluster up`", file=sys.stderr)
+        print(f"no control plane in {args.workdir}: run `python -m hack.plane.cluster up`", file=sys.stderr)
         return 1
     print(f"export KUBECONFIG={kubeconfig}")
     return 0
@@ -664,7 +664,7 @@ def _cmd_env(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hack.cluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m hack.plane.cluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a control plane and stay in the foreground")

@@ -1,6 +1,6 @@
 """Draws evaluated dashboard panels with matplotlib, where Grafana's grid puts them.
 
-matplotlib is the `[docs]` extra: only `make dashboard` needs it, so only hack/dashboard.py
+matplotlib is the `[docs]` extra: only `make dashboard` needs it, so only hack/pictures/dashboard.py
 imports this module. Colours follow Grafana's dark theme so the picture reads like the real thing.
 """
 

@@ -10,7 +10,7 @@ Everything it touches on the machine is recorded first and put back by `stop()`,
 runs (also after a failed start) and does not stop at the first error: processes, mounts under
 the work dir, the kubelet's cgroups, iptables rules and chains, the bridge and its routes,
 sysctls, and the files the kubelet writes outside its root dir (the bookkeeping is in
-hack/machine.py, whose `machine_state()` a test compares before and after). docs/real-node.md has the facts and traps behind each choice.
+hack/plane/machine.py, whose `machine_state()` a test compares before and after). docs/real-node.md has the facts and traps behind each choice.
 
 A second node (`another_node(first)`, e.g. for `kubectl drain`) joins the first on its plane and
 bridge: a kubelet and a containerd of its own (name, bridge address, state dirs and sockets, pod
@@ -43,10 +43,10 @@ from typing import Any
 
 import yaml
 
-from hack.binaries import cache_dir, versions
-from hack.cluster import LocalControlPlane, free_port
-from hack.kube_versions import node_version
-from hack.machine import (
+from hack.plane.binaries import cache_dir, versions
+from hack.plane.cluster import LocalControlPlane, free_port
+from hack.plane.kube_versions import node_version
+from hack.plane.machine import (
     BRIDGE,
     BRIDGE_ADDRESS,
     CGROUP_ROOT,
@@ -65,8 +65,8 @@ from hack.machine import (
     sysctl_path,
     unmount_under,
 )
-from hack.pki import KUBERNETES_SERVICE_IP, SERVICE_CLUSTER_IP_RANGE, issue_user
-from hack.procs import Component, ComponentError, Started, wait_until
+from hack.plane.pki import KUBERNETES_SERVICE_IP, SERVICE_CLUSTER_IP_RANGE, issue_user
+from hack.plane.procs import Component, ComponentError, Started, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -580,7 +580,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self._dns_ready_port = free_port()
         corefile = self.workdir / "Corefile"
         zones = f"{CLUSTER_DOMAIN} in-addr.arpa ip6.arpa"
-        corefile.write_text(f"""# hack/node.py: cluster DNS for the real node's pods. No forward plugin, no other zone:
+        corefile.write_text(f"""# hack/plane/node.py: cluster DNS for the real node's pods. No forward plugin, no other zone:
 # a name outside the cluster is REFUSED, so no lookup leaves this machine.
 {" ".join(f"{z}:{self.dns_port}" for z in zones.split())} {{
     bind {self.bridge.address}

@@ -14,12 +14,12 @@ them together), into DIR/assets, the files the GitHub release carries, and nothi
     foo-operator-<v>.tgz            the chart (`helm package`, then packed again so that the same tree
                                     gives the same bytes; Chart.yaml's `artifacthub.io/images` names the
                                     image by digest, `artifacthub.io/changes` lists CHANGELOG.md's
-                                    section, hack/artifacthub.py)
+                                    section, hack/release/artifacthub.py)
     foo-operator-<v>.cdx.json       the image's SBOM (CycloneDX: every Debian package and Python distribution)
     foo-operator-<v>.yaml           the plain manifests (deploy/foo-operator.yaml, the image by digest)
     foo-operator-crds-<v>.yaml      the Foo CRD alone, for clusters that manage CRDs apart
     kubectl-foo-operator-<v>-<os>-<arch>.tar.gz  the kubectl plugin, one self-contained archive per
-                                    platform (hack/krew.py); foo-operator.yaml, its krew manifest;
+                                    platform (hack/release/krew.py); foo-operator.yaml, its krew manifest;
                                     kubectl-foo-operator-<v>.cdx.json, the SBOM of what they carry
     foo-operator-<v>-disruptions.md docs/disruptions.md: failed requests and recovery through each
                                     disruption, as tests/e2e/test_disruptions.py measured them
@@ -60,10 +60,10 @@ from pathlib import Path
 
 import yaml
 
-from hack import artifacthub, krew
-from hack.binaries import cache_dir, find_binaries, versions
+from hack.plane.binaries import cache_dir, find_binaries, versions
+from hack.release import artifacthub, krew
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 NAME = "foo-operator"
 # Where the chart's image default and the workflow publish to: the image is <prefix>/foo-operator,
 # the chart oci://<prefix>/charts/foo-operator.
@@ -269,7 +269,7 @@ def build_manifests(release: Release) -> None:
     tagged = f"image: {REGISTRY_PREFIX}/{NAME}:{release.version}\n"
     text = plain.read_text()
     if tagged not in text:
-        raise ReleaseError(f"deploy/{NAME}.yaml does not run {tagged.strip()}: run `python -m hack.manifests`")
+        raise ReleaseError(f"deploy/{NAME}.yaml does not run {tagged.strip()}: run `python -m hack.release.manifests`")
     manifests = release.assets / f"{NAME}-{release.version}.yaml"
     manifests.write_text(text.replace(tagged, f"image: {image_by_digest(release)}\n"))
     crds = release.assets / f"{NAME}-crds-{release.version}.yaml"
@@ -287,7 +287,7 @@ def write_notes(release: Release) -> None:
 
 
 def build_plugin(release: Release) -> None:
-    """The kubectl plugin's krew archives (one per platform), manifest and SBOM (hack/krew.py). A
+    """The kubectl plugin's krew archives (one per platform), manifest and SBOM (hack/release/krew.py). A
     past release from before the plugin ships none."""
     if not (release.source / "kubectl_foo").is_dir():
         return

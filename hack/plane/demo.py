@@ -6,7 +6,7 @@ the insights server (its APIService Available) and the controller — applies ex
 and prints what to try. Nothing of it needs root.
 
 `make run REAL_NODE=1` (``--real-node``, root): the product as it runs in a cluster instead — a
-real node (hack/node.py) beside the kwok one, the image built here loaded into it, and
+real node (hack/plane/node.py) beside the kwok one, the image built here loaded into it, and
 `helm install` of the chart; the machine is put back on Ctrl-C.
 """
 
@@ -29,8 +29,8 @@ from .cluster import LocalControlPlane
 from .procs import ComponentError
 from .product import REPO, LocalProduct
 
-# Run as `python -m hack.demo`, where __name__ is "__main__": the rule (getLogger(__name__)) names it by hand.
-log = logging.getLogger("hack.demo")
+# Run as `python -m hack.plane.demo`, where __name__ is "__main__": the rule (getLogger(__name__)) names it by hand.
+log = logging.getLogger("hack.plane.demo")
 
 E = TypeVar("E")  # what an environment of the demo yields while it runs
 
@@ -59,7 +59,7 @@ def local_product(workdir: Path, nodes: int = 1) -> Iterator[tuple[LocalControlP
     """The plane with the webhook, insights and controller on loopback, the example applied.
 
     The aggregator dials names, not endpoints, on this plane: insights' APIService names an
-    ExternalName Service for ``localhost`` (hack/product.py says why).
+    ExternalName Service for ``localhost`` (hack/plane/product.py says why).
     """
     with (
         LocalControlPlane(workdir, nodes=nodes, aggregator_routing=False) as plane,

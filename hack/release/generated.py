@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def generate(argv: list[str] | None, *, module: str, doc: str | None, output: Path, render: Callable[[], str]) -> int:

@@ -1,6 +1,6 @@
 """The local plane's admin as a fast async client: Foos as a user writes them, sent many at a time.
 
-What the demo's traffic (hack.dashboard) and the benchmarks that write through kube-apiserver
+What the demo's traffic (hack.pictures.dashboard) and the benchmarks that write through kube-apiserver
 (bench/) send with: aiohttp with the plane's admin client certificate, no client-side rate limit,
 bounded concurrency.
 """
