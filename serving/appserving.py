@@ -30,19 +30,9 @@ from aiohttp import hdrs, web
 from apimachinery.bodies import JSON, StatusError
 from apimachinery.status import NOT_ALLOWED, NOT_FOUND, Status, failure
 
-from .connections import (
-    LINGER_SECONDS,
-    VERIFIED,
-    ConnectionLimits,
-    Connections,
-    KiB,
-    Standing,
-    drain,
-    standing,
-)
+from .connections import LINGER_SECONDS, VERIFIED, ConnectionLimits, Connections, Held, KiB, drain, head_too_large
 from .http import status_response
 from .readiness import Readiness
-from .reviews.protocol import head_too_large, head_too_slow
 from .tlsupgrade import KEEPALIVE_SECONDS, Acceptor, HandshakePool, listening_socket
 
 log = logging.getLogger(__name__)
@@ -72,10 +62,6 @@ API_PORT = ConnectionLimits(
         max_connections=64,
     ),
 )
-# What one read takes: asyncio's TLS layer read 256 KiB at a time for aiohttp's own protocol. At
-# 64 KiB (the admission port's) a client still writing a 1 MiB request line when aiohttp refused
-# it had more left in flight as aiohttp closed, and the close's reset came before its 400.
-_READ_SIZE = 256 * KiB
 # What a handler still running once the drain closed its connection may take before the app's
 # cleanup runs (the drain gave it the whole shutdown timeout already).
 _CANCEL_SECONDS = 1.0
@@ -83,61 +69,36 @@ _CANCEL_SECONDS = 1.0
 READINESS = web.AppKey("readiness", Readiness)
 
 
-class Guard(asyncio.BufferedProtocol):
+class Guard(Held, asyncio.Protocol):
     """One connection: our protocol in front of aiohttp's (``inner``), holding the port's bounds."""
 
     def __init__(self, listener: AppListener, inner: asyncio.Protocol) -> None:
+        super().__init__(listener.limits, listener.verified)
         self.listener = listener
         self.inner = inner
-        self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)  # the framing only: where each head begins and ends
-        self.transport: asyncio.Transport | None = None
-        self.limits = listener.limits
-        self.held: Connections[Guard] = listener.verified
-        self.source = ""
-        self.last_active = 0.0
         self.begun = 0  # requests whose first byte arrived
-        self.answering = 0  # requests in the app's hands (``edge``)
+        self.in_app = 0  # requests in the app's hands (``edge``)
         self.answered = 0  # requests the app has answered
-        self.in_head = False
-        self.head_started = 0.0
-        self.head_fed = 0  # bytes read while the head was incomplete
-        self.long_running = False  # serving a watch (``long_running``)
+        self.heading = False  # a head is arriving
         self.refusing = False  # a head was refused: nothing more is read or handed on
-        self.timer: asyncio.TimerHandle | None = None
-        self.timer_at = 0.0
 
-    # -- asyncio.BufferedProtocol --------------------------------------------------------------
+    # -- asyncio.Protocol --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # With TLS, called once the handshake is over: the peer's certificate is known.
         stream = cast(asyncio.Transport, transport)
         if not stream.get_extra_info("peercert"):
             assert self.listener.limits.anonymous is not None
-            self.limits, self.held = self.listener.limits.anonymous, self.listener.anonymous
-        peer = stream.get_extra_info("peername")
-        self.source = str(peer[0]) if isinstance(peer, tuple) else ""
-        self.last_active = self.loop.time()
-        if not self.held.admit(self, self.last_active):
-            stream.abort()  # refused: every one is in the middle of a request
-            return
-        self.transport = stream
-        self.inner.connection_made(stream)
-        self._arm(self.last_active + self.limits.first_request_seconds)
+            self.limits, self.connections = self.listener.limits.anonymous, self.listener.anonymous
+        if self.admitted(stream):
+            self.inner.connection_made(stream)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.held.release(self)
-        if self.timer is not None:
-            self.timer.cancel()
-        if self.transport is not None:
-            self.transport = None
+        made = self.transport is not None  # else aiohttp's protocol never knew of it
+        super().connection_lost(exc)
+        if made:
             self.inner.connection_lost(exc)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.listener.read_buffer
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(bytes(self.listener.read_buffer[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
         transport = self.transport
@@ -153,21 +114,16 @@ class Guard(asyncio.BufferedProtocol):
                 self.parser.feed_data(data[upgrade.args[0] :])
         except httptools.HttpParserError:
             # aiohttp's parser, llhttp too, refuses it and closes: it answers, we stop following.
-            self.refusing = True
-            self.in_head = False
+            self.refusing, self.heading = True, False
             self.inner.data_received(data)
             self.loop.call_later(LINGER_SECONDS, transport.abort)
             return
-        if self.in_head:
-            self.head_fed += len(data)
-            limit = self.limits.head_bytes
-            if self.head_fed > limit:
-                # The part that fits goes to aiohttp first: a line past its own limit (8190 bytes)
-                # is its 400 however the bytes were split into reads, and wins over our 431.
-                self.inner.data_received(data[: len(data) - (self.head_fed - limit)])
-                self._refuse_later(head_too_large(limit))
-                return
-            self._arm(self.head_started + self.limits.head_seconds)
+        if self.heading and not self.head_fits(len(data)):
+            # The part that fits goes to aiohttp first: a line past its own limit (8190 bytes)
+            # is its 400 however the bytes were split into reads, and wins over our 431.
+            self.inner.data_received(data[: len(data) - (self.head_fed - self.limits.head_bytes)])
+            self._refuse_later(head_too_large(self.limits.head_bytes))
+            return
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -183,59 +139,55 @@ class Guard(asyncio.BufferedProtocol):
 
     def on_message_begin(self) -> None:
         self.begun += 1
-        self.in_head = True
-        self.head_started = self.loop.time()
-        self.head_fed = 0
+        self.heading = True
+        self.head_began()
 
     def on_headers_complete(self) -> None:
-        self.in_head = False
+        self.heading = False
 
-    # -- what the rule and the drain read ------------------------------------------------------
+    # -- what its port's policy reads (serving.connections.Held) --------------------------------
 
-    def idle(self) -> bool:
-        """No request under way or queued, and every answer written."""
+    def in_head(self) -> bool:
+        return self.heading
+
+    def busy(self) -> bool:
         transport = self.transport
-        return self.begun == self.answered and (transport is None or not transport.get_write_buffer_size())
+        return self.begun != self.answered or (transport is not None and bool(transport.get_write_buffer_size()))
 
-    def standing(self, now: float) -> Standing:
-        return standing(
-            answering=self.answering > 0,
-            long_running=self.long_running,
-            served=self.answered > 0,
-            asking=self.begun > self.answered,
-            quiet_for=now - self.last_active,
-        )
+    def asking(self) -> bool:
+        return self.begun > self.answered
 
-    def evict(self) -> None:
-        self.abort()
+    def being_answered(self) -> bool:
+        return self.in_app > 0
 
     def finish(self) -> None:
         # A busy one is closed by aiohttp after its answer, which says `Connection: close` while draining.
-        if self.transport is not None and self.idle():
+        if self.transport is not None and not self.busy():
             self.transport.close()
 
-    def abort(self) -> None:
+    def _close(self) -> None:
         if self.transport is not None:
-            self.transport.abort()
+            self.transport.close()
 
     def answer_began(self) -> None:
-        self.answering += 1
+        self.in_app += 1
 
     def answer_ended(self) -> None:
-        self.answering -= 1
+        self.in_app -= 1
         self.answered += 1
+        self.served = True
         self.last_active = self.loop.time()
         if self.transport is not None:
             self._arm(self.last_active + self.limits.idle_seconds)
 
-    # -- refusals and the one timer ------------------------------------------------------------
+    # -- refusals ------------------------------------------------------------------------------
 
     def _refuse_later(self, status: Status) -> None:
         """Hand nothing more on; once aiohttp has had its turn (it may have refused the head
         already, and then it answers and closes), answer ``status`` and close. Reading goes on
         meanwhile, what arrives dropped: paused, the client's unread bytes made aiohttp's close a
         reset that lost its 400 (a 1 MiB request line, read in pieces)."""
-        self.refusing = True
+        self.refusing, self.heading = True, False
         self.loop.call_later(_AIOHTTP_TURN, self._refuse, status)
 
     def _refuse(self, status: Status) -> None:
@@ -243,10 +195,11 @@ class Guard(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        self.refusing = True
+        self.refusing, self.heading = True, False
         # Debug, not info: a flood of bad heads must not become a flood of log lines.
         log.debug(
-            status.get("message", ""), extra={"remote": self.source, "verified": self.held is self.listener.verified}
+            status.get("message", ""),
+            extra={"remote": self.source, "verified": self.connections is self.listener.verified},
         )
         if self.begun == self.answered + 1:  # only the refused head is unanswered
             body = orjson.dumps(status)
@@ -258,37 +211,6 @@ class Guard(asyncio.BufferedProtocol):
             )
         transport.pause_reading()
         self.loop.call_later(LINGER_SECONDS, transport.abort)  # the answer goes out first
-
-    def _arm(self, when: float) -> None:
-        if self.timer is not None:
-            if self.timer_at <= when:
-                return  # it fires first and looks again
-            self.timer.cancel()
-        self.timer_at = when
-        self.timer = self.loop.call_at(when, self._check_time)
-
-    def _check_time(self) -> None:
-        """A head past its deadline is a 408; an idle connection past its time is closed; else look later."""
-        self.timer = None
-        transport = self.transport
-        if transport is None or self.refusing:
-            return
-        now = self.loop.time()
-        if self.in_head:
-            due = self.head_started + self.limits.head_seconds
-            if now >= due:
-                self._refuse(head_too_slow(self.limits.head_seconds))
-                return
-            self._arm(due)
-            return
-        if not self.idle():
-            self._arm(now + self.limits.idle_seconds)  # a request in the app's hands has deadlines of its own
-            return
-        due = self.last_active + (self.limits.idle_seconds if self.answered else self.limits.first_request_seconds)
-        if now >= due:
-            transport.close()
-            return
-        self._arm(due)
 
 
 # aiohttp answers a head its parser refused within a few turns of the loop (its request task,
@@ -403,7 +325,6 @@ class AppListener:
         self.anonymous: Connections[Guard] = Connections(limits.anonymous)
         self.handshakes: HandshakePool | None = None
         self.acceptor: Acceptor | None = None
-        self.read_buffer = memoryview(bytearray(_READ_SIZE))  # every connection's, as on the admission port
 
     async def prepare(self) -> None:
         """The app's start-up (``on_startup``, ``cleanup_ctx``): the insights API connects there."""

@@ -27,7 +27,9 @@ import enum
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
+
+from apimachinery.status import Status, failure
 
 from .tlsupgrade import FIRST_REQUEST_GRACE, HANDSHAKES_COMPUTING, KEEPALIVE_SECONDS
 
@@ -97,21 +99,145 @@ class ConnectionLimits:
     anonymous: ConnectionLimits | None = None
 
 
-class Held(Protocol):
-    """What the rule reads of a held connection, and the one act it asks of it."""
+class Held:
+    """What every port's connection protocol shares (serving.reviews.protocol.Connection,
+    serving.appserving.Guard): its place under the cap, its request head's bytes and deadline,
+    and one timer for the head, the first request and the idle time after an answer."""
 
-    source: str  # the address it came from
-    last_active: float  # loop time of its last byte received, answer written, or its admission
+    served = False  # an answer was written: idle time from now on is keep-alive
+    long_running = False  # serving a watch, which its client resumes
 
-    def standing(self, now: float) -> Standing: ...
+    def __init__(self, limits: ConnectionLimits, connections: Connections[Any]) -> None:
+        self.limits = limits
+        self.connections = connections
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.source = ""  # the address it came from
+        self.last_active = 0.0  # loop time of its last byte received, answer written, or its admission
+        self.head_started = 0.0
+        self.head_fed = 0  # bytes received while the head was incomplete
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0
 
-    def evict(self) -> None:
-        """Abort the connection (it is no longer held: the caller has forgotten it)."""
+    def admitted(self, transport: asyncio.Transport) -> bool:
+        """Count the connection just made under its port's cap; False: refused (aborted)."""
+        peer = transport.get_extra_info("peername")
+        self.source = str(peer[0]) if isinstance(peer, tuple) else ""
+        self.last_active = self.loop.time()
+        if not self.connections.admit(self, self.last_active):
+            transport.abort()  # refused: every one is in the middle of a request
+            return False
+        self.transport = transport
+        self._arm(self.last_active + self.limits.first_request_seconds)
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connections.release(self)
+        self.transport = None
+        if self.timer is not None:
+            self.timer.cancel()
+
+    # -- what each protocol says of itself: a head arriving (its deadline holds), a request
+    # under way or its answer unwritten (its own deadlines hold, not idle time), a request begun
+    # and not answered, one being answered; how it refuses a head (after the answers before it)
+    # and closes; how it finishes when the server stops (idle now, else after its answers).
+
+    def in_head(self) -> bool:
+        raise NotImplementedError
+
+    def busy(self) -> bool:
+        raise NotImplementedError
+
+    def asking(self) -> bool:
+        raise NotImplementedError
+
+    def being_answered(self) -> bool:
+        raise NotImplementedError
+
+    def _refuse(self, status: Status) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
 
     def finish(self) -> None:
-        """Close now if idle, else once the answers under way are written (the server is stopping)."""
+        raise NotImplementedError
 
-    def abort(self) -> None: ...
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def evict(self) -> None:
+        """Evicted for a newcomer (no longer held): aborted."""
+        self.abort()
+
+    # -- the rule's reading, the head's bounds, the one timer ----------------------------------
+
+    def standing(self, now: float) -> Standing:
+        if self.long_running:
+            return Standing.LONG_RUNNING
+        if self.being_answered():
+            return Standing.ANSWERING
+        if self.served:
+            return Standing.POOLED
+        if self.asking():
+            return Standing.ASKING
+        return Standing.NEW if now - self.last_active < FIRST_REQUEST_GRACE else Standing.SILENT
+
+    def head_began(self) -> None:
+        self.head_started = self.loop.time()
+        self.head_fed = 0
+
+    def head_fits(self, size: int) -> bool:
+        """Count ``size`` more bytes of the head arriving: False past ``head_bytes`` (431)."""
+        self.head_fed += size
+        if self.head_fed > self.limits.head_bytes:
+            return False
+        self._arm(self.head_started + self.limits.head_seconds)
+        return True
+
+    def _arm(self, when: float) -> None:
+        if self.timer is not None:
+            if self.timer_at <= when:
+                return  # it fires first and looks again
+            self.timer.cancel()
+        self.timer_at = when
+        self.timer = self.loop.call_at(when, self._check_time)
+
+    def _check_time(self) -> None:
+        """Refuse a head past its deadline (408), close a connection idle past its time; else look later."""
+        self.timer = None
+        if self.transport is None:
+            return
+        now = self.loop.time()
+        limits = self.limits
+        if self.in_head():
+            due = self.head_started + limits.head_seconds
+            if now >= due:
+                self._refuse(head_too_slow(limits.head_seconds))
+                return
+            self._arm(due)
+            return
+        if self.busy():
+            self._arm(now + limits.idle_seconds)  # a request in service has deadlines of its own
+            return
+        # Idle, or answers waiting for a client that has not read what was written since
+        # ``last_active``: closed like an idle connection once the keep-alive has passed.
+        due = self.last_active + (limits.idle_seconds if self.served else limits.first_request_seconds)
+        if now < due:
+            self._arm(due)
+        elif self.transport.get_write_buffer_size():
+            self.abort()  # an answer left unread all this time: not waited for any longer
+        else:
+            self._close()
+
+
+def head_too_large(limit: int) -> Status:
+    return failure(431, f"request head is larger than {limit} bytes", reason="RequestHeaderFieldsTooLarge")
+
+
+def head_too_slow(seconds: float) -> Status:
+    return failure(408, f"request head not received within {seconds:g}s", reason="Timeout")
 
 
 C = TypeVar("C", bound=Held)
@@ -166,20 +292,6 @@ class Connections(Generic[C]):
 
     def release(self, conn: C) -> None:
         self.held.pop(conn, None)
-
-
-def standing(*, answering: bool, long_running: bool, served: bool, asking: bool, quiet_for: float) -> Standing:
-    """A connection's standing from what it is doing (``quiet_for``: seconds since its admission,
-    read only for one that never sent a byte)."""
-    if long_running:
-        return Standing.LONG_RUNNING
-    if answering:
-        return Standing.ANSWERING
-    if served:
-        return Standing.POOLED
-    if asking:
-        return Standing.ASKING
-    return Standing.NEW if quiet_for < FIRST_REQUEST_GRACE else Standing.SILENT
 
 
 async def drain(*ports: Connections[Any], timeout: float) -> None:

@@ -37,8 +37,10 @@ from typing import Any
 
 from apimachinery.status import NOT_ALLOWED, NOT_FOUND
 
+from .budget import ByteBudget
 from .connections import ConnectionLimits, Connections, KiB
 from .metricsserver import listening_sockets
+from .readiness import Readiness
 from .reviews.protocol import Connection, Request, read_buffer
 
 log = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ HEARTBEAT_SECONDS = 1.0
 # the container after livenessProbe.failureThreshold of those, 30 s with the chart's defaults).
 STALL_SECONDS = 10.0
 
-Readiness = Callable[[], tuple[bool, str]]
+ReadyCheck = Callable[[], tuple[bool, str]]
 _TEXT = "text/plain; charset=utf-8"
 
 
@@ -66,7 +68,7 @@ class ProbeSetupError(Exception):
     """The probe port cannot be listened on: one line for the user."""
 
 
-def answer(method: str, target: str, live: tuple[bool, str], ready: Readiness) -> tuple[int, str]:
+def answer(method: str, target: str, live: tuple[bool, str], ready: ReadyCheck) -> tuple[int, str]:
     """The status and text for one request line's method and target."""
     path = target.partition("?")[0]
     if path not in ("/healthz", "/livez", "/readyz"):
@@ -83,13 +85,11 @@ def answer(method: str, target: str, live: tuple[bool, str], ready: Readiness) -
 class _ProbeApp:
     """What a probe connection asks of its app (serving.reviews.protocol.Router): three paths."""
 
-    draining = False  # its own readiness: every answer closes its connection already
-    budget = None  # a probe has no body to charge
-
     def __init__(self, server: ProbeServer) -> None:
         self.server = server
-        self.readiness = self
+        self.readiness = Readiness(serving=True)  # never draining: every answer closes its connection
         self.limits = server.limits
+        self.budget: ByteBudget | None = None  # a probe has no body to charge
         self.read_buffer = read_buffer()  # this thread's loop's own
 
     def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
@@ -108,7 +108,7 @@ class ProbeServer:
 
     def __init__(
         self,
-        ready: Readiness,
+        ready: ReadyCheck,
         host: str | None,
         port: int,
         *,

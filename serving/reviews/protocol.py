@@ -39,7 +39,8 @@ import orjson
 from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 from serving.budget import ByteBudget, Reservation
-from serving.connections import LINGER_SECONDS, ConnectionLimits, Connections, Standing, standing
+from serving.connections import LINGER_SECONDS, ConnectionLimits, Connections, Held, head_too_large
+from serving.readiness import Readiness
 from serving.tlsupgrade import set_socket_buffers
 
 # What the transport (and over TLS each of its two layers) holds before writing pauses: also
@@ -176,26 +177,14 @@ def status_body(status: Status) -> tuple[int, bytes]:
 # ---- what a connection serves ----------------------------------------------------------------
 
 
-class Draining(Protocol):
-    """Whether the server is stopping (serving.readiness.Readiness): every answer is then the last."""
-
-    @property
-    def draining(self) -> bool: ...
-
-
 class Router(Protocol):
     """What the connection asks of the app it serves (serving.reviews.server.ReviewApp, serving.probes)."""
 
-    @property
-    def readiness(self) -> Draining: ...
-    @property
-    def limits(self) -> ConnectionLimits: ...
-    @property
-    def budget(self) -> ByteBudget | None:
-        """Where a connection charges body bytes it holds before their request is paid for; None: nowhere."""
-
-    @property
-    def read_buffer(self) -> memoryview: ...
+    readiness: Readiness
+    limits: ConnectionLimits
+    # Where a connection charges body bytes it holds before their request is paid for; None: nowhere.
+    budget: ByteBudget | None
+    read_buffer: memoryview
 
     def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
         """Answer ``request`` at once (None), or the coroutine that will."""
@@ -248,37 +237,27 @@ class _Refused(Exception):
 _NO_UPGRADES = failure(400, "protocol upgrades and CONNECT are not served here")
 
 
-class Connection(asyncio.BufferedProtocol):
+class Connection(Held, asyncio.BufferedProtocol):
     """One client connection: parses requests, answers them one at a time, in order."""
 
     def __init__(self, app: Router, connections: Connections[Connection]) -> None:
+        super().__init__(app.limits, connections)
         self.app = app
-        self.limits = app.limits
         self.head_limit = app.limits.head_bytes
         self.buffer = app.read_buffer
         self.state = WAITING
         self.reading = BETWEEN
         self.readiness = app.readiness
-        self.connections = connections
-        self.source = ""  # the address it came from
-        self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
         self.queue: list[Request] = []  # parsed heads, answered in order; the first is being answered
         self.parsing: Request | None = None
         self.head_size = 0  # bytes of the head being parsed, as llhttp hands them over
-        self.head_fed = 0  # bytes fed while a head was incomplete (llhttp buffers partial headers)
-        self.head_started = 0.0
         self.task: asyncio.Task[None] | None = None
         self.refusal: Status | None = None  # REFUSED: answered once the requests before it are
         self.reading_paused = False
         self.writing_paused = False
         self.drained: asyncio.Future[None] | None = None
-        self.last_active = 0.0
-        self.timer: asyncio.TimerHandle | None = None
-        self.timer_at = 0.0
         self.write_limit = 64 * 1024
-        self.served = False  # an answer was written: idle from now on is keep-alive
         # Body bytes read for requests not paid for yet (serving.budget): charged, and reading
         # stops until their request pays, so at most one read's worth each time.
         self.unpaid = Reservation(app.budget) if app.budget is not None else None
@@ -288,28 +267,12 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
         stream = cast(asyncio.Transport, transport)
-        peer = stream.get_extra_info("peername")
-        self.source = str(peer[0]) if isinstance(peer, tuple) else ""
-        self.last_active = self.loop.time()
-        if not self.connections.admit(self, self.last_active):
+        if not self.admitted(stream):
             self.state = CLOSED
-            stream.abort()  # refused: every connection is busy with a paid request
             return
         set_socket_buffers(stream.get_extra_info("socket"), self.limits.socket_buffer_bytes)
-        self.transport = stream
-        self._arm(self.last_active + self.limits.first_request_seconds)
         stream.set_write_buffer_limits(high=_WRITE_HIGH)
         _, self.write_limit = stream.get_write_buffer_limits()
-
-    def standing(self, now: float) -> Standing:
-        """What this connection is doing, as the rule that picks one to evict reads it."""
-        return standing(
-            answering=self.state is ANSWERING and bool(self.queue) and self.queue[0].being_answered,
-            long_running=False,
-            served=self.served,
-            asking=bool(self.queue) or self.reading is not BETWEEN,
-            quiet_for=now - self.last_active,
-        )
 
     def evict(self) -> None:
         """Evicted for a newcomer: aborted, and forgotten now (the transport says so only later)."""
@@ -317,11 +280,8 @@ class Connection(asyncio.BufferedProtocol):
         self.connection_lost(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.connections.release(self)
+        super().connection_lost(exc)
         self.state = CLOSED
-        self.transport = None
-        if self.timer is not None:
-            self.timer.cancel()
         if self.task is not None:
             self.task.cancel()
         if self.drained is not None and not self.drained.done():
@@ -358,11 +318,9 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self.reading is HEAD:
             # A head still arriving: bounded in size (llhttp holds a header's partial bytes) and in time.
-            self.head_fed += len(data)
-            if self.head_fed > self.head_limit:
+            if not self.head_fits(len(data)):
                 self._refuse(head_too_large(self.head_limit))
                 return
-            self._arm(self.head_started + self.limits.head_seconds)
         if self.state is WAITING:
             self._answer_queue()
         if len(self.queue) > 1 and not self.reading_paused:
@@ -414,8 +372,8 @@ class Connection(asyncio.BufferedProtocol):
     def on_message_begin(self) -> None:
         self.parsing = Request()
         self.reading = HEAD
-        self.head_size = self.head_fed = 0
-        self.head_started = self.loop.time()
+        self.head_size = 0
+        self.head_began()
 
     def on_url(self, url: bytes) -> None:
         assert self.parsing is not None
@@ -642,10 +600,6 @@ class Connection(asyncio.BufferedProtocol):
         if request.waiter is not None and not request.waiter.done():
             request.waiter.set_result(None)
 
-    def abort(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
-
     def _refuse(self, status: Status) -> None:
         """The stream cannot be read further: answer the requests read whole before it, then
         ``status``, then close."""
@@ -691,43 +645,19 @@ class Connection(asyncio.BufferedProtocol):
             self.reading_paused = False
             self.transport.resume_reading()
 
-    # -- the one timer: keep-alive and head deadlines ------------------------------------------
+    # -- what its port's policy reads (serving.connections.Held) --------------------------------
 
-    def _arm(self, when: float) -> None:
-        if self.timer is not None:
-            if self.timer_at <= when:
-                return  # it fires first and looks again
-            self.timer.cancel()
-        self.timer_at = when
-        self.timer = self.loop.call_at(when, self._check_time)
+    def in_head(self) -> bool:
+        return self.reading is HEAD and self.state is not ANSWERING
 
-    def _check_time(self) -> None:
-        """Close an idle connection past the keep-alive, refuse a head past its deadline; else look later."""
-        self.timer = None
-        if self.transport is None:
-            return
-        now = self.loop.time()
-        limits = self.limits
-        if self.reading is HEAD and self.state is not ANSWERING:
-            due = self.head_started + limits.head_seconds
-            if now >= due:
-                self._refuse(head_too_slow(limits.head_seconds))
-                return
-            self._arm(due)
-            return
-        if self.state is ANSWERING or (self.queue and not self.writing_paused):
-            self._arm(now + limits.idle_seconds)  # a request in service has deadlines of its own
-            return
-        # Idle, or answers waiting for a client that has not read what was written since
-        # ``last_active``: closed like an idle connection once the keep-alive has passed.
-        due = self.last_active + (limits.idle_seconds if self.served else limits.first_request_seconds)
-        if now >= due:
-            if self.transport.get_write_buffer_size():
-                self.abort()  # an answer left unread all this time: not waited for any longer
-            else:
-                self._close()
-            return
-        self._arm(due)
+    def busy(self) -> bool:
+        return self.state is ANSWERING or bool(self.queue and not self.writing_paused)
+
+    def asking(self) -> bool:
+        return bool(self.queue) or self.reading is not BETWEEN
+
+    def being_answered(self) -> bool:
+        return self.state is ANSWERING and bool(self.queue) and self.queue[0].being_answered
 
     def finish(self) -> None:
         """The server is stopping: an idle connection closes now, a busy one after its answer."""
@@ -742,11 +672,3 @@ def _refuse_once(request: Request, status: Status) -> None:
     the kubelet send (POST with a Content-Length, GET) never has these headers."""
     if request.refused is None:
         request.refused = status
-
-
-def head_too_large(limit: int) -> Status:
-    return failure(431, f"request head is larger than {limit} bytes", reason="RequestHeaderFieldsTooLarge")
-
-
-def head_too_slow(seconds: float) -> Status:
-    return failure(408, f"request head not received within {seconds:g}s", reason="Timeout")
