@@ -2,15 +2,12 @@
 
 aiohttp bounds each header line (8190 bytes) and their number (128), not a head as a whole nor
 the time it takes to arrive, and it keeps every connection it is given. So each connection's
-protocol is ours (``Guard``), in front of aiohttp's (the one ``web.Server`` makes, its public
-protocol factory): it reads the bytes first and follows their HTTP framing with llhttp, counts
-the connection under its port's cap (serving.connections), bounds heads in bytes and in time
-from their first byte, and closes idle connections; what aiohttp is doing it learns from aiohttp's
-public API alone (the bytes handed to it, the transport, the ``edge`` middleware around each
-answer). Connections are told apart by their TLS client certificate: one that presented a
-certificate the listener verified (kube-apiserver's front-proxy client) is bounded by ``API_PORT``,
-one that did not (the kubelet's probes where no probe port is set; anyone else) by its
-``anonymous`` limits. docs/architecture.md, "Resource model (insights)", has the figures.
+protocol is ours (``Guard``), in front of the one aiohttp's ``web.Server`` makes (its public
+protocol factory): it follows the bytes' HTTP framing with llhttp, and holds the connection to
+its port's policy (serving.connections), knowing of aiohttp only its public API. Connections
+that presented a client certificate the listener verified (kube-apiserver's front-proxy client)
+are bounded by ``API_PORT``, others (the kubelet's probes where no probe port is set; anyone) by
+its ``anonymous`` limits. docs/architecture.md, "Resource model (insights)", has the figures.
 """
 
 from __future__ import annotations
@@ -33,7 +30,7 @@ from apimachinery.status import NOT_ALLOWED, NOT_FOUND, Status, failure
 from .connections import LINGER_SECONDS, VERIFIED, ConnectionLimits, Connections, Held, KiB, drain, head_too_large
 from .http import status_response
 from .readiness import Readiness
-from .tlsupgrade import KEEPALIVE_SECONDS, Acceptor, HandshakePool, listening_socket
+from .tlsupgrade import KEEPALIVE_SECONDS, HandshakePool, listening_socket
 
 log = logging.getLogger(__name__)
 
@@ -150,27 +147,18 @@ class Guard(Held, asyncio.Protocol):
     def in_head(self) -> bool:
         return self.heading
 
-    def busy(self) -> bool:
-        transport = self.transport
-        return self.begun != self.answered or (transport is not None and bool(transport.get_write_buffer_size()))
-
     def asking(self) -> bool:
         return self.begun > self.answered
+
+    busy = asking  # a request begun is in aiohttp's hands until its answer is written
 
     def being_answered(self) -> bool:
         return self.in_app > 0
 
     def finish(self) -> None:
         # A busy one is closed by aiohttp after its answer, which says `Connection: close` while draining.
-        if self.transport is not None and not self.busy():
-            self.transport.close()
-
-    def _close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-    def answer_began(self) -> None:
-        self.in_app += 1
+        if not self.busy():
+            self._close()
 
     def answer_ended(self) -> None:
         self.in_app -= 1
@@ -245,7 +233,7 @@ async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
     guard knows while a request is in the app's hands."""
     guard = _guard(request)
     if guard is not None:
-        guard.answer_began()
+        guard.in_app += 1
     try:
         return await handler(request)
     except StatusError as err:
@@ -324,7 +312,6 @@ class AppListener:
         self.verified: Connections[Guard] = Connections(limits)
         self.anonymous: Connections[Guard] = Connections(limits.anonymous)
         self.handshakes: HandshakePool | None = None
-        self.acceptor: Acceptor | None = None
 
     async def prepare(self) -> None:
         """The app's start-up (``on_startup``, ``cleanup_ctx``): the insights API connects there."""
@@ -342,17 +329,13 @@ class AppListener:
             "prepare() first: the TLS context is built after it"
         )
         server = self.runner.server  # aiohttp's protocol factory
-        self.handshakes = HandshakePool(self.limits, ssl, lambda: Guard(self, server()))
-        self.acceptor = Acceptor(
-            listening_socket(host, port, backlog=backlog, reuse_port=reuse_port), self.handshakes.accepted
-        )
+        listening = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
+        self.handshakes = HandshakePool(self.limits, ssl, lambda: Guard(self, server()), listening)
 
     async def stop(self, timeout: float) -> None:
         """Stop accepting; end watches (``on_shutdown``); let answers finish within ``timeout``; clean up."""
-        if self.acceptor is not None:
-            await self.acceptor.close()
         if self.handshakes is not None:
-            self.handshakes.close()
+            await self.handshakes.close()
         if self.runner is None:
             return
         if self.runner.server is not None:  # its start-up completed: watches to end, answers to finish

@@ -137,10 +137,9 @@ class Held:
         if self.timer is not None:
             self.timer.cancel()
 
-    # -- what each protocol says of itself: a head arriving (its deadline holds), a request
-    # under way or its answer unwritten (its own deadlines hold, not idle time), a request begun
-    # and not answered, one being answered; how it refuses a head (after the answers before it)
-    # and closes; how it finishes when the server stops (idle now, else after its answers).
+    # -- what each protocol says of itself: a head arriving (its deadline holds), a request under
+    # way or its answer unwritten (not idle), a request begun and not answered, one being answered;
+    # how it refuses a head and how it finishes when the server stops (idle now, else after its answers).
 
     def in_head(self) -> bool:
         raise NotImplementedError
@@ -158,7 +157,8 @@ class Held:
         raise NotImplementedError
 
     def _close(self) -> None:
-        raise NotImplementedError
+        if self.transport is not None:
+            self.transport.close()
 
     def finish(self) -> None:
         raise NotImplementedError
@@ -255,7 +255,6 @@ class Connections(Generic[C]):
         self.limits = limits
         self.held: dict[C, None] = {}
         self.evicted = 0
-        self.refused = 0
 
     def __len__(self) -> int:
         return len(self.held)
@@ -268,7 +267,6 @@ class Connections(Generic[C]):
         if len(self.held) >= self.limits.max_connections:
             victim = self.to_evict(now)
             if victim is None:
-                self.refused += 1
                 return False
             del self.held[victim]
             self.evicted += 1

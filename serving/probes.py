@@ -52,7 +52,6 @@ PROBE_PORT = ConnectionLimits(
     first_request_seconds=2.0,
     # Probes come one at a time from one kubelet; more at once is somebody else.
     max_connections=32,
-    max_handshakes=0,  # plain HTTP
 )
 # The main loop stamps its heartbeat this often.
 HEARTBEAT_SECONDS = 1.0

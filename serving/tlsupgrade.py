@@ -273,8 +273,8 @@ class Handshake:
     The SSL object and its buffers are made only once the client has sent something (its
     ClientHello): until then the connection is a socket and a reader, and ``heard`` is False.
     Then it waits for its place at ``gate``; ``started`` once the handshake computes.
-    ``over(handshake)`` is called once, when the handshake is no longer under way: completed (the
-    protocol ``factory`` made is connected), failed, timed out or aborted.
+    ``over(handshake)`` is told when the handshake is no longer under way (once or more: it
+    forgets it): completed (the protocol ``factory`` made is connected), failed, timed out or aborted.
     """
 
     def __init__(
@@ -293,7 +293,6 @@ class Handshake:
         # The client has sent its first bytes; already, often, when it is accepted in a batch.
         self.heard = _has_bytes(sock)
         self.started = False  # its place at the gate taken: the SSL object exists
-        self.ended = False  # ``over`` was told
         self._reading: int | None = None  # the descriptor watched until then
         self.task = asyncio.get_running_loop().create_task(self._run(factory, context, timeout))
 
@@ -325,19 +324,14 @@ class Handshake:
             log.debug("TLS handshake did not complete", extra={"error": repr(err)})
         finally:
             self.gate.leave(self)
-        self._end()
+        self.over(self)
 
     def _give_up(self, why: str) -> None:
         """Close the connection before its handshake began (timed out), and say so."""
         # Debug, not info: a flood of bare connects must not become a flood of log lines.
         log.debug("TLS handshake did not complete", extra={"error": why})
         self._close_socket()
-        self._end()
-
-    def _end(self) -> None:
-        if not self.ended:
-            self.ended = True
-            self.over(self)
+        self.over(self)
 
     async def _readable(self, timeout: float) -> None:
         """Wait until the socket has bytes to read (or its peer closed it), at most ``timeout``."""
@@ -375,7 +369,7 @@ class Handshake:
             self.task.cancel()  # a handshake begun: its transport closes the connection
         self._close_socket()
         self.gate.leave(self)
-        self._end()
+        self.over(self)
 
     def _close_socket(self) -> None:
         if self.sock is not None:  # the handshake not begun: nothing else will close it
@@ -390,21 +384,23 @@ class HandshakePool:
     of bare connects makes room only among its own handshakes and never closes a connection a
     client pooled. Each has ``limits.handshake_seconds`` to complete, and computes only at its
     turn at the ``gate`` (``limits.handshakes_computing`` at once, shared out by address).
-    ``factory`` makes the protocol a completed handshake connects.
+    ``factory`` makes the protocol a completed handshake connects; ``listening``, the socket
+    accepted on (``Acceptor``).
     """
 
     def __init__(
-        self, limits: ConnectionLimits, context: SSLContext, factory: Callable[[], asyncio.BaseProtocol]
+        self,
+        limits: ConnectionLimits,
+        context: SSLContext,
+        factory: Callable[[], asyncio.BaseProtocol],
+        listening: socket.socket,
     ) -> None:
         self.limits = limits
         self.context = context
         self.factory = factory
         self.under_way: dict[Handshake, None] = {}  # in order of accept
         self.gate = HandshakeGate(limits.handshakes_computing)
-        self.evicted = 0
-
-    def __len__(self) -> int:
-        return len(self.under_way)
+        self.acceptor = Acceptor(listening, self.accepted)
 
     def accepted(self, sock: socket.socket) -> None:
         """A connection just accepted: counted, its handshake begun (one evicted past the cap)."""
@@ -412,17 +408,16 @@ class HandshakePool:
         while len(self.under_way) >= self.limits.max_handshakes:
             victim = to_evict(self.under_way)
             del self.under_way[victim]
-            self.evicted += 1
             victim.abort()
         handshake = Handshake(sock, self.factory, self.context, self.limits.handshake_seconds, self._over, self.gate)
-        if not handshake.ended:
-            self.under_way[handshake] = None
+        self.under_way[handshake] = None
 
     def _over(self, handshake: Handshake) -> None:
         self.under_way.pop(handshake, None)
 
-    def close(self) -> None:
-        """Abort every handshake under way (the listener is closing)."""
+    async def close(self) -> None:
+        """Stop accepting, and abort every handshake under way."""
+        await self.acceptor.close()
         for handshake in list(self.under_way):
             handshake.abort()
         self.under_way.clear()

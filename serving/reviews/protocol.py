@@ -4,22 +4,18 @@ It serves what kube-apiserver and the kubelet send, a POST with a Content-Length
 refuses the rest with one Status, then closes: Content-Encoding 415, Transfer-Encoding (or a POST
 without a length) 411, Upgrade and CONNECT 400; nothing is inflated, no chunk is read.
 Content-Length with Transfer-Encoding is a 400 (request smuggling), as is anything llhttp cannot
-parse. Its port's ``ConnectionLimits`` (serving.connections) bound the rest: a request head of at
-most ``head_bytes`` (431) within ``head_seconds`` of its first byte (408; slowloris on headers),
-a new connection's first request within ``first_request_seconds``, idle connections closed after
-``idle_seconds``, and at most ``max_connections`` held (``Connections.admit``: past it the
-newcomer evicts one not being answered). Pipelined requests are answered in order, one at a
-time, reading paused meanwhile, and not while the client leaves what was written unread.
-HTTP/1.0 and ``Connection: close`` close after the answer; ``Expect: 100-continue`` is answered
-when the body is about to be read.
+parse. Its port's ``ConnectionLimits`` bound the rest (serving.connections.Held): a head's bytes
+(431) and its time from its first byte (408; slowloris on headers), the wait for a first request,
+idle time, and the cap. Pipelined requests are answered in order, one at a time, reading paused
+meanwhile, and not while the client leaves what was written unread. HTTP/1.0 and ``Connection:
+close`` close after the answer; ``Expect: 100-continue`` is answered when the body is about to be read.
 
 A connection is in one ``State`` at a time (see its transitions there); its reading side is at
 one ``Reading`` place. Two flags mirror the transport's flow control, ``reading_paused`` and
 ``writing_paused`` (asyncio calls ``pause_writing``/``resume_writing``), as in any asyncio
 Protocol; ``served`` says whether idle time is keep-alive (after an answer) or the wait for a
-first request, which also decides its ``standing`` when a newcomer needs room. What is said
-about one request (its body's progress, whether it is the last the connection answers) is on its
-``Request``.
+first request. What is said about one request (its body's progress, whether it is the last the
+connection answers) is on its ``Request``.
 """
 
 from __future__ import annotations

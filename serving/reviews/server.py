@@ -11,7 +11,7 @@ from apimachinery.status import NOT_ALLOWED, NOT_FOUND, failure
 from serving.budget import ByteBudget
 from serving.connections import ConnectionLimits, Connections, KiB, drain
 from serving.readiness import Readiness
-from serving.tlsupgrade import Acceptor, HandshakePool, listening_socket
+from serving.tlsupgrade import HandshakePool, listening_socket
 
 from .endpoint import Endpoint
 from .protocol import Connection, Request, read_buffer
@@ -84,13 +84,12 @@ class ReviewServer:
         self.readiness = app.readiness
         self.connections: Connections[Connection] = Connections(app.limits)
         self.server: asyncio.Server | None = None  # plain HTTP
-        self.acceptor: Acceptor | None = None  # TLS
-        self.handshakes: HandshakePool | None = None  # TLS: those under way, counted from the accept
+        self.handshakes: HandshakePool | None = None  # TLS: accepted here, counted from the accept
 
     @property
     def port(self) -> int:
-        if self.acceptor is not None:
-            return self.acceptor.port
+        if self.handshakes is not None:
+            return self.handshakes.acceptor.port
         assert self.server is not None
         return int(self.server.sockets[0].getsockname()[1])
 
@@ -103,13 +102,11 @@ class ReviewServer:
         if ssl is not None:
             # Accepted here, not by create_server(ssl=): a connection is counted before its
             # handshake, which runs only at its turn (serving.tlsupgrade).
-            self.handshakes = HandshakePool(self.app.limits, ssl, lambda: Connection(self.app, self.connections))
-            self.acceptor = Acceptor(
-                listening_socket(host, port, backlog=backlog, reuse_port=reuse_port), self.handshakes.accepted
-            )
+            listening = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
+            self.handshakes = HandshakePool(self.app.limits, ssl, self._connection, listening)
             return
         self.server = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self.app, self.connections),
+            self._connection,
             host,
             port,
             backlog=backlog,
@@ -117,14 +114,15 @@ class ReviewServer:
             reuse_port=reuse_port or None,
         )
 
+    def _connection(self) -> Connection:
+        return Connection(self.app, self.connections)
+
     async def stop(self, timeout: float) -> None:
         """Stop listening; let answers in progress finish within ``timeout``; then abort what is left."""
         if self.server is not None:
             self.server.close()
-        if self.acceptor is not None:
-            await self.acceptor.close()
         if self.handshakes is not None:
-            self.handshakes.close()
+            await self.handshakes.close()
         await drain(self.connections, timeout=timeout)
         if self.server is not None:
             await self.server.wait_closed()
