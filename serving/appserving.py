@@ -137,7 +137,7 @@ class Guard(Held, asyncio.Protocol):
     def on_message_begin(self) -> None:
         self.begun += 1
         self.heading = True
-        self.head_began()
+        self.head_started, self.head_fed = self.loop.time(), 0
 
     def on_headers_complete(self) -> None:
         self.heading = False

@@ -184,10 +184,6 @@ class Held:
             return Standing.ASKING
         return Standing.NEW if now - self.last_active < FIRST_REQUEST_GRACE else Standing.SILENT
 
-    def head_began(self) -> None:
-        self.head_started = self.loop.time()
-        self.head_fed = 0
-
     def head_fits(self, size: int) -> bool:
         """Count ``size`` more bytes of the head arriving: False past ``head_bytes`` (431)."""
         self.head_fed += size

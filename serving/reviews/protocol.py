@@ -368,8 +368,8 @@ class Connection(Held, asyncio.BufferedProtocol):
     def on_message_begin(self) -> None:
         self.parsing = Request()
         self.reading = HEAD
-        self.head_size = 0
-        self.head_began()
+        self.head_size = self.head_fed = 0
+        self.head_started = self.loop.time()
 
     def on_url(self, url: bytes) -> None:
         assert self.parsing is not None
