@@ -230,12 +230,16 @@ def long_running(request: web.BaseRequest) -> Iterator[None]:
 @web.middleware
 async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error leaves as a Kubernetes Status, nothing as a traceback; and the connection's
-    guard knows while a request is in the app's hands."""
+    guard knows while a request is in the app's hands: until its answer has been written, which
+    is done here (a Table is megabytes: its connection is not one to evict while they leave)."""
     guard = _guard(request)
     if guard is not None:
         guard.in_app += 1
     try:
-        return await handler(request)
+        response = await handler(request)
+        await response.prepare(request)
+        await response.write_eof()
+        return response
     except StatusError as err:
         return status_response(err.status)
     except web.HTTPException as err:
