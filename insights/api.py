@@ -24,8 +24,8 @@ from apimachinery.admission import REVIEW_BODY_LIMIT
 from apimachinery.bodies import JSON, BodyDeadlines, StatusError, body_too_large
 from apimachinery.objects import Object
 from apimachinery.status import NOT_ALLOWED, NOT_FOUND, failure
+from serving.appserving import long_running
 from serving.budget import ByteBudget, NeverFits, budget_for_memory_limit, parse_cost, parse_paused
-from serving.connections import long_running
 from serving.http import GROWTH_STEP, check_json_content_type, read_body
 
 from . import discovery, listing, openapi

@@ -26,7 +26,7 @@ MiB = 1024 * 1024
 
 # What one serving process needs besides what the budget charges: an idle worker's own memory
 # (interpreter, pydantic, prometheus, TLS) and what its connections may hold uncharged, times the
-# connection cap (serving.reviews.protocol.MAX_CONNECTIONS): the head llhttp keeps, TLS state and the
+# connection cap (serving.reviews.server.ADMISSION_PORT): the head llhttp keeps, TLS state and the
 # ciphertext it has read ahead, the write buffers a client that does not read leaves full, and
 # what the allocator keeps between two trims. 48 was the sum of those at their worst on paper;
 # the attack mix on the real node measured the process at its idle size plus its budget plus

@@ -1,386 +1,301 @@
-"""What a connection to an aiohttp server may hold before it is a request: bounded heads, capped counts.
+"""One connection policy for every port: what a connection may hold, and which one makes room.
 
-aiohttp bounds each header line (8190 bytes) and their number (128), not the head as a whole nor
-the time it takes to arrive, and it accepts every connection. Here, on the insights listener:
+Every port a process listens on (the admission port, insights' API port, the probe port) bounds
+its connections in the same words, ``ConnectionLimits``: a request head's bytes and deadline, the
+wait for a first request, the idle time after an answer, and caps on connections and on TLS
+handshakes under way (the handshakes are a pool of their own: serving.tlsupgrade.HandshakePool).
+Past a port's cap one held connection makes room for the newcomer, chosen by one rule
+(``Connections.admit``); when none may, the newcomer is closed.
 
-* a head (request line and headers) is at most ``head_limit`` bytes (431) and must arrive within
-  ``head_timeout`` of its first byte (408); either way the connection closes.
-* Connections are told apart by their TLS client certificate. One that presented a certificate
-  the listener verified (kube-apiserver's front-proxy client) is *verified*; one that did not
-  (the kubelet's probes; anyone else) is *anonymous*. Anonymous ones get a small head limit, a
-  short idle timeout, and a count of their own: past it the oldest anonymous connection of the
-  address that holds the most is closed, so a client that opens many can never lock out a probe
-  (which asks and is answered within a millisecond of its handshake). A verified one past
-  their cap makes room by closing an idle verified connection, else one serving a long-running
-  request (a watch, which its client resumes from its last resourceVersion;
-  ``ConnectionGuard._to_shed`` says which first),
-  and only when every one is in the middle of a short request is the new one closed at once.
-  kube-apiserver reaches the server on verified connections for its users and for its own
-  availability check alike: a cap that refused every newcomer let users' watches lock out that
-  check, and one failed check makes the aggregator answer 503 for every read until the next one
-  passes.
+One verb per act, on every port:
 
-So what heads hold is bounded by constants times capped counts (docs/architecture.md, "Resource
-model (insights)"). The numbers are the admission port's (serving.reviews) where they mean
-the same thing.
+* **evict**: close a held connection (or a handshake under way) so that a newcomer may be held;
+* **refuse**: close the newcomer, when nothing may be evicted for it;
+* **abort**: close at once, without waiting for the client (a TLS close waits for the peer's
+  close_notify, up to 30 s, decrypting whatever it still sends);
+* **close**: close once what was written has left;
+* **finish**: the server is stopping: close now if idle, else once the answers under way are written.
+
+docs/architecture.md, "Resource model (admission port)" and "Resource model (insights)", has the
+figures; issue 25 the attacks each bound answers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-import socket
+import enum
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http import HTTPStatus
-from ssl import SSLContext
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-import orjson
-from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
-
-from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 
-from .tlsupgrade import (
-    FIRST_REQUEST_GRACE,
-    HANDSHAKES_COMPUTING,
-    KEEPALIVE_SECONDS,
-    Acceptor,
-    Handshake,
-    HandshakeGate,
-    listening_socket,
-    of_busiest_sources,
-    to_drop,
-)
-
-log = logging.getLogger(__name__)
+from .tlsupgrade import FIRST_REQUEST_GRACE, HANDSHAKES_COMPUTING, KEEPALIVE_SECONDS
 
 KiB = 1024
-# How long a refused connection has to take its answer (431, 408) before it is cut.
-REFUSAL_LINGER = 1.0
+
+# A new connection's TLS handshake, and then the start of its first request: kube-apiserver's
+# client gives its own handshake 10 s (client-go's TLSHandshakeTimeout) and writes the request
+# it dialed for at once. A bare TCP connect was held 60 s (asyncio's default handshake timeout).
+FIRST_REQUEST_SECONDS = 10.0
+# How long a connection closed before its request was read still reads (and drops) what arrives,
+# so the client reads the Status written to it rather than a reset.
+LINGER_SECONDS = 1.0
+
+
+class Standing(enum.Enum):
+    """What a held connection is doing, as the rule that picks one to evict reads it."""
+
+    SILENT = "silent"  # never sent a byte, past its first-request grace
+    NEW = "new"  # never sent a byte, within its first-request grace
+    ASKING = "asking"  # never answered; a request under way (a head, a body, waiting for the budget)
+    POOLED = "pooled"  # answered before and not being answered now: a client's pool
+    LONG_RUNNING = "long-running"  # serving a watch, which its client resumes
+    ANSWERING = "answering"  # its request is being answered: never evicted
+
+
+# Ports open to anyone (the admission port, the probe port, insights' callers without a client
+# certificate): those that hold a place without asking go first, then those still asking, then
+# the newest; a client's pool last, because kube-apiserver does not retry a POST it wrote onto
+# a connection the server closed (a lost review).
+ANYONE = (Standing.SILENT, Standing.ASKING, Standing.NEW, Standing.POOLED, Standing.LONG_RUNNING)
+# Callers the port verified by their client certificate (kube-apiserver's aggregator on
+# insights): a request under way is never evicted, a pool goes before a watch (its client retries
+# a GET on a connection closed under it, and resumes a watch), and the newest last: the
+# aggregator's availability check writes its request as soon as it is connected, and one refused
+# check makes the aggregator answer 503 for every read until the next passes.
+VERIFIED = (Standing.SILENT, Standing.POOLED, Standing.LONG_RUNNING, Standing.NEW)
 
 
 @dataclass(frozen=True)
 class ConnectionLimits:
-    """Per-process bounds of the connections an aiohttp listener holds."""
+    """What a port lets one caller's connection hold, and how many it holds: every port has one.
 
-    # The aggregator forwards the user's identity in headers (X-Remote-Group per group, X-Remote-Extra-*):
-    # more room than the admission port's 16 KiB, which only kube-apiserver's own requests reach.
-    head_limit: int = 64 * KiB
-    head_timeout: float = 10.0
-    idle_timeout: float = KEEPALIVE_SECONDS
-    # The kubelet's probe is ~150 bytes of head, asked and answered at once.
-    anonymous_head_limit: int = 8 * KiB
-    anonymous_head_timeout: float = 5.0
-    anonymous_idle_timeout: float = 5.0
-    # kube-apiserver's aggregator opens one connection per request in flight (a watch holds one; at most
-    # 100 of them): 256 x (a 64 KiB head, 128 KiB of body read ahead) is at most 48 MiB.
-    max_verified: int = 256
-    max_anonymous: int = 64
-    # Handshakes under way, counted from the accept (serving.tlsupgrade), most of them waiting for
-    # their turn to compute (HANDSHAKES_COMPUTING): a socket each, no TLS state. Past it the
-    # address with the most makes room. Room for a flood from one address to queue (the kernel's
-    # queue of 1024 did so before) with kube-apiserver's connections among it, not dropped.
-    max_handshakes: int = 256
-    # asyncio's default is 60 s: a handshake holds its TLS buffers until it completes or times out.
-    handshake_timeout: float = 10.0
+    ``anonymous``: on a port that asks for a client certificate, the limits of connections that
+    presented none (insights: the kubelet's probes where no probe port is set, and anyone).
+    """
+
+    # A request head (request line and headers), counted as it is read: 431 past it, then closed.
+    head_bytes: int
+    # From a head's first byte to its end: 408 past it (slowloris on headers), then closed.
+    head_seconds: float
+    # Connections held at once; past it one is evicted for the newcomer (``evict_order``).
+    max_connections: int
+    # From the end of the handshake to the first byte of the first request; then closed.
+    first_request_seconds: float = FIRST_REQUEST_SECONDS
+    # Idle after an answer; then closed.
+    idle_seconds: float = KEEPALIVE_SECONDS
+    # Which held connection a newcomer evicts first (``Standing``); those not named never are.
+    evict_order: tuple[Standing, ...] = ANYONE
+    # TLS handshakes under way, counted from the accept (serving.tlsupgrade.HandshakePool), and
+    # how long one may take; of them, ``handshakes_computing`` at once have TLS state.
+    max_handshakes: int = 64
+    handshake_seconds: float = FIRST_REQUEST_SECONDS
     handshakes_computing: int = HANDSHAKES_COMPUTING
+    # The kernel's socket buffers of one connection, each way (the kernel doubles it); 0: its own
+    # autotuning (up to tcp_wmem's 4 MiB for a client that does not read).
+    socket_buffer_bytes: int = 0
+    anonymous: ConnectionLimits | None = None
 
 
-class ConnectionGuard:
-    """The connections of one listener, counted: verified ones up to a cap (idle ones, then watches,
-    make room for a new one), anonymous ones evicted oldest first."""
+class Held:
+    """What every port's connection protocol shares (serving.reviews.protocol.Connection,
+    serving.appserving.Guard): its place under the cap, its request head's bytes and deadline,
+    and one timer for the head, the first request and the idle time after an answer."""
 
-    def __init__(self, limits: ConnectionLimits | None = None) -> None:
-        self.limits = limits or ConnectionLimits()
-        self.verified: dict[GuardedRequestHandler, None] = {}  # in order of arrival
-        self.anonymous: dict[GuardedRequestHandler, None] = {}  # in order of arrival
-        self.handshakes: dict[Handshake, None] = {}  # in order of accept
-        self.gate = HandshakeGate(self.limits.handshakes_computing)
-        self.refused = 0  # verified connections closed at the cap: every one was busy
-        self.shed = 0  # verified connections closed for a newer one: idle, or holding a watch
-        self.evicted = 0  # anonymous connections closed for a newer one
-        self.dropped = 0  # handshakes dropped for a newer one
-        self._full = False
+    served = False  # an answer was written: idle time from now on is keep-alive
+    long_running = False  # serving a watch, which its client resumes
 
-    def admit(self, handler: GuardedRequestHandler) -> bool:
-        """Count ``handler``'s connection; False if it must be closed at once."""
-        if handler.verified:
-            if len(self.verified) >= self.limits.max_verified:
-                if not self._full:
-                    log.warning(
-                        "connection cap reached: new connections close idle ones and watches, "
-                        "or are closed when none is",
-                        extra={"cap": len(self.verified)},
-                    )
-                    self._full = True
-                shed = self._to_shed()
-                if shed is None:
-                    self.refused += 1
-                    return False
-                del self.verified[shed]
-                self.shed += 1
-                shed.cut()
-            else:
-                self._full = False
-            self.verified[handler] = None
-            return True
-        while len(self.anonymous) >= self.limits.max_anonymous:
-            # The oldest of whoever holds the most: a flood makes room among its own.
-            oldest = of_busiest_sources(self.anonymous, lambda held: held.source)[0]
-            del self.anonymous[oldest]
-            self.evicted += 1
-            oldest.cut()
-        self.anonymous[handler] = None
-        return True
-
-    def _to_shed(self) -> GuardedRequestHandler | None:
-        """The verified connection a new one replaces, the oldest of the first kind there is:
-        never asked anything though it has had its chance; idle after answers (a client's pool: it
-        retries a GET, though not a POST it wrote as the close crossed it); serving a watch (its
-        client resumes it); never asked anything yet, within its first-request grace (as new as
-        the newcomer: kube-apiserver's own check writes its request as soon as it is connected)."""
-        now = asyncio.get_running_loop().time()
-        kinds: list[GuardedRequestHandler | None] = [None, None, None, None]
-        for handler in self.verified:  # oldest first
-            if handler.idle() and handler.requests == 0:
-                kind = 0 if now - handler.admitted_at >= FIRST_REQUEST_GRACE else 3
-            elif handler.idle():
-                kind = 1
-            elif handler.long_running:
-                kind = 2
-            else:
-                continue  # in the middle of a request
-            if kind == 0:
-                return handler
-            if kinds[kind] is None:
-                kinds[kind] = handler
-        return next((handler for handler in kinds if handler is not None), None)
-
-    def release(self, handler: GuardedRequestHandler) -> None:
-        self.verified.pop(handler, None)
-        self.anonymous.pop(handler, None)
-
-    def accepted(self, sock: socket.socket, server: web.Server, context: SSLContext) -> None:
-        """A connection just accepted: counted, its handshake begun; past the cap one under way
-        makes room, one of the address with the most (serving.tlsupgrade.to_drop)."""
-        while len(self.handshakes) >= self.limits.max_handshakes:
-            dropped = to_drop(self.handshakes, lambda handshake: handshake)
-            del self.handshakes[dropped]
-            self.dropped += 1
-            dropped.cancel()
-
-        def over(ok: bool) -> None:
-            self.handshakes.pop(handshake, None)
-
-        handshake = Handshake(
-            sock, lambda: self.handler(server), context, self.limits.handshake_timeout, over, self.gate
-        )
-        self.handshakes[handshake] = None
-
-    def close(self) -> None:
-        """Drop the handshakes under way (the listener is closing)."""
-        for handshake in list(self.handshakes):
-            handshake.cancel()
-        self.handshakes.clear()
-
-    def handler(self, server: web.Server) -> GuardedRequestHandler:
-        """The protocol of one new connection (the listener's protocol factory)."""
-        # ``server._kwargs``: what the runner was given (access log, timeouts), as Server() passes them.
-        return GuardedRequestHandler(server, self, loop=asyncio.get_running_loop(), **server._kwargs)
-
-
-class GuardedRequestHandler(RequestHandler):
-    """aiohttp's connection protocol, with its head bounded in bytes and in time from its first byte."""
-
-    def __init__(self, manager: web.Server, guard: ConnectionGuard, **kwargs: Any) -> None:
-        super().__init__(manager, **kwargs)
-        self.guard = guard
-        self.verified = False
-        self.head_limit = guard.limits.anonymous_head_limit
-        self.head_timeout = guard.limits.anonymous_head_timeout
-        self._head_bytes = 0
-        self._head_tail = b""  # the last bytes fed, to find a head's end split across two reads
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._body: Any = None  # the payload (StreamReader) of the last request; None before the first
-        self.long_running = False  # serving a watch (``long_running``): it may be shed at the cap
-        self.admitted_at = 0.0  # loop time its handshake ended
+    def __init__(self, limits: ConnectionLimits, connections: Connections[Any]) -> None:
+        self.limits = limits
+        self.connections = connections
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
         self.source = ""  # the address it came from
+        self.last_active = 0.0  # loop time of its last byte received, answer written, or its admission
+        self.head_started = 0.0
+        self.head_fed = 0  # bytes received while the head was incomplete
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # With TLS, called once the handshake is over: the peer's certificate is known.
-        self.verified = bool(transport.get_extra_info("peercert"))
+    def admitted(self, transport: asyncio.Transport) -> bool:
+        """Count the connection just made under its port's cap; False: refused (aborted)."""
         peer = transport.get_extra_info("peername")
         self.source = str(peer[0]) if isinstance(peer, tuple) else ""
-        self.admitted_at = self._loop.time()
-        limits = self.guard.limits
-        if self.verified:
-            self.head_limit, self.head_timeout = limits.head_limit, limits.head_timeout
-            self._keepalive_timeout = limits.idle_timeout
-        else:
-            self._keepalive_timeout = limits.anonymous_idle_timeout
-        super().connection_made(transport)
-        if not self.guard.admit(self):
-            self.cut()
+        self.last_active = self.loop.time()
+        if not self.connections.admit(self, self.last_active):
+            transport.abort()  # refused: every one is in the middle of a request
+            return False
+        self.transport = transport
+        self._arm(self.last_active + self.limits.first_request_seconds)
+        return True
 
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self.guard.release(self)
-        self._stop_head_timer()
-        super().connection_lost(exc)
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connections.release(self)
+        self.transport = None
+        if self.timer is not None:
+            self.timer.cancel()
 
-    def _in_head(self) -> bool:
-        return self._body is None or self._body.is_eof()
+    # -- what each protocol says of itself: a head arriving (its deadline holds), a request under
+    # way or its answer unwritten (not idle), a request begun and not answered, one being answered;
+    # how it refuses a head and how it finishes when the server stops (idle now, else after its answers).
 
-    @property
-    def requests(self) -> int:
-        """Requests whose head was received on this connection."""
-        return self._request_count
+    def in_head(self) -> bool:
+        raise NotImplementedError
 
-    def idle(self) -> bool:
-        """Between requests: none in progress or queued, and no byte of the next one received."""
-        return not self._request_in_progress and not self._messages and self._head_bytes == 0
+    def busy(self) -> bool:
+        raise NotImplementedError
 
-    def data_received(self, data: bytes) -> None:
-        if not data or self._force_close or self._close or not self._in_head():
-            super().data_received(data)
+    def asking(self) -> bool:
+        raise NotImplementedError
+
+    def being_answered(self) -> bool:
+        raise NotImplementedError
+
+    def _refuse(self, status: Status) -> None:
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def finish(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def evict(self) -> None:
+        """Evicted for a newcomer (no longer held): aborted."""
+        self.abort()
+
+    # -- the rule's reading, the head's bounds, the one timer ----------------------------------
+
+    def standing(self, now: float) -> Standing:
+        if self.long_running:
+            return Standing.LONG_RUNNING
+        if self.being_answered():
+            return Standing.ANSWERING
+        if self.served:
+            return Standing.POOLED
+        if self.asking():
+            return Standing.ASKING
+        return Standing.NEW if now - self.last_active < FIRST_REQUEST_GRACE else Standing.SILENT
+
+    def head_fits(self, size: int) -> bool:
+        """Count ``size`` more bytes of the head arriving: False past ``head_bytes`` (431)."""
+        self.head_fed += size
+        if self.head_fed > self.limits.head_bytes:
+            return False
+        self._arm(self.head_started + self.limits.head_seconds)
+        return True
+
+    def _arm(self, when: float) -> None:
+        if self.timer is not None:
+            if self.timer_at <= when:
+                return  # it fires first and looks again
+            self.timer.cancel()
+        self.timer_at = when
+        self.timer = self.loop.call_at(when, self._check_time)
+
+    def _check_time(self) -> None:
+        """Refuse a head past its deadline (408), close a connection idle past its time; else look later."""
+        self.timer = None
+        if self.transport is None:
             return
-        if self._head_timer is None:
-            self._head_timer = self._loop.call_later(self.head_timeout, self._head_expired)
-            if self._keepalive_handle is not None:  # the head's own deadline holds from here
-                self._keepalive_handle.cancel()
-                self._keepalive_handle = None
-        room = self.head_limit - self._head_bytes
-        if len(data) > room:
-            # Past the limit unless the head ends within it (the rest is its body or the next request).
-            window = self._head_tail + data[: room + 4]
-            if b"\r\n\r\n" not in window and b"\n\n" not in window:
-                # The part that fits goes to aiohttp's parser first: a line over its 8,190-byte
-                # limit is its 400 however the bytes were split into reads, not a 431 only when
-                # more than the room arrived in one piece.
-                count = self._request_count
-                super().data_received(data[:room])
-                if self._request_count != count:
-                    self._head_bytes, self._head_tail = 0, b""
-                    return  # aiohttp refused the head; its answer closes the connection
-                self._refuse(
-                    failure(
-                        431,
-                        f"request head is larger than {self.head_limit} bytes",
-                        reason="RequestHeaderFieldsTooLarge",
-                    ),
-                    "head too large",
-                )
+        now = self.loop.time()
+        limits = self.limits
+        if self.in_head():
+            due = self.head_started + limits.head_seconds
+            if now >= due:
+                self._refuse(head_too_slow(limits.head_seconds))
                 return
-        self._head_bytes += len(data)
-        self._head_tail = data[-3:]
-        count = self._request_count
-        super().data_received(data)
-        if self._request_count != count:  # a head is complete (or refused by aiohttp's parser)
-            self._stop_head_timer()
-            self._head_bytes, self._head_tail = 0, b""
-            if self._messages:
-                self._body = self._messages[-1][1]
-
-    def _stop_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_expired(self) -> None:
-        self._head_timer = None
-        if self.transport is not None and self._in_head():
-            self._refuse(
-                failure(408, f"request head not received within {self.head_timeout:g}s", reason="Timeout"),
-                "head too slow",
-            )
-
-    def _refuse(self, status: Status, why: str) -> None:
-        """Answer ``status`` unless a request is being answered (its answer comes first), then close."""
-        # Debug, not info: a flood of bad heads must not become a flood of log lines.
-        log.debug(why, extra={"remote": _remote(self.transport), "verified": self.verified})
-        transport = self.transport
-        if transport is not None and not self._request_in_progress and not self._messages:
-            body = orjson.dumps(status)
-            code = int(status.get("code", 400))
-            transport.write(
-                f"HTTP/1.1 {code} {HTTPStatus(code).phrase}\r\nContent-Type: {JSON}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + body
-            )
-        self._stop_head_timer()
-        if transport is not None:
-            transport.pause_reading()  # what still arrives is never parsed: not decrypted meanwhile
-        self.cut(linger=REFUSAL_LINGER)
-
-    def cut(self, linger: float = 0.0) -> None:
-        """Close without waiting for the client: a TLS close waits for the peer's close_notify (up to
-        30 s), reading and decrypting whatever it still sends. ``linger`` lets an answer go out first."""
-        transport = self.transport
-        self.force_close()
-        if transport is None:
+            self._arm(due)
             return
-        if linger:
-            self._loop.call_later(linger, transport.abort)
+        if self.busy():
+            self._arm(now + limits.idle_seconds)  # a request in service has deadlines of its own
+            return
+        # Idle, or answers waiting for a client that has not read what was written since
+        # ``last_active``: closed like an idle connection once the keep-alive has passed.
+        due = self.last_active + (limits.idle_seconds if self.served else limits.first_request_seconds)
+        if now < due:
+            self._arm(due)
+        elif self.transport.get_write_buffer_size():
+            self.abort()  # an answer left unread all this time: not waited for any longer
         else:
-            transport.abort()
+            self._close()
 
 
-@contextlib.contextmanager
-def long_running(request: web.BaseRequest) -> Iterator[None]:
-    """Mark the connection of ``request`` as serving a long-running request (a watch) while it is:
-    at the verified connection cap, it is closed for a newer connection rather than the newcomer
-    being refused (a watch's client resumes it; a refused check of kube-apiserver's is a 503 for
-    everyone)."""
-    protocol = request.protocol
-    if not isinstance(protocol, GuardedRequestHandler):
-        yield
-        return
-    protocol.long_running = True
-    try:
-        yield
-    finally:
-        protocol.long_running = False
+def head_too_large(limit: int) -> Status:
+    return failure(431, f"request head is larger than {limit} bytes", reason="RequestHeaderFieldsTooLarge")
 
 
-def _remote(transport: asyncio.BaseTransport | None) -> str:
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+def head_too_slow(seconds: float) -> Status:
+    return failure(408, f"request head not received within {seconds:g}s", reason="Timeout")
 
 
-class GuardedSite(web.TCPSite):
-    """aiohttp's TCPSite, whose connections are counted from their accept (serving.tlsupgrade),
-    handed to GuardedRequestHandlers, and whose handshakes time out sooner."""
+C = TypeVar("C", bound=Held)
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: ConnectionGuard, **kwargs: Any) -> None:
-        super().__init__(runner, host, port, **kwargs)
-        self.guard = guard
-        self.acceptor: Acceptor | None = None
 
-    async def start(self) -> None:
-        await web.BaseSite.start(self)  # registers the site with its runner, as TCPSite.start does
-        server = self._runner.server
-        assert server is not None
-        ssl: SSLContext | None = self._ssl_context
-        if ssl is None:
-            self._server = await asyncio.get_running_loop().create_server(
-                lambda: self.guard.handler(server),
-                self._host,
-                self._port,
-                backlog=self._backlog,
-                reuse_address=self._reuse_address,
-                reuse_port=self._reuse_port,
-            )
-            self._bound_port = self._server.sockets[0].getsockname()[1] if self._server.sockets else self._port
-            return
-        sock = listening_socket(self._host or "", self._port, backlog=self._backlog, reuse_port=bool(self._reuse_port))
-        self.acceptor = Acceptor(sock, lambda conn: self.guard.accepted(conn, server, ssl))
-        self._bound_port = self.acceptor.port
+class Connections(Generic[C]):
+    """The connections one port holds under ``limits.max_connections``, in order of arrival.
 
-    async def stop(self) -> None:
-        if self.acceptor is not None:
-            await self.acceptor.close()
-            self.guard.close()
-        await super().stop()
+    Past the cap a newcomer evicts one: of the first standing in ``limits.evict_order`` that any
+    held connection has, one from the address holding the most (a flood makes room among its
+    own), and of those the quietest. If no held connection may be evicted, the newcomer is refused.
+    """
+
+    def __init__(self, limits: ConnectionLimits) -> None:
+        self.limits = limits
+        self.held: dict[C, None] = {}
+        self.evicted = 0
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def __iter__(self) -> Iterator[C]:
+        return iter(list(self.held))
+
+    def admit(self, conn: C, now: float) -> bool:
+        """Hold ``conn``, evicting one past the cap; False (refused) if none may be."""
+        if len(self.held) >= self.limits.max_connections:
+            victim = self.to_evict(now)
+            if victim is None:
+                return False
+            del self.held[victim]
+            self.evicted += 1
+            victim.evict()
+        self.held[conn] = None
+        return True
+
+    def to_evict(self, now: float) -> C | None:
+        rank = {standing: i for i, standing in enumerate(self.limits.evict_order)}
+        held_by = Counter(conn.source for conn in self.held)
+        best: C | None = None
+        best_key = (len(rank), 0, 0.0)
+        for conn in self.held:
+            place = rank.get(conn.standing(now))
+            if place is None:
+                continue
+            key = (place, -held_by[conn.source], conn.last_active)
+            if key < best_key:
+                best, best_key = conn, key
+        return best
+
+    def release(self, conn: C) -> None:
+        self.held.pop(conn, None)
+
+
+async def drain(*ports: Connections[Any], timeout: float) -> None:
+    """Close every connection held: idle ones now, the others once their answers are written; abort
+    what is left after ``timeout``. (The server stopped accepting first.)"""
+    for conn in (conn for held in ports for conn in held):
+        conn.finish()
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while any(ports) and loop.time() < end:
+        await asyncio.sleep(0.05)
+    for conn in (conn for held in ports for conn in held):
+        conn.abort()

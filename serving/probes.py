@@ -17,11 +17,12 @@ stamps a heartbeat every second, and ``/healthz`` fails once it is older than ``
 (the kubelet restarts a container whose loop is stuck). ``/readyz`` is the process's own
 readiness (serving.readiness), read as it is.
 
-What a caller can make this port hold is bounded by constants: at most MAX_CONNECTIONS
-connections (a new one closes the oldest), each with a head of at most HEAD_LIMIT bytes that
-must arrive within HEAD_SECONDS, and one request each (``Connection: close``). Not aiohttp: the
-webhook's admission port listens without importing it, and this answers three fixed paths with
-a line of text.
+What a caller can make this port hold is bounded by ``PROBE_PORT``, in the words of every port
+(serving.connections): at most 32 connections (past it a newcomer evicts one, as on any port
+open to anyone), a first byte within 2 s and a head of at most 4 KiB within 2 s of it, and one
+request each (``Connection: close``). The connection is the admission port's
+(serving.reviews.protocol), so there is one HTTP parser of our own, not two: not aiohttp, because
+the webhook listens without importing it, and this answers three fixed paths with a line of text.
 """
 
 from __future__ import annotations
@@ -31,34 +32,42 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
-from http import HTTPStatus
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from apimachinery.status import NOT_ALLOWED, NOT_FOUND
 
+from .budget import ByteBudget
+from .connections import ConnectionLimits, Connections, KiB
 from .metricsserver import listening_sockets
+from .readiness import Readiness
+from .reviews.protocol import Connection, Request, read_buffer
 
 log = logging.getLogger(__name__)
 
-# The kubelet's probe head is ~150 bytes (plus what httpHeaders adds); it arrives at once.
-HEAD_LIMIT = 4096
-HEAD_SECONDS = 2.0
-# Probes come one at a time from one kubelet; more at once is somebody else.
-MAX_CONNECTIONS = 32
+PROBE_PORT = ConnectionLimits(
+    # The kubelet's probe head is ~150 bytes (plus what httpHeaders adds); it is written at once.
+    head_bytes=4 * KiB,
+    head_seconds=2.0,
+    first_request_seconds=2.0,
+    # Probes come one at a time from one kubelet; more at once is somebody else.
+    max_connections=32,
+)
 # The main loop stamps its heartbeat this often.
 HEARTBEAT_SECONDS = 1.0
 # A loop that has not run for this long answers nobody: /healthz fails (the kubelet restarts
 # the container after livenessProbe.failureThreshold of those, 30 s with the chart's defaults).
 STALL_SECONDS = 10.0
 
-Readiness = Callable[[], tuple[bool, str]]
+ReadyCheck = Callable[[], tuple[bool, str]]
+_TEXT = "text/plain; charset=utf-8"
 
 
 class ProbeSetupError(Exception):
     """The probe port cannot be listened on: one line for the user."""
 
 
-def answer(method: str, target: str, live: tuple[bool, str], ready: Readiness) -> tuple[int, str]:
+def answer(method: str, target: str, live: tuple[bool, str], ready: ReadyCheck) -> tuple[int, str]:
     """The status and text for one request line's method and target."""
     path = target.partition("?")[0]
     if path not in ("/healthz", "/livez", "/readyz"):
@@ -72,56 +81,21 @@ def answer(method: str, target: str, live: tuple[bool, str], ready: Readiness) -
     return (200, "ok") if ok else (500, why)
 
 
-class _Probe(asyncio.Protocol):
-    """One connection: a head, one answer, closed."""
+class _ProbeApp:
+    """What a probe connection asks of its app (serving.reviews.protocol.Router): three paths."""
 
     def __init__(self, server: ProbeServer) -> None:
         self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.head = bytearray()
-        self.deadline: asyncio.TimerHandle | None = None
+        self.readiness = Readiness(serving=True)  # never draining: every answer closes its connection
+        self.limits = server.limits
+        self.budget: ByteBudget | None = None  # a probe has no body to charge
+        self.read_buffer = read_buffer()  # this thread's loop's own
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.deadline = asyncio.get_running_loop().call_later(HEAD_SECONDS, self.cut)
-        self.server.admit(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.server.release(self)
-        if self.deadline is not None:
-            self.deadline.cancel()
-
-    def data_received(self, data: bytes) -> None:
-        if self.transport is None or self.transport.is_closing():
-            return
-        self.head += data[: HEAD_LIMIT + 1 - len(self.head)]
-        end = max(self.head.find(b"\r\n\r\n"), self.head.find(b"\n\n"))
-        if end < 0:
-            if len(self.head) > HEAD_LIMIT:
-                self.reply(431, f"request head is larger than {HEAD_LIMIT} bytes\n", send_body=True)
-            return
-        words = bytes(self.head[: self.head.find(b"\n")]).decode("latin-1").split()
-        if len(words) != 3 or not words[2].startswith("HTTP/"):
-            self.reply(400, "malformed request line\n", send_body=True)
-            return
-        method, target, _ = words
-        status, text = answer(method, target, self.server.liveness(), self.server.ready)
-        self.reply(status, text, send_body=method != "HEAD")
-
-    def reply(self, status: int, text: str, *, send_body: bool) -> None:
-        assert self.transport is not None
-        body = text.encode()
-        self.transport.write(
-            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-            + (body if send_body else b"")
-        )
-        self.transport.close()  # after what was written leaves
-
-    def cut(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
+    def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
+        request.keep_alive = False  # one request per connection
+        status, text = answer(request.method, request.path, self.server.liveness(), self.server.ready)
+        conn.write(status, _TEXT, text.encode(), head_only=request.method == "HEAD")
+        return None
 
 
 class ProbeServer:
@@ -133,21 +107,22 @@ class ProbeServer:
 
     def __init__(
         self,
-        ready: Readiness,
+        ready: ReadyCheck,
         host: str | None,
         port: int,
         *,
         reuse_port: bool = False,
         stall_seconds: float = STALL_SECONDS,
+        limits: ConnectionLimits = PROBE_PORT,
     ) -> None:
         self.ready = ready
         self.host = host
         self.port = port
         self.reuse_port = reuse_port
         self.stall_seconds = stall_seconds
+        self.limits = limits
         self.beat = time.monotonic()
-        self.connections: dict[_Probe, None] = {}  # in order of arrival
-        self.closed_for_newer = 0
+        self.connections: Connections[Connection] = Connections(limits)
         self._sockets: list[socket.socket] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -201,8 +176,10 @@ class ProbeServer:
 
     def _serve(self, ready: threading.Event) -> None:
         loop = self._loop = asyncio.new_event_loop()
+        app = _ProbeApp(self)
         servers = [
-            loop.run_until_complete(loop.create_server(lambda: _Probe(self), sock=sock)) for sock in self._sockets
+            loop.run_until_complete(loop.create_server(lambda: Connection(app, self.connections), sock=sock))
+            for sock in self._sockets
         ]
         ready.set()
         try:
@@ -210,18 +187,7 @@ class ProbeServer:
         finally:
             for server in servers:
                 server.close()
-            for probe in list(self.connections):
-                probe.cut()
+            for conn in self.connections:
+                conn.abort()
             loop.run_until_complete(asyncio.sleep(0))  # the aborted connections' callbacks
             loop.close()
-
-    def admit(self, probe: _Probe) -> None:
-        while len(self.connections) >= MAX_CONNECTIONS:
-            oldest = next(iter(self.connections))
-            del self.connections[oldest]
-            self.closed_for_newer += 1
-            oldest.cut()
-        self.connections[probe] = None
-
-    def release(self, probe: _Probe) -> None:
-        self.connections.pop(probe, None)

@@ -5,9 +5,10 @@ connection it accepts, and hands the connection to the server's protocol only on
 handshake is over: a client that opens thousands of bare TCP connections, or sends a
 ClientHello slowly, made the process hold that state for the whole handshake timeout,
 uncounted by any cap (issue 25, the attack mix's finding 6). So both HTTPS servers accept on
-their own (``Acceptor``), count the connection under their cap at once, and only then start
-its handshake (``Handshake``: ``loop.connect_accepted_socket``, asyncio's and uvloop's), which
-calls the protocol's ``connection_made`` once the handshake is over, as before.
+their own (``Acceptor``), count the connection in their ``HandshakePool`` at once, and only then
+start its handshake (``Handshake``: ``loop.connect_accepted_socket``, asyncio's and uvloop's),
+which calls the protocol's ``connection_made`` once the handshake is over, as before; the
+protocol then counts it under its port's connection cap (serving.connections).
 
 Not ``loop.start_tls`` over a plain TCP transport: uvloop starts reading a new transport after
 its protocol's ``connection_made`` returns, so a ClientHello reached the plain protocol before
@@ -23,11 +24,12 @@ import socket
 from collections import Counter
 from collections.abc import Callable, Iterable
 from ssl import SSLContext
-from typing import TypeVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .connections import ConnectionLimits
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 # Out of file descriptors (or socket buffers): accepting again at once would spin.
 _ACCEPT_BACKOFF = 0.1
@@ -166,8 +168,8 @@ class HandshakeGate:
     a free place goes to the waiting handshake whose address computes the fewest (of those, the
     address whose latest turn is the longest ago, then the one waiting longest; one whose client
     has left takes none), and one arriving for an address that computes fewer than the busiest
-    by two or more takes a place from it at once (the busiest's oldest is dropped), and one still
-    computing after ``turn`` while others wait is dropped, so handshakes that stall after their
+    by two or more takes a place from it at once (the busiest's oldest is evicted), and one still
+    computing after ``turn`` while others wait is evicted, so handshakes that stall after their
     ClientHello cannot hold the places of others for their whole timeout. One address's own
     burst (kube-apiserver's connections) only waits its turns.
     bench/README.md, "Handshakes by address", has the figures.
@@ -197,7 +199,7 @@ class HandshakeGate:
         if counts:
             busiest, most = counts.most_common(1)[0]
             if busiest != handshake.source and most >= counts[handshake.source] + 2:
-                next(h for h in self.computing if h.source == busiest).preempt()
+                next(h for h in self.computing if h.source == busiest).abort()
         self._arm()
         try:
             await turn
@@ -209,7 +211,7 @@ class HandshakeGate:
             raise
 
     def leave(self, handshake: Handshake) -> None:
-        """``handshake`` computes no more (done, failed or dropped): its place goes on."""
+        """``handshake`` computes no more (done, failed or aborted): its place goes on."""
         if handshake not in self.computing:
             return
         del self.computing[handshake]
@@ -233,7 +235,7 @@ class HandshakeGate:
             if waiting.left():
                 # Its client gave up while it waited (kube-apiserver's check does after 5 s): no
                 # turn for it, or those of a check that failed took its address's next turns.
-                waiting.preempt()
+                waiting.abort()
                 self._forget(waiting.source)
                 continue
             self.computing[waiting] = self._last_turn[waiting.source] = asyncio.get_running_loop().time()
@@ -254,25 +256,25 @@ class HandshakeGate:
         self._timer = asyncio.get_running_loop().call_at(began + self.turn, self._turns_over)
 
     def _turns_over(self) -> None:
-        """Those computing past their turn while others wait are dropped: stalled, most likely
+        """Those computing past their turn while others wait are evicted: stalled, most likely
         (eight addresses holding one stalled handshake each would otherwise hold every place)."""
         self._timer = None
         now = asyncio.get_running_loop().time()
         for handshake, began in list(self.computing.items()):
             if not self._waiting or now - began < self.turn:
                 break
-            handshake.preempt()
+            handshake.abort()
         self._arm()
 
 
 class Handshake:
-    """The TLS handshake of one accepted connection, run as a task; ``cancel`` drops the connection.
+    """The TLS handshake of one accepted connection, run as a task; ``abort`` closes the connection.
 
     The SSL object and its buffers are made only once the client has sent something (its
     ClientHello): until then the connection is a socket and a reader, and ``heard`` is False.
     Then it waits for its place at ``gate``; ``started`` once the handshake computes.
-    ``over(ok)`` is called once the handshake completed (the protocol ``factory`` made is
-    connected) or failed or timed out (the connection is closed); not after ``cancel``.
+    ``over(handshake)`` is told when the handshake is no longer under way (once or more: it
+    forgets it): completed (the protocol ``factory`` made is connected), failed, timed out or aborted.
     """
 
     def __init__(
@@ -281,7 +283,7 @@ class Handshake:
         factory: Callable[[], asyncio.BaseProtocol],
         context: SSLContext,
         timeout: float,
-        over: Callable[[bool], None],
+        over: Callable[[Handshake], None],
         gate: HandshakeGate,
     ) -> None:
         self.sock: socket.socket | None = sock  # until the handshake's transport owns it
@@ -320,18 +322,16 @@ class Handshake:
         except (TimeoutError, OSError, RuntimeError) as err:  # SSLError, ConnectionError: OSErrors
             # Debug, not info: a flood of bare connects must not become a flood of log lines.
             log.debug("TLS handshake did not complete", extra={"error": repr(err)})
-            self.over(False)
-            return
         finally:
             self.gate.leave(self)
-        self.over(True)
+        self.over(self)
 
     def _give_up(self, why: str) -> None:
         """Close the connection before its handshake began (timed out), and say so."""
         # Debug, not info: a flood of bare connects must not become a flood of log lines.
         log.debug("TLS handshake did not complete", extra={"error": why})
         self._close_socket()
-        self.over(False)
+        self.over(self)
 
     async def _readable(self, timeout: float) -> None:
         """Wait until the socket has bytes to read (or its peer closed it), at most ``timeout``."""
@@ -362,17 +362,14 @@ class Handshake:
         """Whether its client has already closed or reset the connection (before its handshake)."""
         return self.sock is not None and _peer_left(self.sock)
 
-    def preempt(self) -> None:
-        """Dropped for another address's turn at the gate: closed, and ``over(False)`` said."""
-        self.cancel()
-        self.gate.leave(self)
-        self.over(False)
-
-    def cancel(self) -> None:
+    def abort(self) -> None:
+        """Close the connection now, whatever the handshake's stage: its place at the gate goes on."""
         self._stop_reading()
         if not self.task.done():
             self.task.cancel()  # a handshake begun: its transport closes the connection
         self._close_socket()
+        self.gate.leave(self)
+        self.over(self)
 
     def _close_socket(self) -> None:
         if self.sock is not None:  # the handshake not begun: nothing else will close it
@@ -380,16 +377,65 @@ class Handshake:
             self.sock = None
 
 
-def of_busiest_sources(items: Iterable[T], source_of: Callable[[T], str]) -> list[T]:
-    """Those of ``items`` (oldest first, kept so) from the source address, or addresses, that
-    have the most of them."""
-    listed = list(items)
-    counts = Counter(source_of(item) for item in listed)
-    most = max(counts.values())
-    return [item for item in listed if counts[source_of(item)] == most]
+class HandshakePool:
+    """The TLS handshakes of one listener under way, counted from the accept, before any TLS state.
+
+    At most ``limits.max_handshakes``: past it the newcomer evicts one (``to_evict``), so a flood
+    of bare connects makes room only among its own handshakes and never closes a connection a
+    client pooled. Each has ``limits.handshake_seconds`` to complete, and computes only at its
+    turn at the ``gate`` (``limits.handshakes_computing`` at once, shared out by address).
+    ``factory`` makes the protocol a completed handshake connects; ``listening``, the socket
+    accepted on (``Acceptor``).
+    """
+
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        context: SSLContext,
+        factory: Callable[[], asyncio.BaseProtocol],
+        listening: socket.socket,
+    ) -> None:
+        self.limits = limits
+        self.context = context
+        self.factory = factory
+        self.under_way: dict[Handshake, None] = {}  # in order of accept
+        self.gate = HandshakeGate(limits.handshakes_computing)
+        self.acceptor = Acceptor(listening, self.accepted)
+
+    def accepted(self, sock: socket.socket) -> None:
+        """A connection just accepted: counted, its handshake begun (one evicted past the cap)."""
+        set_socket_buffers(sock, self.limits.socket_buffer_bytes)
+        while len(self.under_way) >= self.limits.max_handshakes:
+            victim = to_evict(self.under_way)
+            del self.under_way[victim]
+            victim.abort()
+        handshake = Handshake(sock, self.factory, self.context, self.limits.handshake_seconds, self._over, self.gate)
+        self.under_way[handshake] = None
+
+    def _over(self, handshake: Handshake) -> None:
+        self.under_way.pop(handshake, None)
+
+    async def close(self) -> None:
+        """Stop accepting, and abort every handshake under way."""
+        await self.acceptor.close()
+        for handshake in list(self.under_way):
+            handshake.abort()
+        self.under_way.clear()
 
 
-def to_drop(handshakes: Iterable[T], handshake_of: Callable[[T], Handshake | None]) -> T:
+def set_socket_buffers(sock: socket.socket | None, size: int, *options: int) -> None:
+    """Fix ``sock``'s kernel buffers at ``size`` (0: leave them to the kernel), each way unless
+    ``options`` names one (``socket.SO_SNDBUF``)."""
+    if sock is None or not size:
+        return
+    try:
+        for option in options or (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            sock.setsockopt(socket.SOL_SOCKET, option, size)
+    except OSError:
+        pass
+
+
+def to_evict(handshakes: Iterable[Handshake]) -> Handshake:
     """Which of ``handshakes`` (oldest first) makes room for a new one: one from the source
     address with the most under way: the oldest from which nothing was heard, else the newest
     waiting for its turn at the gate (no SSL object yet; a full queue turns away its last, and
@@ -400,18 +446,15 @@ def to_drop(handshakes: Iterable[T], handshake_of: Callable[[T], Handshake | Non
     connections a second each of them became the oldest in turn and was reset, and the
     aggregator answered 503 for the whole APIService (bench/README.md, "Handshakes by address").
     Nothing heard first, so bare connects make room among themselves before any client that
-    has sent its ClientHello (a kubelet probe) is dropped."""
-
-    def source(candidate: T) -> str:
-        handshake = handshake_of(candidate)
-        return handshake.source if handshake is not None else ""
-
-    theirs = of_busiest_sources(handshakes, source)
-    handshakes_of = [(candidate, handshake_of(candidate)) for candidate in theirs]
-    for candidate, handshake in handshakes_of:
-        if handshake is None or not handshake.heard:
-            return candidate
-    for candidate, handshake in reversed(handshakes_of):
-        if handshake is not None and not handshake.started:
-            return candidate
+    has sent its ClientHello (a kubelet probe) is evicted."""
+    listed = list(handshakes)
+    counts = Counter(handshake.source for handshake in listed)
+    most = max(counts.values())
+    theirs = [handshake for handshake in listed if counts[handshake.source] == most]
+    for handshake in theirs:
+        if not handshake.heard:
+            return handshake
+    for handshake in reversed(theirs):
+        if not handshake.started:
+            return handshake
     return theirs[0]

@@ -20,10 +20,11 @@ from apimachinery.status import failure
 from fooapi import DEFAULT_IMAGE
 from fooapi.admission import mutate_foo, validate_foo
 from serving.budget import ByteBudget, MiB, PodMemory, budget_for_memory_limit
+from serving.connections import ConnectionLimits
 from serving.readiness import Readiness
 from serving.reviews.endpoint import BodyHandler, Bounds, Endpoint, EndpointMetrics
-from serving.reviews.protocol import HEAD_TIMEOUT, Request
-from serving.reviews.server import ReviewApp
+from serving.reviews.protocol import Request
+from serving.reviews.server import ADMISSION_PORT, ReviewApp
 
 from . import conversion
 from .manifests import TIMEOUT_SECONDS
@@ -67,8 +68,8 @@ class Settings:
     body_idle_timeout: float = 2.0
     admission_body_timeout: float = 3.0
     conversion_body_timeout: float = 15.0
-    # From a request's first byte to the end of its head (serving.reviews.protocol: slowloris on headers).
-    head_timeout: float = HEAD_TIMEOUT
+    # Heads, idle time and the connection cap of the admission port (serving.connections).
+    connections: ConnectionLimits = ADMISSION_PORT
 
 
 def admission_handler(rule: Rule) -> BodyHandler:
@@ -171,7 +172,5 @@ def build_app(
             ("/convert", convert, conversions),
         )
     ]
-    reviews = ReviewApp(
-        readiness or Readiness(serving=True), endpoints, head_timeout=settings.head_timeout, budget=budget
-    )
+    reviews = ReviewApp(readiness or Readiness(serving=True), endpoints, limits=settings.connections, budget=budget)
     return Webhook(reviews, settings, metrics, budget)

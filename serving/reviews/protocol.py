@@ -4,19 +4,17 @@ It serves what kube-apiserver and the kubelet send, a POST with a Content-Length
 refuses the rest with one Status, then closes: Content-Encoding 415, Transfer-Encoding (or a POST
 without a length) 411, Upgrade and CONNECT 400; nothing is inflated, no chunk is read.
 Content-Length with Transfer-Encoding is a 400 (request smuggling), as is anything llhttp cannot
-parse. The request head is at most HEAD_LIMIT bytes (431) and must arrive within ``head_timeout``
-of its first byte (408; slowloris on headers), a new connection's first request within
-``first_request``. Pipelined requests are answered in order, one at a time, reading paused
+parse. Its port's ``ConnectionLimits`` bound the rest (serving.connections.Held): a head's bytes
+(431) and its time from its first byte (408; slowloris on headers), the wait for a first request,
+idle time, and the cap. Pipelined requests are answered in order, one at a time, reading paused
 meanwhile, and not while the client leaves what was written unread. HTTP/1.0 and ``Connection:
-close`` close after the answer; ``Expect: 100-continue`` is answered when the body is about to be
-read; idle connections close after ``keepalive``. At most ``max_connections``: a newcomer past
-the cap closes the quietest connection not being answered (``make_room``).
+close`` close after the answer; ``Expect: 100-continue`` is answered when the body is about to be read.
 
 A connection is in one ``State`` at a time (see its transitions there); its reading side is at
 one ``Reading`` place. Two flags mirror the transport's flow control, ``reading_paused`` and
 ``writing_paused`` (asyncio calls ``pause_writing``/``resume_writing``), as in any asyncio
 Protocol; ``served`` says whether idle time is keep-alive (after an answer) or the wait for a
-first request, which also decides which connection ``make_room`` closes first. What is said about one request (its body's progress, whether it is the last the
+first request. What is said about one request (its body's progress, whether it is the last the
 connection answers) is on its ``Request``.
 """
 
@@ -29,7 +27,6 @@ import time
 from collections.abc import Coroutine
 from email.utils import formatdate
 from http import HTTPStatus
-from ssl import SSLContext
 from typing import Any, Protocol, cast
 
 import httptools
@@ -38,29 +35,10 @@ import orjson
 from apimachinery.bodies import JSON
 from apimachinery.status import Status, failure
 from serving.budget import ByteBudget, Reservation
+from serving.connections import LINGER_SECONDS, ConnectionLimits, Connections, Held, head_too_large
 from serving.readiness import Readiness
-from serving.tlsupgrade import FIRST_REQUEST_GRACE, Handshake, HandshakeGate, to_drop
+from serving.tlsupgrade import set_socket_buffers
 
-# Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line, Node.js 16 KiB.
-# kube-apiserver sends ~300 bytes; 16 KiB bounds what a connection can make us hold before a
-# request is even routed (llhttp keeps a header's partial bytes), times the connection cap.
-HEAD_LIMIT = 16 * 1024
-# From the first byte of a request to the end of its head (the apiserver writes it in one go).
-HEAD_TIMEOUT = 5.0
-# A new connection's TLS handshake, and then the start of its first request: kube-apiserver's
-# client gives its own handshake 10 s (client-go's TLSHandshakeTimeout) and writes the request
-# it dialed for at once. A bare TCP connect was held 60 s (asyncio's default handshake timeout).
-FIRST_REQUEST_SECONDS = 10.0
-# Connections one process holds. kube-apiserver keeps at most 25 idle connections per webhook
-# host (client-go's MaxIdleConnsPerHost) and opens one per review in flight beyond them; the
-# kubelet's probes open a new one each. At the cap a new connection closes the one that has
-# been quiet longest among those not being answered (idle, or still sending a head or a body,
-# or waiting for the budget): neither probes nor the apiserver, whose requests arrive whole at
-# once, are refused by connections a client merely holds open or trickles into; only when
-# every one is being answered is the newcomer closed. Each costs at most a constant (every
-# buffer below full; docs/architecture.md, "Resource model (admission port)"), so 64 fit in
-# what a process reserves for itself (serving.budget); a pod of N workers holds 64 N.
-MAX_CONNECTIONS = 64
 # What the transport (and over TLS each of its two layers) holds before writing pauses: also
 # the largest answer written at once; larger ones are charged and written a piece at a time.
 _WRITE_HIGH = 16 * 1024
@@ -68,12 +46,6 @@ _WRITE_HIGH = 16 * 1024
 # answer would otherwise be encrypted into the socket transport's buffer at once, and drain()
 # (which sees only the TLS layer's buffer) would return while megabytes wait for the client.
 _WRITE_PIECE = 16 * 1024
-# The kernel's socket buffers of one connection, each way (it doubles the number). Left to
-# autotuning, a client that does not read lets the send buffer grow to tcp_wmem's 4 MiB — a
-# whole answer out of our hands and our budget, yet in the pod's memory (the cgroup counts
-# socket buffers) — and one whose body waits for the budget fills the receive buffer. 64 KiB
-# each way still keeps a fast local link busy (bench/README, "Figures moved from docstrings").
-_SOCKET_BUFFER = 32 * 1024
 # A large answer is written with the send buffer widened to this: through 32 KiB, a 10,000-Foo
 # ConversionReview's 15 MB answer took ~450 wake-ups of the loop and the kernel, 15% of the
 # review's CPU (bench/README, "Admission back ahead of Go"). The kernel may hold twice the
@@ -90,19 +62,22 @@ _BUFFER_HIGH = 256 * 1024
 # Past this many the stream is refused (after the answers before it). Real clients do not
 # pipeline: Go's net/http and client-go send one request per connection at a time.
 MAX_PIPELINED = 16
-# What one read hands llhttp: the connection reads into one buffer the process shares
-# (``Connection.get_buffer``), which llhttp has copied what it keeps from before the next read.
-# A protocol that takes ``data_received(bytes)`` instead made uvloop's TLS layer allocate 256 KiB
-# per read (``SSLObject.read(256 KiB)``, shrunk afterwards): above glibc's mmap threshold
-# (serving.limits), an mmap, a page fault, an mremap and an munmap per review (bench/README,
-# "Admission back ahead of Go"). 64 KiB: what the kernel's receive buffer hands over at once
-# (``_SOCKET_BUFFER``), so a read still adds at most that to what a connection holds unpaid.
-_READ_SIZE = 64 * 1024
-_READ_BUFFER = memoryview(bytearray(_READ_SIZE))
+# What one read hands llhttp: the connection reads into one buffer its server shares
+# (``read_buffer``, one per event loop), which llhttp has copied what it keeps from before the
+# next read. A protocol that takes ``data_received(bytes)`` instead made uvloop's TLS layer
+# allocate 256 KiB per read (``SSLObject.read(256 KiB)``, shrunk afterwards): above glibc's mmap
+# threshold (serving.limits), an mmap, a page fault, an mremap and an munmap per review
+# (bench/README, "Admission back ahead of Go"). 64 KiB: what the kernel's receive buffer hands
+# over at once (the admission port's ``socket_buffer_bytes``), so a read still adds at most that
+# to what a connection holds unpaid.
+READ_SIZE = 64 * 1024
 # Answers from this size on are written without joining them to their head.
 _JOIN_BELOW = 64 * 1024
-# How long a connection closed before its request was read still reads (and drops) what arrives.
-_LINGER_SECONDS = 1.0
+
+
+def read_buffer() -> memoryview:
+    """The buffer every connection of one server (one event loop) reads into."""
+    return memoryview(bytearray(READ_SIZE))
 
 
 class Request:
@@ -199,15 +174,13 @@ def status_body(status: Status) -> tuple[int, bytes]:
 
 
 class Router(Protocol):
-    """What the connection asks of the app it serves (serving.reviews.server.ReviewApp)."""
+    """What the connection asks of the app it serves (serving.reviews.server.ReviewApp, serving.probes)."""
 
     readiness: Readiness
-    head_timeout: float
-    keepalive: float
-    first_request: float
-    max_connections: int
+    limits: ConnectionLimits
     # Where a connection charges body bytes it holds before their request is paid for; None: nowhere.
     budget: ByteBudget | None
+    read_buffer: memoryview
 
     def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
         """Answer ``request`` at once (None), or the coroutine that will."""
@@ -216,16 +189,16 @@ class Router(Protocol):
 class State(enum.Enum):
     """Where a connection is in its life.
 
-    HANDSHAKE -> WAITING    its TLS handshake is over (``connection_made``; past the cap and
-                            with no room, it is aborted and goes to CLOSED)
-    HANDSHAKE -> CLOSED     the handshake failed, timed out, or was dropped for room
     WAITING   -> ANSWERING  a request's head is read (the first of the queue is answered)
     ANSWERING -> WAITING    it is answered (then, if it was the last, on to CLOSING)
     WAITING   -> CLOSING    closed on purpose (last answer out, refusal written, idle, stopping)
-    any       -> CLOSED     the transport is gone (``connection_lost``)
+    any       -> CLOSED     the transport is gone (``connection_lost``), or it was refused at
+                            ``connection_made`` (past the cap with none to evict)
+
+    Over TLS a connection exists from when its handshake starts computing, counted among the
+    handshakes under way (serving.tlsupgrade.HandshakePool), and is WAITING once it is over.
     """
 
-    HANDSHAKE = "handshake"  # accepted over TLS, handshake under way; counted among handshakes only
     WAITING = "waiting"  # counted under the cap; no answer under way (its first request, or the next)
     ANSWERING = "answering"  # the first request of the queue is being answered
     CLOSING = "closing"  # what was written goes out; what still arrives is read and dropped
@@ -234,7 +207,7 @@ class State(enum.Enum):
 
 # The members as plain names: ``State.WAITING`` is looked up through the enum's metaclass, several
 # times a module name's cost, and the fast path asks a few times per review (bench/README).
-HANDSHAKE, WAITING, ANSWERING, CLOSING, CLOSED = State
+WAITING, ANSWERING, CLOSING, CLOSED = State
 _ENDED = (CLOSING, CLOSED)
 
 
@@ -260,35 +233,27 @@ class _Refused(Exception):
 _NO_UPGRADES = failure(400, "protocol upgrades and CONNECT are not served here")
 
 
-class Connection(asyncio.BufferedProtocol):
+class Connection(Held, asyncio.BufferedProtocol):
     """One client connection: parses requests, answers them one at a time, in order."""
 
-    def __init__(self, app: Router, connections: set[Connection]) -> None:
+    def __init__(self, app: Router, connections: Connections[Connection]) -> None:
+        super().__init__(app.limits, connections)
         self.app = app
+        self.head_limit = app.limits.head_bytes
+        self.buffer = app.read_buffer
         self.state = WAITING
         self.reading = BETWEEN
-        self.handshake: Handshake | None = None
-        self.handshakes: dict[Connection, None] | None = None  # the server's handshakes under way
         self.readiness = app.readiness
-        self.connections = connections
-        self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
         self.queue: list[Request] = []  # parsed heads, answered in order; the first is being answered
         self.parsing: Request | None = None
         self.head_size = 0  # bytes of the head being parsed, as llhttp hands them over
-        self.head_fed = 0  # bytes fed while a head was incomplete (llhttp buffers partial headers)
-        self.head_started = 0.0
         self.task: asyncio.Task[None] | None = None
         self.refusal: Status | None = None  # REFUSED: answered once the requests before it are
         self.reading_paused = False
         self.writing_paused = False
         self.drained: asyncio.Future[None] | None = None
-        self.last_active = 0.0
-        self.timer: asyncio.TimerHandle | None = None
-        self.timer_at = 0.0
         self.write_limit = 64 * 1024
-        self.served = False  # an answer was written: idle from now on is keep-alive
         # Body bytes read for requests not paid for yet (serving.budget): charged, and reading
         # stops until their request pays, so at most one read's worth each time.
         self.unpaid = Reservation(app.budget) if app.budget is not None else None
@@ -298,56 +263,21 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's do not subclass asyncio.Transport (no isinstance).
         stream = cast(asyncio.Transport, transport)
-        if self.state is HANDSHAKE:  # over TLS: its handshake is over
-            self._end_handshake()
-            self.state = WAITING
-        if self.state is not WAITING or not self._admitted():
-            stream.abort()  # every connection is busy with a paid request: this one waits its turn
+        if not self.admitted(stream):
+            self.state = CLOSED
             return
-        _small_socket_buffers(stream.get_extra_info("socket"))
-        self.transport = stream
-        self.last_active = self.loop.time()
-        self._arm(self.last_active + self.app.first_request)
+        set_socket_buffers(stream.get_extra_info("socket"), self.limits.socket_buffer_bytes)
         stream.set_write_buffer_limits(high=_WRITE_HIGH)
         _, self.write_limit = stream.get_write_buffer_limits()
 
-    def accepted(
-        self, sock: socket.socket, context: SSLContext, handshakes: dict[Connection, None], gate: HandshakeGate
-    ) -> None:
-        """A TLS connection just accepted: counted among the ``handshakes`` under way (at most the
-        connection cap; past it one of the address with the most is dropped) before its
-        handshake begins (serving.tlsupgrade)."""
-        while len(handshakes) >= self.app.max_connections:
-            to_drop(handshakes, lambda conn: conn.handshake).abort()
-        _small_socket_buffers(sock)
-        self.handshakes = handshakes
-        handshakes[self] = None
-        self.state = HANDSHAKE
-        self.handshake = Handshake(sock, lambda: self, context, self.app.first_request, self._handshake_over, gate)
-
-    def _handshake_over(self, ok: bool) -> None:
-        if self.state is HANDSHAKE:  # else connection_made has taken it over
-            self._end_handshake()
-            self.state = WAITING if ok else CLOSED  # failed or timed out: closed
-
-    def _end_handshake(self) -> None:
-        if self.handshakes is not None:
-            self.handshakes.pop(self, None)
-
-    def _admitted(self) -> bool:
-        """Count this connection; False if every one is busy with a paid request (it waits its turn)."""
-        if len(self.connections) >= self.app.max_connections and not make_room(self.connections, self.loop.time()):
-            return False
-        self.connections.add(self)
-        self.last_active = self.loop.time()
-        return True
+    def evict(self) -> None:
+        """Evicted for a newcomer: aborted, and forgotten now (the transport says so only later)."""
+        self.abort()
+        self.connection_lost(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.connections.discard(self)
+        super().connection_lost(exc)
         self.state = CLOSED
-        self.transport = None
-        if self.timer is not None:
-            self.timer.cancel()
         if self.task is not None:
             self.task.cancel()
         if self.drained is not None and not self.drained.done():
@@ -356,12 +286,12 @@ class Connection(asyncio.BufferedProtocol):
             self.unpaid.release()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return _READ_BUFFER
+        return self.buffer
 
     def buffer_updated(self, nbytes: int) -> None:
         # Every transport fills the buffer and calls this before it reads for anyone else, and
         # llhttp keeps copies only (the head's bytes, each body piece), so one buffer serves all.
-        self.data_received(_READ_BUFFER[:nbytes])
+        self.data_received(self.buffer[:nbytes])
 
     def data_received(self, data: bytes | memoryview) -> None:
         if self.state in _ENDED or self.reading is REFUSED:
@@ -384,11 +314,9 @@ class Connection(asyncio.BufferedProtocol):
             return
         if self.reading is HEAD:
             # A head still arriving: bounded in size (llhttp holds a header's partial bytes) and in time.
-            self.head_fed += len(data)
-            if self.head_fed > HEAD_LIMIT:
-                self._refuse(_head_too_large())
+            if not self.head_fits(len(data)):
+                self._refuse(head_too_large(self.head_limit))
                 return
-            self._arm(self.head_started + self.app.head_timeout)
         if self.state is WAITING:
             self._answer_queue()
         if len(self.queue) > 1 and not self.reading_paused:
@@ -446,16 +374,16 @@ class Connection(asyncio.BufferedProtocol):
     def on_url(self, url: bytes) -> None:
         assert self.parsing is not None
         self.head_size += len(url)
-        if self.head_size > HEAD_LIMIT:
-            raise _Refused(_head_too_large())
+        if self.head_size > self.head_limit:
+            raise _Refused(head_too_large(self.head_limit))
         self.parsing.path += url.decode("latin-1")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         request = self.parsing
         assert request is not None
         self.head_size += len(name) + len(value) + 4
-        if self.head_size > HEAD_LIMIT:
-            raise _Refused(_head_too_large())
+        if self.head_size > self.head_limit:
+            raise _Refused(head_too_large(self.head_limit))
         lower = name.lower()
         if lower == b"content-type":
             request.content_type = value.split(b";", 1)[0].strip().lower().decode("latin-1")
@@ -489,7 +417,7 @@ class Connection(asyncio.BufferedProtocol):
             raise _Refused(request.refused)
         if request.method == "POST" and request.content_length is None:
             raise _Refused(failure(411, "a POST must carry a Content-Length"))
-        # And-ed: the server may have made it the last already (``shut`` while its head arrived).
+        # And-ed: the server may have made it the last already (``finish`` while its head arrived).
         request.keep_alive = request.keep_alive and parser.should_keep_alive() and parser.get_http_version() == "1.1"
         if len(self.queue) >= MAX_PIPELINED:
             raise _Refused(failure(429, f"more than {MAX_PIPELINED} pipelined requests wait for their answers"))
@@ -551,7 +479,7 @@ class Connection(asyncio.BufferedProtocol):
         self.last_active = self.loop.time()
         if not self.served:  # from now on idle is keep-alive, which may be the shorter wait
             self.served = True
-            self._arm(self.last_active + self.app.keepalive)
+            self._arm(self.last_active + self.limits.idle_seconds)
         if self.unpaid is not None and self.unpaid.held:
             self._charge_unpaid()
         if not request.complete:
@@ -619,19 +547,19 @@ class Connection(asyncio.BufferedProtocol):
             for start in range(0, len(body), _WRITE_PIECE):
                 if narrow_at and start >= narrow_at:
                     narrow_at = 0
-                    self._send_buffer(_SOCKET_BUFFER)
+                    self._send_buffer(self.limits.socket_buffer_bytes)
                 await self.drain()
                 if self.transport is None:
                     raise ConnectionResetError("the client closed the connection")
                 self.transport.write(pieces[start : start + _WRITE_PIECE])
         finally:
             if narrow_at:
-                self._send_buffer(_SOCKET_BUFFER)
+                self._send_buffer(self.limits.socket_buffer_bytes)
         await self.drain()
 
     def _send_buffer(self, size: int) -> None:
         if self.transport is not None:
-            _set_socket_buffer(self.transport.get_extra_info("socket"), socket.SO_SNDBUF, size)
+            set_socket_buffers(self.transport.get_extra_info("socket"), size, socket.SO_SNDBUF)
 
     def write_continue(self) -> None:
         if self.transport is not None:
@@ -668,14 +596,6 @@ class Connection(asyncio.BufferedProtocol):
         if request.waiter is not None and not request.waiter.done():
             request.waiter.set_result(None)
 
-    def abort(self) -> None:
-        if self.state is HANDSHAKE and self.handshake is not None:
-            self._end_handshake()
-            self.state = CLOSED
-            self.handshake.cancel()
-        if self.transport is not None:
-            self.transport.abort()
-
     def _refuse(self, status: Status) -> None:
         """The stream cannot be read further: answer the requests read whole before it, then
         ``status``, then close."""
@@ -709,7 +629,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.reading_paused:
             self.reading_paused = False
             transport.resume_reading()
-        self.loop.call_later(_LINGER_SECONDS, transport.close)
+        self.loop.call_later(LINGER_SECONDS, transport.close)
 
     def _pause_reading(self) -> None:
         if self.transport is not None and not self.reading_paused:
@@ -721,47 +641,22 @@ class Connection(asyncio.BufferedProtocol):
             self.reading_paused = False
             self.transport.resume_reading()
 
-    # -- the one timer: keep-alive and head deadlines ------------------------------------------
+    # -- what its port's policy reads (serving.connections.Held) --------------------------------
 
-    def _arm(self, when: float) -> None:
-        if self.timer is not None:
-            if self.timer_at <= when:
-                return  # it fires first and looks again
-            self.timer.cancel()
-        self.timer_at = when
-        self.timer = self.loop.call_at(when, self._check_time)
+    def in_head(self) -> bool:
+        return self.reading is HEAD and self.state is not ANSWERING
 
-    def _check_time(self) -> None:
-        """Close an idle connection past the keep-alive, refuse a head past its deadline; else look later."""
-        self.timer = None
-        if self.transport is None:
-            return
-        now = self.loop.time()
-        if self.reading is HEAD and self.state is not ANSWERING:
-            due = self.head_started + self.app.head_timeout
-            if now >= due:
-                self._refuse(
-                    failure(408, f"request head not received within {self.app.head_timeout:g}s", reason="Timeout")
-                )
-                return
-            self._arm(due)
-            return
-        if self.state is ANSWERING or (self.queue and not self.writing_paused):
-            self._arm(now + self.app.keepalive)  # a request in service has deadlines of its own
-            return
-        # Idle, or answers waiting for a client that has not read what was written since
-        # ``last_active``: closed like an idle connection once the keep-alive has passed.
-        due = self.last_active + (self.app.keepalive if self.served else self.app.first_request)
-        if now >= due:
-            if self.transport.get_write_buffer_size():
-                self.abort()  # an answer left unread all this time: not waited for any longer
-            else:
-                self._close()
-            return
-        self._arm(due)
+    def busy(self) -> bool:
+        return self.state is ANSWERING or bool(self.queue and not self.writing_paused)
 
-    def shut(self) -> None:
-        """The server is closing: an idle connection closes now, a busy one after its answer."""
+    def asking(self) -> bool:
+        return bool(self.queue) or self.reading is not BETWEEN
+
+    def being_answered(self) -> bool:
+        return self.state is ANSWERING and bool(self.queue) and self.queue[0].being_answered
+
+    def finish(self) -> None:
+        """The server is stopping: an idle connection closes now, a busy one after its answer."""
         if self.queue:
             self._last_answer()
         else:
@@ -773,47 +668,3 @@ def _refuse_once(request: Request, status: Status) -> None:
     the kubelet send (POST with a Content-Length, GET) never has these headers."""
     if request.refused is None:
         request.refused = status
-
-
-def _small_socket_buffers(sock: socket.socket | None) -> None:
-    _set_socket_buffer(sock, socket.SO_SNDBUF, _SOCKET_BUFFER)
-    _set_socket_buffer(sock, socket.SO_RCVBUF, _SOCKET_BUFFER)
-
-
-def _set_socket_buffer(sock: socket.socket | None, option: int, size: int) -> None:
-    if sock is None:
-        return
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, option, size)
-    except OSError:
-        pass
-
-
-def make_room(connections: set[Connection], now: float) -> bool:
-    """Close one connection not being answered, the quietest of the first kind there is: one
-    that has had its chance and was never answered (idle, trickling, waiting for the budget),
-    then one still within its first-request grace, then one kept alive after answers (a client's
-    pool: kube-apiserver does not retry a POST written onto a connection the server closed).
-    False if every one is being answered."""
-    quietest: list[Connection | None] = [None, None, None]
-    for conn in connections:
-        if conn.state is ANSWERING and conn.queue and conn.queue[0].being_answered:
-            continue
-        if conn.served:
-            kind = 2
-        elif not conn.queue and conn.reading is not HEAD and now - conn.last_active < FIRST_REQUEST_GRACE:
-            kind = 1
-        else:
-            kind = 0
-        if (current := quietest[kind]) is None or conn.last_active < current.last_active:
-            quietest[kind] = conn
-    victim = next((conn for conn in quietest if conn is not None), None)
-    if victim is None:
-        return False
-    victim.abort()
-    victim.connection_lost(None)  # out of the set now: the transport reports it only later
-    return True
-
-
-def _head_too_large() -> Status:
-    return failure(431, f"request head is larger than {HEAD_LIMIT} bytes", reason="RequestHeaderFieldsTooLarge")

@@ -1,4 +1,4 @@
-"""The admission port: its routes (``ReviewApp``) and its listener (``ReviewServer``)."""
+"""The admission port: its limits (``ADMISSION_PORT``), routes (``ReviewApp``) and listener (``ReviewServer``)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,38 @@ from typing import Any
 
 from apimachinery.status import NOT_ALLOWED, NOT_FOUND, failure
 from serving.budget import ByteBudget
+from serving.connections import ConnectionLimits, Connections, KiB, drain
 from serving.readiness import Readiness
-from serving.tlsupgrade import HANDSHAKES_COMPUTING, KEEPALIVE_SECONDS, Acceptor, HandshakeGate, listening_socket
+from serving.tlsupgrade import HandshakePool, listening_socket
 
 from .endpoint import Endpoint
-from .protocol import FIRST_REQUEST_SECONDS, HEAD_TIMEOUT, MAX_CONNECTIONS, Connection, Request
+from .protocol import Connection, Request, read_buffer
 
 _TEXT = "text/plain; charset=utf-8"
 _PROBES = ("/healthz", "/readyz")
+
+ADMISSION_PORT = ConnectionLimits(
+    # Go's net/http allows 1 MiB of request head, aiohttp 8190 bytes per line, Node.js 16 KiB.
+    # kube-apiserver sends ~300 bytes; 16 KiB bounds what a connection can make us hold before a
+    # request is even routed (llhttp keeps a header's partial bytes), times the connection cap.
+    head_bytes=16 * KiB,
+    # From the first byte of a request to the end of its head (the apiserver writes it in one go).
+    head_seconds=5.0,
+    # kube-apiserver keeps at most 25 idle connections per webhook host (client-go's
+    # MaxIdleConnsPerHost) and opens one per review in flight beyond them; the kubelet's probes
+    # open a new one each. Each costs at most a constant (every buffer below full;
+    # docs/architecture.md, "Resource model (admission port)"), so 64 fit in what a process
+    # reserves for itself (serving.budget); a pod of N workers holds 64 N. Handshakes under way
+    # are as many again, in a pool of their own: a flood of bare connects makes room only among
+    # its own (a real client's handshake takes a millisecond) and never evicts a pooled connection.
+    max_connections=64,
+    max_handshakes=64,
+    # Left to autotuning, a client that does not read lets the send buffer grow to tcp_wmem's
+    # 4 MiB — a whole answer out of our hands and our budget, yet in the pod's memory (the cgroup
+    # counts socket buffers) — and one whose body waits for the budget fills the receive buffer.
+    # 64 KiB each way still keeps a fast local link busy (bench/README, "Figures moved from docstrings").
+    socket_buffer_bytes=32 * KiB,
+)
 
 
 class ReviewApp:
@@ -27,20 +51,15 @@ class ReviewApp:
         readiness: Readiness,
         endpoints: Iterable[Endpoint],
         *,
-        head_timeout: float = HEAD_TIMEOUT,
-        keepalive: float = KEEPALIVE_SECONDS,
-        first_request: float = FIRST_REQUEST_SECONDS,
-        max_connections: int = MAX_CONNECTIONS,
+        limits: ConnectionLimits = ADMISSION_PORT,
         budget: ByteBudget | None = None,
     ) -> None:
         self.readiness = readiness
         self.endpoints = {endpoint.path: endpoint for endpoint in endpoints}
-        self.head_timeout = head_timeout
-        self.keepalive = keepalive
-        self.first_request = first_request
-        self.max_connections = max_connections
+        self.limits = limits
         # Where a connection charges body bytes it holds before their request is paid for.
         self.budget = budget
+        self.read_buffer = read_buffer()
 
     def answer(self, conn: Connection, request: Request) -> Coroutine[Any, Any, None] | None:
         """Answer ``request`` at once (None), or the coroutine that will."""
@@ -63,19 +82,14 @@ class ReviewServer:
     def __init__(self, app: ReviewApp) -> None:
         self.app = app
         self.readiness = app.readiness
-        self.connections: set[Connection] = set()
+        self.connections: Connections[Connection] = Connections(app.limits)
         self.server: asyncio.Server | None = None  # plain HTTP
-        self.acceptor: Acceptor | None = None  # TLS
-        # TLS connections accepted whose handshake is under way, oldest first: as many as the
-        # cap, in a pool of their own, so that a flood of bare connects makes room only among its
-        # own (a real client's handshake takes a millisecond) and never closes a pooled connection.
-        self.handshakes: dict[Connection, None] = {}
-        self.gate = HandshakeGate(HANDSHAKES_COMPUTING)  # their turns to compute, by address
+        self.handshakes: HandshakePool | None = None  # TLS: accepted here, counted from the accept
 
     @property
     def port(self) -> int:
-        if self.acceptor is not None:
-            return self.acceptor.port
+        if self.handshakes is not None:
+            return self.handshakes.acceptor.port
         assert self.server is not None
         return int(self.server.sockets[0].getsockname()[1])
 
@@ -87,15 +101,12 @@ class ReviewServer:
     ) -> None:
         if ssl is not None:
             # Accepted here, not by create_server(ssl=): a connection is counted before its
-            # handshake, which runs only if it is admitted (serving.tlsupgrade).
-            sock = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
-            self.acceptor = Acceptor(
-                sock,
-                lambda conn: Connection(self.app, self.connections).accepted(conn, ssl, self.handshakes, self.gate),
-            )
+            # handshake, which runs only at its turn (serving.tlsupgrade).
+            listening = listening_socket(host, port, backlog=backlog, reuse_port=reuse_port)
+            self.handshakes = HandshakePool(self.app.limits, ssl, self._connection, listening)
             return
         self.server = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self.app, self.connections),
+            self._connection,
             host,
             port,
             backlog=backlog,
@@ -103,21 +114,15 @@ class ReviewServer:
             reuse_port=reuse_port or None,
         )
 
+    def _connection(self) -> Connection:
+        return Connection(self.app, self.connections)
+
     async def stop(self, timeout: float) -> None:
-        """Stop listening; let answers in progress finish within ``timeout``; then cut what is left."""
+        """Stop listening; let answers in progress finish within ``timeout``; then abort what is left."""
         if self.server is not None:
             self.server.close()
-        if self.acceptor is not None:
-            await self.acceptor.close()
-        for conn in list(self.handshakes):
-            conn.abort()
-        for conn in list(self.connections):
-            conn.shut()
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while self.connections and loop.time() < end:
-            await asyncio.sleep(0.05)
-        for conn in list(self.connections):
-            conn.abort()
+        if self.handshakes is not None:
+            await self.handshakes.close()
+        await drain(self.connections, timeout=timeout)
         if self.server is not None:
             await self.server.wait_closed()

@@ -12,11 +12,12 @@ import socket
 import ssl
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import uvloop
 
-from serving.reviews.server import ReviewServer
+from serving.reviews.server import ADMISSION_PORT, ReviewServer
 from webhook.app import Settings, build_app
 
 from .certificates import serving_certificates
@@ -45,8 +46,7 @@ async def main() -> None:
     certs = serving_certificates(Path(tempfile.mkdtemp()))
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
-    webhook = build_app(Settings())
-    webhook.reviews.max_connections = 4
+    webhook = build_app(Settings(connections=replace(ADMISSION_PORT, max_connections=4, max_handshakes=4)))
     server = ReviewServer(webhook.reviews)
     await server.start("127.0.0.1", 0, ssl=context)
     try:

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import uvloop
 
-from serving.tlsupgrade import Acceptor, Handshake, HandshakeGate, _peer_left, listening_socket, to_drop
+from serving.tlsupgrade import Acceptor, Handshake, HandshakeGate, _peer_left, listening_socket, to_evict
 
 # ---- accepting ---------------------------------------------------------------------------------
 
@@ -48,23 +48,23 @@ def test_every_connection_waiting_in_the_kernels_queue_is_accepted_in_one_turn_o
 
 
 def _under_way(source: str, *, heard: bool = True, started: bool = True) -> Handshake:
-    """What ``to_drop`` reads of a handshake under way."""
+    """What ``to_evict`` reads of a handshake under way."""
     return cast(Handshake, type("UnderWay", (), {"source": source, "heard": heard, "started": started})())
 
 
-def test_past_the_cap_the_handshake_dropped_is_one_of_the_address_with_the_most() -> None:
+def test_past_the_cap_the_handshake_evicted_is_one_of_the_address_with_the_most() -> None:
     ours = _under_way("10.88.0.1")  # the oldest, and its ClientHello heard: before, the one dropped
     flood = [_under_way("10.88.0.2") for _ in range(63)]
-    assert to_drop([ours, *flood], lambda handshake: handshake) is flood[0]
+    assert to_evict([ours, *flood]) is flood[0]
 
 
 def test_of_that_address_one_that_has_cost_nothing_yet_goes_first() -> None:
     computing = _under_way("10.88.0.2")
     waiting = _under_way("10.88.0.2", started=False)  # heard, waiting for a place: no SSL object yet
     silent = _under_way("10.88.0.2", heard=False, started=False)
-    assert to_drop([computing, waiting, silent], lambda handshake: handshake) is silent
-    assert to_drop([computing, waiting], lambda handshake: handshake) is waiting
-    assert to_drop([computing, _under_way("10.88.0.2")], lambda handshake: handshake) is computing
+    assert to_evict([computing, waiting, silent]) is silent
+    assert to_evict([computing, waiting]) is waiting
+    assert to_evict([computing, _under_way("10.88.0.2")]) is computing
 
 
 def test_of_those_waiting_for_their_turn_the_newest_is_turned_away() -> None:
@@ -72,7 +72,7 @@ def test_of_those_waiting_for_their_turn_the_newest_is_turned_away() -> None:
     # connections theirs, when the flood comes from its own address).
     computing = _under_way("10.88.0.2")
     first, last = _under_way("10.88.0.2", started=False), _under_way("10.88.0.2", started=False)
-    assert to_drop([computing, first, last], lambda handshake: handshake) is last
+    assert to_evict([computing, first, last]) is last
 
 
 # ---- the gate ------------------------------------------------------------------------------------
@@ -82,10 +82,10 @@ class _Computing:
     """What the gate needs of a handshake: its address, and being dropped for another's turn."""
 
     def __init__(self, gate: HandshakeGate, source: str, *, gone: bool = False) -> None:
-        self.gate, self.source, self.preempted, self.gone = gate, source, False, gone
+        self.gate, self.source, self.aborted, self.gone = gate, source, False, gone
 
-    def preempt(self) -> None:
-        self.preempted = True
+    def abort(self) -> None:
+        self.aborted = True
         self.gate.leave(cast(Handshake, self))
 
     def left(self) -> bool:
@@ -115,7 +115,7 @@ async def test_a_free_place_goes_to_the_waiting_address_that_computes_fewest() -
     gate.leave(c1)
     await asyncio.sleep(0)
     assert [task.done() for task in waiting] == [False, True, True]
-    assert not any(h.preempted for h in (a1, b1, a2, b2, c1))  # no address led by two
+    assert not any(h.aborted for h in (a1, b1, a2, b2, c1))  # no address led by two
 
 
 async def test_an_address_that_computes_two_fewer_than_the_busiest_takes_a_place_from_it_at_once() -> None:
@@ -126,9 +126,9 @@ async def test_an_address_that_computes_two_fewer_than_the_busiest_takes_a_place
     await gate.enter(a1)
     await gate.enter(a2)
     a3_turn = await _enter(gate, a3)
-    assert not a1.preempted  # one address's own burst only waits its turn
+    assert not a1.aborted  # one address's own burst only waits its turn
     b1_turn = await _enter(gate, b1)
-    assert a1.preempted and b1_turn.done() and not a3_turn.done()
+    assert a1.aborted and b1_turn.done() and not a3_turn.done()
     assert list(gate.computing) == [a2, b1]
 
 
@@ -140,9 +140,9 @@ async def test_a_handshake_still_computing_after_its_turn_gives_its_place_up_whe
     await gate.enter(a1)
     await gate.enter(b1)
     c1_turn = await _enter(gate, c1)
-    assert not a1.preempted
+    assert not a1.aborted
     await asyncio.wait_for(c1_turn, 1)
-    assert a1.preempted and not b1.preempted  # the oldest first
+    assert a1.aborted and not b1.aborted  # the oldest first
     assert list(gate.computing) == [b1, c1]
 
 
@@ -169,7 +169,7 @@ async def test_a_place_given_up_after_its_turn_goes_to_an_address_that_has_not_h
     await gate.enter(b1)
     stock = [await _enter(gate, h) for h in (a2, b2, a3, b3)]
     ours = await _enter(gate, _Computing(gate, "kube-apiserver"))
-    while not a1.preempted:  # the first turn is over
+    while not a1.aborted:  # the first turn is over
         await asyncio.sleep(0.01)
     await asyncio.sleep(0)
     assert ours.done()  # not after every stalled one waiting before it has had its turn too
@@ -189,7 +189,7 @@ async def test_a_handshake_whose_client_left_while_it_waited_takes_no_turn() -> 
     ours = await _enter(gate, _Computing(gate, "kube-apiserver"))
     gate.leave(attacker)
     await asyncio.sleep(0)
-    assert abandoned.preempted and ours.done()
+    assert abandoned.aborted and ours.done()
     waiting.cancel()  # what dropping it does to a real one (Handshake.cancel)
 
 

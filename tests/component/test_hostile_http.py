@@ -7,13 +7,14 @@ and a request the server cannot read to its end closes the connection.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gzip
 
 import orjson
 
 from attacks.foos import admission_review
 from attacks.objects import foo_v1
-from serving.reviews.protocol import HEAD_LIMIT
+from serving.reviews.server import ADMISSION_PORT
 from webhook.app import Settings
 
 from .webhook_client import ServeWebhook
@@ -59,7 +60,10 @@ async def test_a_head_larger_than_the_limit_is_a_431_status_and_the_connection_c
     client = await webhook_client(Settings())
     request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Padding: " + b"a" * (100 * 1024) + b"\r\n\r\n"
     [(code, _, body)] = _answers(await _exchange(client.port, request))
-    assert code == 431 and f"request head is larger than {HEAD_LIMIT} bytes" in orjson.loads(body)["message"]
+    assert (
+        code == 431
+        and f"request head is larger than {ADMISSION_PORT.head_bytes} bytes" in orjson.loads(body)["message"]
+    )
 
 
 async def test_a_head_that_never_ends_is_a_431_status_not_memory(webhook_client: ServeWebhook) -> None:
@@ -78,7 +82,7 @@ async def test_a_head_that_never_ends_is_a_431_status_not_memory(webhook_client:
 
 
 async def test_a_head_sent_slowly_is_a_408_status_once_its_deadline_passes(webhook_client: ServeWebhook) -> None:
-    client = await webhook_client(Settings(head_timeout=0.3))
+    client = await webhook_client(Settings(connections=dataclasses.replace(ADMISSION_PORT, head_seconds=0.3)))
     reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
     writer.write(b"POST /validate-foo HTTP/1.1\r\nHost: x\r\n")
     try:
@@ -201,8 +205,7 @@ async def test_a_connect_is_answered_once_with_a_400_status_then_closed(webhook_
 
 
 async def test_an_idle_connection_is_closed_after_the_keepalive(webhook_client: ServeWebhook) -> None:
-    client = await webhook_client(Settings())
-    client.webhook.reviews.keepalive = 0.3
+    client = await webhook_client(Settings(connections=dataclasses.replace(ADMISSION_PORT, idle_seconds=0.3)))
     reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
     writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     try:

@@ -13,7 +13,7 @@ import socket
 import ssl
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from insights.authn import RequestHeaderConfig, UserInfo
 from insights.authz import Decision, RequestInfo
 from insights.server import build_app
 from insights.view import HealthView
-from serving.appserving import AppListener
+from serving.appserving import API_PORT, AppListener
 from serving.connections import ConnectionLimits
 from serving.lifecycle import ServingOptions, serve_until_stopped
 from serving.readiness import CERTIFICATE_LOADED, Readiness
@@ -43,7 +43,9 @@ from .waiting import until
 REVIEWS = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/fooreviews"
 WATCH = "/apis/insights.samplecontroller.k8s.io/v1alpha1/namespaces/ns/foohealths?watch=1"
 FLOOD_ADDRESS = "127.0.0.2"  # loopback too: a second caller's own address
-HANDSHAKES_HELD = ConnectionLimits().max_handshakes
+HANDSHAKES_HELD = API_PORT.max_handshakes
+assert API_PORT.anonymous is not None
+ANONYMOUS = API_PORT.anonymous
 
 
 @dataclass
@@ -204,7 +206,7 @@ async def test_a_head_sent_slowly_by_a_client_without_certificate_is_a_408_withi
 
 
 async def test_a_slow_head_from_the_aggregator_gets_its_own_deadline_from_the_first_byte(start: Start) -> None:
-    listener = await start(ConnectionLimits(head_timeout=1.0))
+    listener = await start(replace(API_PORT, head_seconds=1.0))
     reader, writer = await listener.connect()
     writer.write(b"GET /healthz HTTP/1.1\r\n")
     await writer.drain()
@@ -226,7 +228,7 @@ async def test_clients_without_certificate_cannot_crowd_out_a_probe(start: Start
     for _, writer in crowd:
         writer.close()
     closed = [end for end in ends if end == b"" or isinstance(end, ConnectionResetError)]
-    assert len(closed) >= 70 + 1 - ConnectionLimits().max_anonymous
+    assert len(closed) >= 70 + 1 - ANONYMOUS.max_connections
 
 
 async def _closed(reader: asyncio.StreamReader, timeout: float = 5) -> bool:
@@ -252,7 +254,7 @@ async def test_at_the_verified_cap_a_new_connection_closes_the_oldest_idle_one(s
     # Before: past the cap every new verified connection was closed at once. Users' watches through
     # kube-apiserver filled it, and its availability check, refused, made the aggregator answer 503
     # to every FooHealth read (the attack mix, once in CI).
-    listener = await start(ConnectionLimits(max_verified=3))
+    listener = await start(replace(API_PORT, max_connections=3))
     held = [await listener.connect() for _ in range(3)]
     status, _ = await listener.request("GET", "/healthz")
     assert status == 200
@@ -263,7 +265,7 @@ async def test_at_the_verified_cap_a_new_connection_closes_the_oldest_idle_one(s
 
 
 async def test_at_the_verified_cap_one_that_never_asked_anything_goes_before_a_pool(start: Start) -> None:
-    listener = await start(ConnectionLimits(max_verified=3))
+    listener = await start(replace(API_PORT, max_connections=3))
     pooled = await listener.connect()
     pooled[1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     assert _status_of(await asyncio.wait_for(pooled[0].readline(), 5)) == 200
@@ -278,7 +280,7 @@ async def test_at_the_verified_cap_one_that_never_asked_anything_goes_before_a_p
 
 
 async def test_at_the_verified_cap_with_none_idle_a_new_connection_closes_the_oldest_watch(start: Start) -> None:
-    listener = await start(ConnectionLimits(max_verified=3))
+    listener = await start(replace(API_PORT, max_connections=3))
     watches = [await _watching(listener) for _ in range(3)]
     status, _ = await listener.request("GET", "/healthz")
     assert status == 200
@@ -289,7 +291,7 @@ async def test_at_the_verified_cap_with_none_idle_a_new_connection_closes_the_ol
 
 
 async def test_at_the_verified_cap_a_new_connection_is_closed_when_every_one_is_mid_request(start: Start) -> None:
-    listener = await start(ConnectionLimits(max_verified=3))
+    listener = await start(replace(API_PORT, max_connections=3))
     held = [await listener.connect() for _ in range(3)]
     for _, writer in held:
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # a head under way: not idle
@@ -311,7 +313,7 @@ async def test_bare_tcp_connects_hold_at_most_the_handshake_cap_and_a_probe_is_a
         # Accepted after the two hundred (the kernel queues connects in order): all of them are in.
         status, text = await listener.request("GET", "/healthz", verified=False)
         assert (status, text) == (200, "ok")
-        assert handshakes_held() <= ConnectionLimits().max_handshakes
+        assert handshakes_held() <= API_PORT.max_handshakes
     finally:
         for _, writer in bare:
             writer.close()

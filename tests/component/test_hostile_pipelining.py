@@ -7,12 +7,14 @@ so the client not reading is a state the test sets, not a race with kernel buffe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from typing import Any
 
+from serving.connections import Connections
 from serving.readiness import Readiness
 from serving.reviews.protocol import MAX_PIPELINED, Connection
-from serving.reviews.server import ReviewApp
+from serving.reviews.server import ADMISSION_PORT, ReviewApp
 
 GET = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 
@@ -66,8 +68,8 @@ class _Transport(asyncio.Transport):
 
 
 def _connection(*, keepalive: float = 95.0) -> tuple[Connection, _Transport]:
-    app = ReviewApp(Readiness(serving=True), [], keepalive=keepalive)
-    conn = Connection(app, set())
+    app = ReviewApp(Readiness(serving=True), [], limits=dataclasses.replace(ADMISSION_PORT, idle_seconds=keepalive))
+    conn = Connection(app, Connections(app.limits))
     transport = _Transport()
     conn.connection_made(transport)
     return conn, transport

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -21,7 +22,7 @@ import orjson
 from attacks.foos import conversion_review
 from attacks.objects import V1ALPHA1, foo_v1
 from serving.reviews.protocol import Connection
-from serving.reviews.server import ReviewServer
+from serving.reviews.server import ADMISSION_PORT, ReviewServer
 from webhook.app import Settings, Webhook, build_app
 
 from .certificates import serving_certificates
@@ -41,8 +42,7 @@ async def test_past_the_connection_cap_an_idle_connection_makes_room_for_a_probe
 ) -> None:
     # Before: no cap. One client holding idle connections took every file descriptor, and the
     # kubelet's probes and kube-apiserver were refused.
-    client = await webhook_client(Settings())
-    client.webhook.reviews.max_connections = 8
+    client = await webhook_client(Settings(connections=replace(ADMISSION_PORT, max_connections=8)))
     idle = [await _connect(client.port) for _ in range(8)]
     try:
         await asyncio.sleep(0.1)  # every one is accepted
@@ -86,8 +86,7 @@ async def test_past_the_cap_a_connection_just_made_is_not_the_one_closed_for_roo
     # Before: a probe that had connected but not yet sent its GET was the connection quiet
     # longest once the others trickled bytes, and the next newcomer closed it (one probe of 60
     # lost under the attack mix on the real node).
-    client = await webhook_client(Settings())
-    client.webhook.reviews.max_connections = 4
+    client = await webhook_client(Settings(connections=replace(ADMISSION_PORT, max_connections=4)))
     tricklers = await _tricklers(client.port, 3)
     probe = await _connect(client.port)
     try:
@@ -108,8 +107,7 @@ async def test_past_the_cap_a_pooled_connection_is_closed_only_when_no_other_can
     # kube-apiserver does not retry a POST written onto a pooled connection the server closed.
     # Before: the quietest connection was closed, and a pooled one idle between two reviews was
     # quieter than attackers trickling heads (2 Foo writes of 1,702 failed under the mix).
-    client = await webhook_client(Settings())
-    client.webhook.reviews.max_connections = 4
+    client = await webhook_client(Settings(connections=replace(ADMISSION_PORT, max_connections=4)))
     pooled = await _connect(client.port)
     tricklers: list[Stream] = []
     try:
@@ -128,8 +126,7 @@ async def test_a_connection_that_sends_nothing_is_closed_at_the_first_request_de
     webhook_client: ServeWebhook,
 ) -> None:
     # Before: a connection that never sent a byte was held for the keep-alive, 120 s.
-    client = await webhook_client(Settings())
-    client.webhook.reviews.first_request = 0.3
+    client = await webhook_client(Settings(connections=replace(ADMISSION_PORT, first_request_seconds=0.3)))
     reader, writer = await _connect(client.port)
     try:
         assert await asyncio.wait_for(reader.read(), timeout=10) == b""
@@ -258,10 +255,8 @@ async def test_a_large_answer_read_whole_leaves_the_send_buffer_as_small_as_ever
 
 def _send_buffer_after_a_small_answer() -> int:
     """SO_SNDBUF as the kernel reports it for the buffer every connection is given (it doubles it)."""
-    from serving.reviews.protocol import _SOCKET_BUFFER
-
     with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, ADMISSION_PORT.socket_buffer_bytes)
         return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
 
 
@@ -281,8 +276,9 @@ async def _tls_webhook(tmp_path: Path, max_connections: int) -> tuple[ReviewServ
     certs = serving_certificates(tmp_path)
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
-    webhook = build_app(Settings())
-    webhook.reviews.max_connections = max_connections
+    webhook = build_app(
+        Settings(connections=replace(ADMISSION_PORT, max_connections=max_connections, max_handshakes=max_connections))
+    )
     server = ReviewServer(webhook.reviews)
     await server.start("127.0.0.1", 0, ssl=server_context)
     return server, ssl.create_default_context(cafile=str(certs / "ca.crt"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from certs.__main__ import main as certs_main
 from hack.plane.cluster import free_port
 from hack.plane.product import webhook_args
 from serving import probes
-from serving.probes import MAX_CONNECTIONS, ProbeServer, answer
+from serving.probes import PROBE_PORT, ProbeServer, answer
 from tests.e2e.waiting import wait_for
 
 
@@ -96,10 +97,11 @@ async def test_a_flood_of_idle_connections_holds_at_most_the_cap_and_a_probe_sti
     server.start()
     flood = []
     try:
-        for _ in range(3 * MAX_CONNECTIONS):
+        cap = PROBE_PORT.max_connections
+        for _ in range(3 * cap):
             flood.append(socket.create_connection(("127.0.0.1", server.port)))
-        wait_for("the flood to be accepted", lambda: server.closed_for_newer >= 2 * MAX_CONNECTIONS, timeout=10)
-        assert len(server.connections) <= MAX_CONNECTIONS
+        wait_for("the flood to be accepted", lambda: server.connections.evicted >= 2 * cap, timeout=10)
+        assert len(server.connections) <= cap
         assert _status(await asyncio.to_thread(_get, server.port, "/readyz")) == 200
     finally:
         for sock in flood:
@@ -107,9 +109,9 @@ async def test_a_flood_of_idle_connections_holds_at_most_the_cap_and_a_probe_sti
         await server.stop()
 
 
-async def test_a_head_too_large_is_431_and_one_too_slow_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(probes, "HEAD_SECONDS", 0.3)
-    server = ProbeServer(lambda: (True, "ok"), "127.0.0.1", 0)
+async def test_a_head_too_large_is_431_and_one_too_slow_is_408() -> None:
+    limits = dataclasses.replace(PROBE_PORT, head_seconds=0.3)
+    server = ProbeServer(lambda: (True, "ok"), "127.0.0.1", 0, limits=limits)
     server.start()
     try:
         large = await asyncio.to_thread(_ask, server.port, b"GET /readyz HTTP/1.1\r\nX: " + b"a" * 10_000)
@@ -120,7 +122,7 @@ async def test_a_head_too_large_is_431_and_one_too_slow_is_closed(monkeypatch: p
     finally:
         await server.stop()
     assert _status(large) == 431
-    assert slow == b"" and waited < 5
+    assert _status(slow) == 408 and waited < 5
     assert _status(garbage) == 400
 
 
