@@ -29,6 +29,8 @@ REPO="$(cd "$HACK_DIR/.." && pwd)"
 CACHE="${FOO_OPERATOR_CACHE:-$HOME/.cache/foo-operator}"
 SRC_DIR="$(cd "${IMAGE_SOURCE_DIR:-$REPO}" && pwd)"
 OUT_DIR="${IMAGE_OUT_DIR:-$CACHE/share/image}"
+# Builds kept in the cache: this one and the two before it (see the clean-up at the end).
+KEEP_BUILDS=3
 PYTHON="${PYTHON:-$REPO/.venv/bin/python}"
 SUITE="${DEBIAN_SUITE:-bookworm}"
 # Every package pyproject.toml ships (a past release may lack the newer ones: kubectl_foo, apimachinery,
@@ -231,9 +233,12 @@ tar --sort=name --numeric-owner --owner=0 --group=0 --mtime="@$SOURCE_DATE_EPOCH
 rm -rf "$layout"
 mv -f "$archive.tmp" "$archive"
 write_meta "$rootfs_bytes"
-# Older builds (130 MB each) are never read again: image.json now names this one.
-find "$OUT_DIR" -maxdepth 1 \( -name 'foo-operator-*.oci.tar' -o -name 'foo-operator-*.cdx.json' \) \
-  ! -name "$(basename "$archive")" ! -name "$(basename "$sbom")" -delete
+# Older builds (130 MB each) go, but not the newest few: another checkout sharing this cache may
+# be loading its own build into a node right now (deleting all but ours failed its test).
+for pattern in 'foo-operator-*.oci.tar' 'foo-operator-*.cdx.json'; do
+  find "$OUT_DIR" -maxdepth 1 -name "$pattern" -printf '%T@ %p\n' | sort -rn | tail -n +$((KEEP_BUILDS + 1)) \
+    | cut -d' ' -f2- | xargs -r rm -f --
+done
 took=$((SECONDS - began))
 size_mb="$(( $(stat -c %s "$archive") / 1000000 ))"
 log "image $ref: ${size_mb} MB archive (uncompressed layer), $((rootfs_bytes / 1000000)) MB unpacked, in ${took}s"
