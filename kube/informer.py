@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from apimachinery.objects import Object, ObjectView
+from apimachinery.objects import Object
 from apimachinery.resources import Resource
 
 from .client import ApiError, KubeClient
@@ -41,17 +41,6 @@ def object_key(obj: Mapping[str, Any]) -> str:
 def split_key(key: str) -> tuple[str | None, str]:
     namespace, sep, name = key.partition("/")
     return (namespace, name) if sep else (None, key)
-
-
-def controller_uid_index(obj: Object) -> list[str]:
-    """Index function: the uid of the object's controller, for "what does X control"."""
-    ref = ObjectView(obj).controller_reference
-    return [str(ref["uid"])] if ref and ref.get("uid") else []
-
-
-def namespace_index(obj: Object) -> list[str]:
-    namespace = (obj.get("metadata") or {}).get("namespace")
-    return [namespace] if namespace else []
 
 
 def compact(value: Any) -> Any:

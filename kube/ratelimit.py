@@ -106,26 +106,6 @@ class ItemExponentialFailureRateLimiter:
         return self._failures.get(item, 0)
 
 
-class MaxOfRateLimiter:
-    """The longest wait any of its limiters asks for (client-go's MaxOfRateLimiter)."""
-
-    def __init__(self, *limiters: RateLimiter) -> None:
-        if not limiters:
-            raise ValueError("MaxOfRateLimiter needs at least one limiter")
-        self.limiters = limiters
-
-    def when(self, item: Hashable) -> float:
-        # Every limiter must see the failure (each keeps its own count), so no short-circuit.
-        return max([limiter.when(item) for limiter in self.limiters])
-
-    def forget(self, item: Hashable) -> None:
-        for limiter in self.limiters:
-            limiter.forget(item)
-
-    def num_requeues(self, item: Hashable) -> int:
-        return max(limiter.num_requeues(item) for limiter in self.limiters)
-
-
 def default_controller_rate_limiter() -> ItemExponentialFailureRateLimiter:
     """Per-item backoff, 5 ms → 1000 s, and nothing shared between items.
 

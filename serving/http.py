@@ -23,7 +23,7 @@ from apimachinery.bodies import (
     unsupported_content_type,
 )
 from apimachinery.status import Status, failure
-from serving.budget import Reservation, parse_paused
+from serving.budget import Reservation
 
 
 def json_response(
@@ -90,9 +90,3 @@ def check_json_content_type(request: web.Request) -> None:
     """A 415 Status unless the body is declared as JSON (or not declared at all)."""
     if not is_json_content_type(request.content_type):
         raise unsupported_content_type(request.content_type)
-
-
-async def read_json(request: web.Request, limit: int, *, deadlines: BodyDeadlines | None = None) -> Any:
-    """The request body parsed as JSON, or a 400/408/413/415 Status that says what is wrong."""
-    check_json_content_type(request)
-    return parse_paused(await read_body(request, limit, deadlines=deadlines))

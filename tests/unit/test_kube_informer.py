@@ -9,9 +9,21 @@ from typing import Any
 
 import pytest
 
+from apimachinery.objects import Object, ObjectView
 from kube.client import DEPLOYMENTS, ApiError
-from kube.informer import Backoff, Informer, Store, controller_uid_index, namespace_index, object_key
+from kube.informer import Backoff, Informer, Store, object_key
 from kube.recent import RecentWrites
+
+
+def controller_uid_index(obj: Object) -> list[str]:
+    """An index function as a caller writes one: the uid of the object's controller."""
+    ref = ObjectView(obj).controller_reference
+    return [str(ref["uid"])] if ref and ref.get("uid") else []
+
+
+def namespace_index(obj: Object) -> list[str]:
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    return [namespace] if namespace else []
 
 
 def obj(name: str, rv: int, namespace: str = "ns", owner: str | None = None, **extra: Any) -> dict[str, Any]:

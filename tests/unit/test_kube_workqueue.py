@@ -15,7 +15,6 @@ from prometheus_client import CollectorRegistry
 from kube.metrics import metrics_for
 from kube.ratelimit import (
     ItemExponentialFailureRateLimiter,
-    MaxOfRateLimiter,
     RateLimiter,
     TokenBucket,
     default_controller_rate_limiter,
@@ -121,16 +120,6 @@ def test_retry_state_goes_with_the_items_that_made_it() -> None:
     assert all(limiter.num_requeues(key) == 0 for key in doomed)
     assert limiter.when("other-ns/foo") == 0.005
     assert limiter.when(doomed[0]) == 0.005
-
-
-def test_max_of_limiter_forgets_in_every_limiter() -> None:
-    a, b = ItemExponentialFailureRateLimiter(1, 100), ItemExponentialFailureRateLimiter(2, 100)
-    limiter = MaxOfRateLimiter(a, b)
-    assert limiter.when("k") == 2
-    assert limiter.when("k") == 4
-    assert limiter.num_requeues("k") == 2
-    limiter.forget("k")
-    assert a.num_requeues("k") == b.num_requeues("k") == 0
 
 
 @given(st.lists(st.sampled_from("abc"), max_size=60))
