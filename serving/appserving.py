@@ -27,10 +27,20 @@ from aiohttp import hdrs, web
 from apimachinery.bodies import JSON, StatusError
 from apimachinery.status import NOT_ALLOWED, NOT_FOUND, Status, failure
 
-from .connections import LINGER_SECONDS, VERIFIED, ConnectionLimits, Connections, Held, KiB, drain, head_too_large
+from .connections import (
+    KEEPALIVE_SECONDS,
+    LINGER_SECONDS,
+    VERIFIED,
+    ConnectionLimits,
+    Connections,
+    Held,
+    KiB,
+    drain,
+    head_too_large,
+)
 from .http import status_response
 from .readiness import Readiness
-from .tlsupgrade import KEEPALIVE_SECONDS, HandshakePool, listening_socket
+from .tlsupgrade import HandshakePool, listening_socket
 
 log = logging.getLogger(__name__)
 

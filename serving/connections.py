@@ -31,9 +31,23 @@ from typing import Any, Generic, TypeVar
 
 from apimachinery.status import Status, failure
 
-from .tlsupgrade import FIRST_REQUEST_GRACE, HANDSHAKES_COMPUTING, KEEPALIVE_SECONDS
-
 KiB = 1024
+
+# TLS handshakes computing at once per listener (serving.tlsupgrade.HandshakeGate). One accepted
+# per turn of the loop kept about four under way under the attack mix, with the loop's turns short
+# enough for everyone else; 64 at once made each turn long and the honest callers slow (bench/README.md).
+HANDSHAKES_COMPUTING = 8
+# What every HTTPS port of ours (the admission port, insights') lets its connections do:
+# Idle after an answer. Above the apiserver's 90 s (client-go's IdleConnTimeout, from
+# utilnet.SetTransportDefaults): the client, not us, retires an idle connection, so it never
+# writes a POST onto one we are closing (Go does not retry a POST it wrote: a lost review).
+# Past the connection cap the least recently active idle connection is closed sooner.
+KEEPALIVE_SECONDS = 95.0
+# A connection just admitted, that has not yet had the time to send its first request, is closed
+# to make room only when no other can be: a kubelet probe sends its GET one round trip after its
+# handshake, and under a churn of attacking connections it was the one quiet longest by then.
+# An attacker who keeps every place fresh must open 64 connections a second, each a handshake.
+FIRST_REQUEST_GRACE = 1.0
 
 # A new connection's TLS handshake, and then the start of its first request: kube-apiserver's
 # client gives its own handshake 10 s (client-go's TLSHandshakeTimeout) and writes the request

@@ -24,10 +24,8 @@ import socket
 from collections import Counter
 from collections.abc import Callable, Iterable
 from ssl import SSLContext
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .connections import ConnectionLimits
+from .connections import ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -35,25 +33,10 @@ log = logging.getLogger(__name__)
 _ACCEPT_BACKOFF = 0.1
 # Accepted at most in one go before the loop runs anything else (asyncio's own server: its backlog).
 _ACCEPT_BATCH = 64
-# TLS handshakes computing at once per listener (HandshakeGate). One accepted per turn of the
-# loop kept about four under way under the attack mix, with the loop's turns short enough for
-# everyone else; 64 at once made each turn long and the honest callers slow (bench/README.md).
-HANDSHAKES_COMPUTING = 8
 # A handshake computing longer than this while others wait for a place gives its place up: a
 # client's own takes a round trip and milliseconds of CPU (0.4 s at most under the attack mix),
 # so only one that stalled after its ClientHello grows this old.
 HANDSHAKE_TURN = 1.0
-# What every HTTPS port of ours (the admission port, insights') lets its connections do:
-# Idle after an answer. Above the apiserver's 90 s (client-go's IdleConnTimeout, from
-# utilnet.SetTransportDefaults): the client, not us, retires an idle connection, so it never
-# writes a POST onto one we are closing (Go does not retry a POST it wrote: a lost review).
-# Past the connection cap the least recently active idle connection is closed sooner.
-KEEPALIVE_SECONDS = 95.0
-# A connection just admitted, that has not yet had the time to send its first request, is closed
-# to make room only when no other can be: a kubelet probe sends its GET one round trip after its
-# handshake, and under a churn of attacking connections it was the one quiet longest by then.
-# An attacker who keeps every place fresh must open 64 connections a second, each a handshake.
-FIRST_REQUEST_GRACE = 1.0
 _RESOURCE_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 # Linux's TCP states (tcp_info.tcpi_state) of a connection its peer has reset, or closed.
 _TCP_CLOSE, _TCP_CLOSE_WAIT = 7, 8
